@@ -1,0 +1,80 @@
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from tui.cli import main
+from tui.engine.environment import collect
+
+NO_GPU = not collect().gpu_available
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, list(args))
+
+
+def test_help_lists_the_commands():
+    r = invoke()
+    assert r.exit_code == 0
+    for cmd in ("run", "check", "env"):
+        assert cmd in r.output
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--b", "x"], "--b"),
+        (["--b", "0"], "--b: batch (b) must be at least 1 (got 0)"),
+        (["--h-q", "6", "--h-kv", "4"], "--h-kv: h_q must be a multiple of h_kv (got 6 and 4)"),
+        (["--dtype", "fp64"], "--dtype"),
+        (["--heuristics", "A,Z"], "--heuristics: unknown heuristic mode 'Z'"),
+        (["--replays", "0"], "--replays"),
+        (["--scale", "-1"], "--attn-scale: attention scale must be a positive number"),
+    ],
+)
+def test_bad_input_exits_2_and_names_the_option(args, needle):
+    r = invoke("run", *args)
+    assert r.exit_code == 2, r.output
+    assert needle in r.output
+    assert "Traceback" not in r.output
+
+
+@pytest.mark.skipif(not NO_GPU, reason="checks the answer of a machine without a GPU")
+def test_run_json_without_gpu_uses_the_shorthands():
+    r = invoke("run", "--b", "1", "--h", "4", "--s", "128", "--d", "64", "--causal", "none", "--json")
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    assert data["status"] == "cpu_only"
+    c = data["config"]
+    assert (c["h_q"], c["h_kv"], c["s_q"], c["s_kv"], c["d_qk"], c["d_v"]) == (4, 4, 128, 128, 64, 64)
+    assert data["accuracy"]["torch_lowp"]["mismatched"] == 0
+
+
+@pytest.mark.skipif(not NO_GPU, reason="checks the answer of a machine without a GPU")
+def test_run_report_without_gpu():
+    r = invoke("run", "--b", "1", "--h", "2", "--s", "64")
+    assert r.exit_code == 0, r.output
+    assert "CPU ONLY" in r.output and "validate" in r.output and "GPU figures unavailable" in r.output
+
+
+@pytest.mark.skipif(not NO_GPU, reason="checks the answer of a machine without a GPU")
+def test_check_fails_without_gpu_and_says_why():
+    r = invoke("check")
+    assert r.exit_code == 1
+    assert "no usable GPU" in r.output
+    r = invoke("check", "--json")
+    assert r.exit_code == 1 and json.loads(r.output)["gpu_available"] is False
+
+
+def test_unsupported_config_exits_1_with_cudnns_message():
+    r = invoke("run", "--d", "65", "--no-autotune")
+    assert r.exit_code == 1
+    assert "hidden_dim should be multiple of 8" in r.output
+
+
+def test_env_json():
+    r = invoke("env", "--json")
+    assert r.exit_code == 0
+    data = json.loads(r.output)
+    assert data["frontend_version"] and data["torch_version"]
+    assert ("unavailable_reason" in data) and (data["gpu_available"] or data["unavailable_reason"])

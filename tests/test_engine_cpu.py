@@ -1,0 +1,103 @@
+"""The engine without a GPU: cuDNN's own validation, the graph JSON, FLOPs and a CPU reference."""
+
+import inspect
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tui.engine.config import SdpaConfig
+from tui.engine.graph import SDPA_KEYWORDS, define_and_validate, sdpa_kwargs
+from tui.engine.results import RunResult
+
+
+def test_cpu_mode_result(cpu_engine):
+    c = SdpaConfig(b=1, h_q=4, h_kv=2, s_q=128, s_kv=128, d_qk=64, d_v=64)
+    r = cpu_engine.run(c)
+    assert r.status == "cpu_only" and r.ok
+    assert "CPU mode requested by the test" in r.message
+    assert [p.name for p in r.phases] == ["define", "validate"] and all(p.ok for p in r.phases)
+    assert r.flops == c.flops() and r.io_bytes == c.io_bytes()
+    assert r.timing is None and r.plans == ()
+    graph = json.loads(r.graph_json)
+    node = graph["nodes"][0]
+    assert node["type"] == "SDPA" and node["params"]["use_causal_mask"] is True
+    assert graph["tensors"]["q"]["dim"] == [1, 4, 128, 64]
+    assert graph["tensors"]["q"]["stride"] == [128 * 4 * 64, 64, 4 * 64, 1]  # BSHD
+    acc = r.accuracy
+    assert acc.device == "cpu" and acc.cudnn is None and acc.passed is None
+    assert acc.torch_lowp.mismatched == 0 and 0 < acc.torch_lowp.max_abs < acc.atol
+    assert "CPU" in acc.note
+
+
+def test_cpu_mode_skips_the_reference_for_large_problems(cpu_engine):
+    r = cpu_engine.run(SdpaConfig(b=8, s_q=8192, s_kv=8192, h_q=32, h_kv=32, d_qk=128, d_v=128))
+    assert r.status == "cpu_only"
+    assert r.accuracy.torch_lowp is None and "too large" in r.accuracy.note
+
+
+def test_unsupported_config_gets_cudnns_own_words(cpu_engine):
+    r = cpu_engine.run(SdpaConfig(d_qk=65, d_v=65))
+    assert r.status == "unsupported" and not r.ok
+    assert r.message == "validate: hidden_dim should be multiple of 8"
+    assert r.phases[-1].name == "validate" and not r.phases[-1].ok
+
+
+def test_invalid_config_names_its_fields(cpu_engine):
+    r = cpu_engine.run(SdpaConfig(h_q=6, h_kv=4, s_q=0))
+    assert r.status == "invalid"
+    assert {e["field"] for e in r.errors} == {"h_kv", "s_q"}
+    assert r.phases == ()
+
+
+def test_result_json_round_trip(cpu_engine):
+    r = cpu_engine.run(SdpaConfig(b=1, h_q=2, h_kv=2, s_q=64, s_kv=64))
+    again = RunResult.from_json(r.to_json())
+    assert again == r
+    data = json.loads(r.to_json())
+    assert data["schema_version"] == "1.0" and data["config"]["b"] == 1
+    data["schema_version"] = "2.0"
+    with pytest.raises(ValueError, match="schema"):
+        RunResult.from_dict(data)
+
+
+def _binding_keywords() -> set[str]:
+    import cudnn
+
+    doc = cudnn._pybind_module.backend_graph.sdpa.__doc__
+    signature = doc.split(")", 1)[0] if doc.startswith("sdpa(") else doc.split("\n", 1)[0]
+    return set(re.findall(r"(\w+):", signature))
+
+
+def test_sdpa_keywords_exist_in_the_binding():
+    """The frontend accepts misspelled keywords silently; this is where we would hear of one."""
+    known = _binding_keywords()
+    assert {"q", "k", "v", "attn_scale", "use_causal_mask"} <= known  # the parse works
+    assert known >= SDPA_KEYWORDS, SDPA_KEYWORDS - known
+    for causal in ("none", "top_left", "bottom_right"):
+        assert set(sdpa_kwargs(SdpaConfig(causal=causal))) <= SDPA_KEYWORDS
+
+
+@pytest.mark.parametrize("causal,param", [("top_left", "use_causal_mask"), ("bottom_right", "use_causal_mask_bottom_right")])
+def test_causal_mode_reaches_the_graph(causal, param):
+    g = define_and_validate(SdpaConfig(causal=causal, s_q=512, s_kv=1024))
+    params = json.loads(g.json())["nodes"][0]["params"]
+    assert params[param] is True
+    assert params["attn_scale"] == pytest.approx(1 / 8)
+
+
+def test_engine_imports_no_textual():
+    """The engine runs headless (CLI, engine process): importing it must not pull in textual."""
+    code = (
+        "import sys, importlib, pkgutil, tui.engine as e\n"
+        "for m in pkgutil.iter_modules(e.__path__): importlib.import_module('tui.engine.' + m.name)\n"
+        "print(any(n == 'textual' or n.startswith('textual.') for n in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+    engine_dir = Path(inspect.getfile(define_and_validate)).parent
+    for path in engine_dir.glob("*.py"):
+        assert not re.search(r"^\s*(from|import)\s+textual", path.read_text(), re.M), path

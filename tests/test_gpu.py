@@ -1,0 +1,100 @@
+"""On a CUDA GPU with cuDNN (run on the H200; skipped elsewhere)."""
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from tui.cli import main
+from tui.engine import graph as graphmod
+from tui.engine.config import SdpaConfig
+from tui.engine.runner import Engine, RunOptions
+from tui.engine.timing import TimingOptions, profiler_kernel_time
+
+pytestmark = pytest.mark.gpu
+
+SEED = SdpaConfig()
+SMALL = SdpaConfig(b=1, h_q=8, h_kv=8, s_q=256, s_kv=256, d_qk=64, d_v=64, causal="none")
+LARGE = SdpaConfig(b=2, h_q=32, h_kv=8, s_q=4096, s_kv=4096, d_qk=128, d_v=128, dtype="bf16")
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return Engine(cache_size=16)
+
+
+@pytest.mark.parametrize("layout", ["BSHD", "BHSD", "SBHD"])
+def test_seed_config_matches_the_reference(engine, layout):
+    r = engine.run(SEED.replace(layout=layout))
+    assert r.status == "ok", r.message
+    assert r.accuracy.passed
+    assert 0 < r.accuracy.cudnn.max_abs < 5e-3
+    assert r.accuracy.torch_lowp.mismatched == 0
+
+
+def test_layouts_give_the_same_output(engine):
+    outs = []
+    for layout in ("BSHD", "BHSD"):
+        config = SEED.replace(layout=layout)
+        engine.run(config, RunOptions(autotune=False))
+        outs.append(engine.output(config).float().clone())
+    assert outs[0].shape == outs[1].shape == SEED.o_dims
+    assert torch.allclose(outs[0], outs[1], atol=2e-3, rtol=0)
+
+
+def test_every_plan_is_listed_built_and_timed(engine):
+    r = engine.run(SEED)
+    assert len(r.plans) >= 2
+    assert all(p.built and p.timing is not None and p.tflops > 0 for p in r.plans)
+    assert all(p.name and p.engine_id is not None and p.build_seconds is not None for p in r.plans)
+    assert [p.index for p in r.plans if p.is_heuristic_pick] == [r.heuristic_plan]
+    assert [p.index for p in r.plans if p.is_fastest] == [r.fastest_plan]
+    fastest = min(r.plans, key=lambda p: p.timing.median_us)
+    assert fastest.index == r.fastest_plan
+    assert all(p.matches for p in r.plans)
+    assert r.plans[r.heuristic_plan].workspace_bytes is not None
+    assert [p.name for p in r.phases] == list(graphmod.PHASES)
+
+
+def test_second_run_is_a_cache_hit(engine):
+    engine.run(SEED, RunOptions(autotune=False))
+    r = engine.run(SEED, RunOptions(autotune=False))
+    assert r.cache_hit and r.status == "ok"
+
+
+@pytest.mark.parametrize("config", [SMALL, SEED, LARGE], ids=["small", "seed", "large"])
+def test_kernel_time_agrees_with_the_profiler(engine, config):
+    r = engine.run(config, RunOptions(autotune=False, check=False, timing=TimingOptions(replays=20)))
+    assert r.status == "ok", r.message
+    prof_us, _ = profiler_kernel_time(engine.executor(config), calls=20)
+    ratio = r.timing.median_us / prof_us
+    assert 0.8 <= ratio <= 1.2, (r.timing.median_us, prof_us)
+    assert r.host_overhead_us > 0
+
+
+def test_l2_flush_reports_a_cold_kernel_time(engine):
+    r = engine.run(SEED, RunOptions(autotune=False, check=False, timing=TimingOptions(l2_flush=True)))
+    assert r.status == "ok", r.message
+    assert r.timing.l2_flushed and r.timing.median_us > 0
+    assert r.timing.kernels_per_call >= 1
+
+
+@pytest.mark.parametrize(
+    "config,words",
+    [
+        (SdpaConfig(d_qk=65, d_v=65), "hidden_dim should be multiple of 8"),
+        (SdpaConfig(h_q=6, h_kv=4), "must be a factor of number of heads for query"),
+    ],
+)
+def test_cudnn_refusals_are_reported_not_crashed(engine, config, words):
+    with pytest.raises(graphmod.GraphBuildError) as exc:
+        graphmod.build(config, engine._cudnn_handle())  # below the config checks: cuDNN's own verdict
+    assert exc.value.unsupported and words in exc.value.message
+    r = engine.run(config)
+    assert r.status in ("unsupported", "invalid") and not r.ok  # the engine keeps going
+    assert engine.run(SMALL, RunOptions(autotune=False)).status == "ok"
+
+
+def test_check_passes():
+    result = CliRunner().invoke(main, ["check"])
+    assert result.exit_code == 0, result.output
+    assert "6 passed, 0 failed" in result.output

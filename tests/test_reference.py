@@ -1,0 +1,110 @@
+"""The reference is checked against arithmetic done by hand, so the check itself is trusted."""
+
+import math
+
+import pytest
+import torch
+
+from tui.engine.config import SdpaConfig
+from tui.engine.reference import TOLERANCES, compare, keep_mask, make_inputs, reference_fp32
+
+
+def _hand_attention(q, k, v, scale, keep):
+    """Plain Python loops over one head: softmax(q.k * scale) weighted sum of v."""
+    out = []
+    for i, qi in enumerate(q):
+        scores = [sum(a * b for a, b in zip(qi, kj, strict=True)) * scale if keep(i, j) else None for j, kj in enumerate(k)]
+        kept = [s for s in scores if s is not None]
+        if not kept:
+            out.append([0.0] * len(v[0]))
+            continue
+        m = max(kept)
+        w = [math.exp(s - m) if s is not None else 0.0 for s in scores]
+        z = sum(w)
+        out.append([sum(w[j] * v[j][c] for j in range(len(v))) / z for c in range(len(v[0]))])
+    return out
+
+
+@pytest.mark.parametrize("causal", ["none", "top_left", "bottom_right"])
+def test_reference_matches_hand_computation(causal):
+    c = SdpaConfig(b=1, h_q=1, h_kv=1, s_q=3, s_kv=4, d_qk=2, d_v=3, causal=causal, attn_scale=0.5)
+    q = torch.tensor([[[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]]])
+    k = torch.tensor([[[[1.0, 2.0], [0.5, -1.0], [0.0, 0.0], [2.0, 1.0]]]])
+    v = torch.tensor([[[[1.0, 0.0, 2.0], [0.0, 1.0, 0.0], [3.0, 3.0, 3.0], [-1.0, 0.0, 1.0]]]])
+    off = c.causal_offset
+
+    def keep(i, j):
+        return off is None or j <= i + off
+
+    expected = torch.tensor(_hand_attention(q[0, 0].tolist(), k[0, 0].tolist(), v[0, 0].tolist(), 0.5, keep))
+    got = reference_fp32(c, q, k, v)
+    assert torch.allclose(got[0, 0], expected, atol=1e-6)
+
+
+def test_gqa_query_heads_share_kv_heads_in_groups():
+    c = SdpaConfig(b=1, h_q=4, h_kv=2, s_q=5, s_kv=6, d_qk=8, d_v=8, causal="none", dtype="fp16")
+    q, k, v = (t.float() for t in make_inputs(c, "cpu", seed=3))
+    got = reference_fp32(c, q, k, v)
+    for hq in range(4):
+        hk = hq // 2  # query heads 0,1 -> kv head 0; 2,3 -> kv head 1
+        p = torch.softmax(q[0, hq] @ k[0, hk].T * c.scale, dim=-1)
+        assert torch.allclose(got[0, hq], p @ v[0, hk], atol=1e-5)
+
+
+def test_layout_does_not_change_the_reference():
+    base = SdpaConfig(b=2, h_q=2, h_kv=2, s_q=7, s_kv=7, d_qk=8, d_v=8)
+    outs = []
+    for layout in ("BSHD", "BHSD", "SBHD"):
+        c = base.replace(layout=layout)
+        q, k, v = make_inputs(c, "cpu", seed=1)
+        outs.append(reference_fp32(c, q, k, v))
+    assert torch.equal(outs[0], outs[1]) and torch.equal(outs[1], outs[2])
+
+
+def test_the_seeds_permute_compares_attention_over_heads():
+    """Fact 1: permuting logical (b,h,s,d) tensors makes torch attend over heads; our check must
+    see that as a mismatch, not a pass."""
+    c = SdpaConfig(b=1, h_q=4, h_kv=4, s_q=8, s_kv=8, d_qk=8, d_v=8, causal="none")
+    q, k, v = make_inputs(c, "cpu", seed=0)
+    ref = reference_fp32(c, q, k, v)
+    wrong = torch.nn.functional.scaled_dot_product_attention(
+        *(t.float().permute(0, 2, 1, 3) for t in (q, k, v)), scale=c.scale
+    ).permute(0, 2, 1, 3)
+    assert compare(wrong, ref, *TOLERANCES["fp16"]).mismatched > 0
+    right = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), scale=c.scale)
+    assert compare(right, ref, *TOLERANCES["fp16"]).mismatched == 0
+
+
+def test_reference_chunks_rows_without_changing_the_result(monkeypatch):
+    import tui.engine.reference as reference
+
+    c = SdpaConfig(b=1, h_q=2, h_kv=1, s_q=64, s_kv=64, d_qk=8, d_v=8, causal="top_left")
+    q, k, v = make_inputs(c, "cpu", seed=2)
+    whole = reference_fp32(c, q, k, v)
+    monkeypatch.setattr(reference, "REFERENCE_CHUNK_BYTES", 64 * 4 * 5)  # 5 rows at a time
+    assert reference._chunks(c) == (1, 5)
+    assert torch.allclose(reference_fp32(c, q, k, v), whole, atol=1e-6)
+
+
+def test_keep_mask_alignment():
+    c = SdpaConfig(s_q=2, s_kv=4, causal="bottom_right")
+    assert keep_mask(c, range(2), "cpu").tolist() == [[True, True, True, False], [True, True, True, True]]
+    c = c.replace(causal="top_left")
+    assert keep_mask(c, range(2), "cpu").tolist() == [[True, False, False, False], [True, True, False, False]]
+    assert keep_mask(c.replace(causal="none"), range(2), "cpu") is None
+
+
+def test_compare_metrics_on_known_values():
+    ref = torch.tensor([1.0, -2.0, 0.001, 4.0])
+    out = torch.tensor([1.004, -2.0, 0.0, float("nan")])
+    m = compare(out, ref, atol=5e-3, rtol=3e-3)
+    assert m.nonfinite == 1
+    assert m.max_abs == float("inf")  # a NaN can never pass
+    assert m.mismatched == 1  # only the NaN; 0.004 <= 0.005 + 0.003
+    assert m.max_rel == float("inf")
+    assert m.mean_abs == pytest.approx((0.004 + 0.001) / 4, rel=1e-4)  # over finite outputs
+    finite = compare(out[:3], ref[:3], atol=5e-3, rtol=3e-3)
+    assert finite.max_rel == pytest.approx(0.004, rel=1e-4)  # |ref| = 0.001 < atol is not counted
+    assert (finite.mismatched, finite.nonfinite) == (0, 0)
+    ok = compare(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0]), 5e-3, 3e-3)
+    assert (ok.max_abs, ok.mismatched, ok.nonfinite) == (0.0, 0, 0)

@@ -1,0 +1,211 @@
+"""The headless commands: run one configuration, sanity-check a GPU box, describe it.
+
+Every command goes through the same Engine and RunResult as the dashboard, so the CLI
+and the screen can never disagree. Bad input exits with code 2 and names the option.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+
+import click
+from rich.console import Console
+
+from .engine.config import CAUSAL_MODES, DTYPES, ConfigError, SdpaConfig
+from .engine.layouts import LAYOUTS
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+# the `check` smoke set: the seed's GPT-2 shape in both layouts and dtypes, causal and
+# not, and one GQA case
+SMOKE_CASES: tuple[SdpaConfig, ...] = (
+    SdpaConfig(),
+    SdpaConfig(layout="BHSD"),
+    SdpaConfig(dtype="bf16"),
+    SdpaConfig(layout="BHSD", dtype="bf16", causal="none"),
+    SdpaConfig(causal="none"),
+    SdpaConfig(b=2, h_q=32, h_kv=8, s_q=2048, s_kv=2048, d_qk=128, d_v=128, dtype="bf16"),
+)
+
+_FIELD_OPTIONS = {
+    "b": "batch",
+    "h_q": "query heads",
+    "h_kv": "key/value heads",
+    "s_q": "query sequence length",
+    "s_kv": "key/value sequence length",
+    "d_qk": "head dim of q and k",
+    "d_v": "head dim of v",
+}
+
+
+def _console(stderr: bool = False) -> Console:
+    return Console(stderr=stderr, highlight=False)
+
+
+def _fail_usage(messages: list[str]) -> None:
+    err = _console(stderr=True)
+    for m in messages:
+        err.print(f"[red]error:[/red] {m}")
+    sys.exit(EXIT_USAGE)
+
+
+def config_options(fn):
+    """The configuration options, named after SdpaConfig's fields, plus the seed's
+    shorthands --h, --s, --d that set both sides at once."""
+    opts = [
+        click.option("--h", "h", type=int, help="heads: sets h_q and h_kv"),
+        click.option("--s", "s", type=int, help="sequence length: sets s_q and s_kv"),
+        click.option("--d", "d", type=int, help="head dim: sets d_qk and d_v"),
+        click.option("--dtype", type=click.Choice(DTYPES, case_sensitive=False)),
+        click.option("--layout", type=click.Choice(tuple(LAYOUTS), case_sensitive=False)),
+        click.option("--causal", type=click.Choice(CAUSAL_MODES, case_sensitive=False)),
+        click.option("--scale", "attn_scale", type=float, help="attention scale (default 1/sqrt(d_qk))"),
+        click.option("--heuristics", help="heuristic modes, e.g. A,FALLBACK (default) or B"),
+    ]
+    for name, helptext in _FIELD_OPTIONS.items():
+        opts.append(click.option(f"--{name.replace('_', '-')}", name, type=int, help=helptext))
+    for opt in reversed(opts):
+        fn = opt(fn)
+    return fn
+
+
+def config_from_options(values: dict) -> SdpaConfig:
+    """Options -> SdpaConfig: defaults (the seed's configuration), then shorthands, then fields."""
+    data: dict = {}
+    for short, pair in (("h", ("h_q", "h_kv")), ("s", ("s_q", "s_kv")), ("d", ("d_qk", "d_v"))):
+        if values.get(short) is not None:
+            data.update(dict.fromkeys(pair, values[short]))
+    for key in (*_FIELD_OPTIONS, "dtype", "layout", "causal", "attn_scale", "heuristics"):
+        if values.get(key) is not None:
+            data[key] = values[key]
+    try:
+        config = SdpaConfig.from_dict(data)
+    except ConfigError as exc:
+        _fail_usage([f"--{e.field.replace('_', '-')}: {e.message}" for e in exc.errors])
+    errors = config.validate()
+    if errors:
+        _fail_usage([f"--{e.field.replace('_', '-')}: {e.message}" for e in errors])
+    return config
+
+
+def _run_options(replays: int, l2_flush: bool, autotune: bool, check: bool, seed: int):
+    from .engine.runner import RunOptions
+    from .engine.timing import TimingOptions
+
+    if replays < 1:
+        _fail_usage([f"--replays: must be at least 1 (got {replays})"])
+    return RunOptions(
+        timing=TimingOptions(replays=replays, l2_flush=l2_flush), autotune=autotune, check=check, seed=seed
+    )
+
+
+def timing_options(fn):
+    for opt in reversed(
+        [
+            click.option("--replays", type=int, default=20, show_default=True, help="timed replays of the CUDA graph"),
+            click.option("--l2-flush/--no-l2-flush", default=False, show_default=True,
+                         help="flush the L2 before each execution (cold-cache kernel time)"),
+            click.option("--seed", type=int, default=0, show_default=True, help="random seed of the inputs"),
+        ]
+    ):
+        fn = opt(fn)
+    return fn
+
+
+@click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="cudnn-sdpa-explorer")
+@click.pass_context
+def main(ctx: click.Context) -> None:
+    """Explore cuDNN scaled-dot-product attention: support, plans, build phases,
+    accuracy against an fp32 reference, and kernel time."""
+    if ctx.invoked_subcommand is None:
+        click.echo(ctx.get_help())
+
+
+@main.command()
+@config_options
+@timing_options
+@click.option("--autotune/--no-autotune", default=True, show_default=True, help="time every plan, not only the heuristic's")
+@click.option("--check/--no-check", default=True, show_default=True, help="compare with the fp32 reference")
+@click.option("--json", "as_json", is_flag=True, help="print the RunResult as JSON")
+def run(replays, l2_flush, seed, autotune, check, as_json, **values) -> None:
+    """Build, plan, run and check one configuration (default: the seed's GPT-2 shape)."""
+    from .engine.runner import Engine
+
+    config = config_from_options(values)
+    result = Engine().run(config, _run_options(replays, l2_flush, autotune, check, seed))
+    if as_json:
+        click.echo(result.to_json())
+    else:
+        from .report import result_renderable
+
+        _console().print(result_renderable(result))
+    if result.status == "invalid":
+        sys.exit(EXIT_USAGE)
+    sys.exit(EXIT_OK if result.ok else EXIT_FAIL)
+
+
+@main.command()
+@timing_options
+@click.option("--json", "as_json", is_flag=True, help="print the results as JSON")
+def check(replays, l2_flush, seed, as_json) -> None:
+    """Sanity-check this GPU box: run the smoke set, exit non-zero on any mismatch,
+    failure or unavailable GPU."""
+    from .engine.runner import Engine
+    from .report import us
+
+    engine = Engine()
+    env = engine.environment()
+    console = _console()
+    if not env.gpu_available:
+        if as_json:
+            click.echo(json.dumps({"gpu_available": False, "reason": env.unavailable_reason, "cases": []}, indent=2))
+        else:
+            console.print(f"[red]FAIL[/red] no usable GPU: {env.unavailable_reason}")
+        sys.exit(EXIT_FAIL)
+    options = _run_options(replays, l2_flush, False, True, seed)
+    rows, passed = [], 0
+    if not as_json:
+        console.print(f"{env.gpu_name} (cc {env.compute_capability}), cuDNN {env.cudnn_backend_version}, "
+                      f"frontend {env.frontend_version}, torch {env.torch_version}")
+    for config in SMOKE_CASES:
+        result = engine.run(config, options)
+        ok = result.status == "ok"
+        passed += ok
+        acc = result.accuracy.cudnn if result.accuracy else None
+        plan = result.plans[result.heuristic_plan].name if result.heuristic_plan is not None else "-"
+        rows.append({"config": config.to_dict(), "label": config.label(), "status": result.status,
+                     "message": result.message, "kernel_us": result.timing.median_us if result.timing else None,
+                     "tflops": result.tflops, "max_abs_error": acc.max_abs if acc else None, "plan": plan})
+        if not as_json:
+            mark = "[green]PASS[/green]" if ok else "[red]FAIL[/red]"
+            detail = (f"{us(result.timing.median_us if result.timing else None):>11}  "
+                      f"{(result.tflops or 0):6.1f} TFLOPS  max abs err {acc.max_abs if acc else float('nan'):.2e}  "
+                      f"plan {plan}")
+            console.print(f"{mark} {config.label():40} {detail if ok else result.status + ': ' + result.message}")
+    failed = len(SMOKE_CASES) - passed
+    if as_json:
+        click.echo(json.dumps({"gpu_available": True, "passed": passed, "failed": failed, "cases": rows}, indent=2))
+    else:
+        console.print(f"{passed} passed, {failed} failed")
+    sys.exit(EXIT_OK if failed == 0 else EXIT_FAIL)
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="print as JSON")
+def env(as_json) -> None:
+    """Describe the GPU, driver, CUDA, torch, cuDNN and frontend this tool sees."""
+    from .engine.environment import collect
+    from .report import environment_table
+
+    info = collect()
+    if as_json:
+        click.echo(json.dumps(dataclasses.asdict(info), indent=2))
+    else:
+        _console().print(environment_table(info))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,313 @@
+"""The attention configuration a user asks about, and what is wrong with it.
+
+`SdpaConfig` is the one record that travels from the form (or the CLI, or a preset)
+to the engine. It is frozen and hashable so it can key the graph cache, and it
+round-trips through a plain dict so presets (TOML) and results (JSON) carry it as is.
+Validation here is about what the user typed making sense; whether cuDNN supports a
+sensible configuration is cuDNN's to say, in its own words, at build time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from .layouts import LAYOUTS
+
+DTYPES = ("fp16", "bf16")
+DTYPE_BYTES = {"fp16": 2, "bf16": 2}
+CAUSAL_MODES = ("none", "top_left", "bottom_right")
+HEURISTIC_MODES = ("A", "B", "FALLBACK")
+
+# Per-field upper bounds: beyond them a number is a typo, not a shape (they are far
+# above anything the GPU could hold, so they never refuse a real model).
+_INT_LIMITS = {
+    "b": 1 << 16,
+    "h_q": 1 << 12,
+    "h_kv": 1 << 12,
+    "s_q": 1 << 22,
+    "s_kv": 1 << 22,
+    "d_qk": 1 << 12,
+    "d_v": 1 << 12,
+}
+
+FIELD_LABELS = {
+    "b": "batch (b)",
+    "h_q": "query heads (h_q)",
+    "h_kv": "key/value heads (h_kv)",
+    "s_q": "query length (s_q)",
+    "s_kv": "key/value length (s_kv)",
+    "d_qk": "q/k head dim (d_qk)",
+    "d_v": "v head dim (d_v)",
+    "dtype": "dtype",
+    "layout": "layout",
+    "causal": "causal mask",
+    "attn_scale": "attention scale",
+    "heuristics": "heuristic modes",
+}
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One problem with one field, in words a user understands."""
+
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ConfigError(ValueError):
+    """A dict or option set that cannot become an SdpaConfig; carries every problem at once."""
+
+    def __init__(self, errors: list[FieldError]):
+        self.errors = errors
+        super().__init__("; ".join(e.message for e in errors))
+
+
+@dataclass(frozen=True)
+class SdpaConfig:
+    """One forward SDPA problem. Logical dims are (b, h, s, d); `layout` is only strides."""
+
+    b: int = 4
+    h_q: int = 12
+    h_kv: int = 12
+    s_q: int = 1024
+    s_kv: int = 1024
+    d_qk: int = 64
+    d_v: int = 64
+    dtype: str = "fp16"
+    layout: str = "BSHD"
+    causal: str = "top_left"
+    attn_scale: float | None = None  # None: 1/sqrt(d_qk)
+    heuristics: tuple[str, ...] = field(default=("A", "FALLBACK"))
+
+    # ---- derived -------------------------------------------------------------------
+    @property
+    def scale(self) -> float:
+        return self.attn_scale if self.attn_scale is not None else 1.0 / math.sqrt(self.d_qk)
+
+    @property
+    def q_dims(self) -> tuple[int, int, int, int]:
+        return (self.b, self.h_q, self.s_q, self.d_qk)
+
+    @property
+    def k_dims(self) -> tuple[int, int, int, int]:
+        return (self.b, self.h_kv, self.s_kv, self.d_qk)
+
+    @property
+    def v_dims(self) -> tuple[int, int, int, int]:
+        return (self.b, self.h_kv, self.s_kv, self.d_v)
+
+    @property
+    def o_dims(self) -> tuple[int, int, int, int]:
+        return (self.b, self.h_q, self.s_q, self.d_v)
+
+    @property
+    def causal_offset(self) -> int | None:
+        """Query i keeps keys j <= i + offset; None when nothing is masked."""
+        if self.causal == "top_left":
+            return 0
+        if self.causal == "bottom_right":
+            return self.s_kv - self.s_q
+        return None
+
+    def kept_pairs(self) -> int:
+        """Number of (query, key) score positions the mask keeps, per batch and head."""
+        off = self.causal_offset
+        if off is None:
+            return self.s_q * self.s_kv
+        return _kept_below_diagonal(self.s_q, self.s_kv, off)
+
+    def flops(self) -> int:
+        """Forward FLOPs: two matmuls over the kept scores only (softmax not counted)."""
+        return 2 * self.b * self.h_q * self.kept_pairs() * (self.d_qk + self.d_v)
+
+    def io_bytes(self) -> int:
+        """Minimum DRAM traffic: read Q, K, V once and write O once."""
+        elems = (
+            self.b * self.h_q * self.s_q * self.d_qk
+            + self.b * self.h_kv * self.s_kv * (self.d_qk + self.d_v)
+            + self.b * self.h_q * self.s_q * self.d_v
+        )
+        return elems * DTYPE_BYTES.get(self.dtype, 2)
+
+    def memory_estimate(self) -> int:
+        """GPU bytes a checked run needs: the tensors, their fp32 reference copies,
+        torch's own output for comparison and the reference's score chunk."""
+        elems = self.io_bytes() // DTYPE_BYTES.get(self.dtype, 2)
+        out_elems = self.b * self.h_q * self.s_q * self.d_v
+        # low-precision tensors + fp32 copies of q/k/v/o + reference out (fp32) + torch out
+        gqa = self.b * self.h_q * self.s_kv * (self.d_qk + self.d_v) * 4 if self.h_q != self.h_kv else 0
+        return elems * 2 + elems * 4 + out_elems * (4 + 2) + gqa + REFERENCE_CHUNK_BYTES
+
+    # ---- validation -----------------------------------------------------------------
+    def validate(self, gpu_memory_bytes: int | None = None) -> list[FieldError]:
+        """Every problem at once, each naming its field; [] when the config is sensible."""
+        errors: list[FieldError] = []
+        for name, limit in _INT_LIMITS.items():
+            value = getattr(self, name)
+            label = FIELD_LABELS[name]
+            if isinstance(value, bool) or not isinstance(value, int):
+                errors.append(FieldError(name, f"{label} must be a whole number (got {value!r})"))
+            elif value < 1:
+                errors.append(FieldError(name, f"{label} must be at least 1 (got {value})"))
+            elif value > limit:
+                errors.append(FieldError(name, f"{label} must be at most {limit} (got {value})"))
+        bad_fields = {e.field for e in errors}
+        ints_ok = not errors
+        if not {"h_q", "h_kv"} & bad_fields and self.h_q % self.h_kv:
+            errors.append(
+                FieldError("h_kv", f"h_q must be a multiple of h_kv (got {self.h_q} and {self.h_kv})")
+            )
+        if self.dtype not in DTYPES:
+            errors.append(FieldError("dtype", f"dtype must be one of {', '.join(DTYPES)} (got {self.dtype!r})"))
+        if self.layout not in LAYOUTS:
+            errors.append(
+                FieldError("layout", f"layout must be one of {', '.join(LAYOUTS)} (got {self.layout!r})")
+            )
+        if self.causal not in CAUSAL_MODES:
+            errors.append(
+                FieldError("causal", f"causal mask must be one of {', '.join(CAUSAL_MODES)} (got {self.causal!r})")
+            )
+        if self.attn_scale is not None and (
+            isinstance(self.attn_scale, bool)
+            or not isinstance(self.attn_scale, int | float)
+            or not math.isfinite(self.attn_scale)
+            or self.attn_scale <= 0
+        ):
+            errors.append(
+                FieldError("attn_scale", f"attention scale must be a positive number (got {self.attn_scale!r})")
+            )
+        heur = self.heuristics
+        if not isinstance(heur, tuple) or not heur:
+            errors.append(FieldError("heuristics", "heuristic modes must name at least one of A, B, FALLBACK"))
+        else:
+            bad = [m for m in heur if m not in HEURISTIC_MODES]
+            if bad:
+                errors.append(
+                    FieldError("heuristics", f"unknown heuristic mode {bad[0]!r} (use A, B or FALLBACK)")
+                )
+            elif len(set(heur)) != len(heur):
+                errors.append(FieldError("heuristics", "heuristic modes must not repeat"))
+        if not {"s_q", "s_kv"} & bad_fields and self.causal == "bottom_right" and self.s_q > self.s_kv:
+            errors.append(
+                FieldError(
+                    "causal",
+                    f"bottom-right causal needs s_q <= s_kv (got {self.s_q} and {self.s_kv}): "
+                    "the first queries would see no key",
+                )
+            )
+        if ints_ok and gpu_memory_bytes is not None and self.dtype in DTYPES:
+            need = self.memory_estimate()
+            if need > gpu_memory_bytes:
+                errors.append(
+                    FieldError(
+                        "b",
+                        f"this run needs about {format_bytes(need)} of GPU memory but the GPU has "
+                        f"{format_bytes(gpu_memory_bytes)}; lower b, heads or sequence lengths",
+                    )
+                )
+        return errors
+
+    # ---- dict round trip ---------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["heuristics"] = list(self.heuristics)
+        if self.attn_scale is None:
+            del d["attn_scale"]  # TOML has no null; absent means the default
+        return d
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], base: SdpaConfig | None = None) -> SdpaConfig:
+        """Build from a plain dict; unknown keys and wrong types are errors that name the key.
+
+        Keys missing from `data` come from `base` (the defaults when None). Values are
+        type-checked here; whether they make sense is `validate()`'s job.
+        """
+        base = base or cls()
+        known = {f.name for f in dataclasses.fields(cls)}
+        errors = [
+            FieldError(key, f"unknown key {key!r} (known keys: {', '.join(sorted(known))})")
+            for key in data
+            if key not in known
+        ]
+        values: dict[str, Any] = {}
+        for key, value in data.items():
+            if key not in known:
+                continue
+            try:
+                values[key] = _coerce(key, value)
+            except (TypeError, ValueError) as exc:
+                errors.append(FieldError(key, str(exc)))
+        if errors:
+            raise ConfigError(errors)
+        return dataclasses.replace(base, **values)
+
+    def replace(self, **changes: Any) -> SdpaConfig:
+        return dataclasses.replace(self, **changes)
+
+    def label(self) -> str:
+        """A short one-line description for tables and logs."""
+        heads = f"{self.h_q}" if self.h_q == self.h_kv else f"{self.h_q}/{self.h_kv}"
+        seq = f"{self.s_q}" if self.s_q == self.s_kv else f"{self.s_q}x{self.s_kv}"
+        dim = f"{self.d_qk}" if self.d_qk == self.d_v else f"{self.d_qk}/{self.d_v}"
+        causal = {"none": "", "top_left": " causal", "bottom_right": " causal-br"}.get(self.causal, "")
+        return f"b{self.b} h{heads} s{seq} d{dim} {self.dtype} {self.layout}{causal}"
+
+
+REFERENCE_CHUNK_BYTES = 256 << 20  # fp32 scores the reference holds at once
+
+
+def _kept_below_diagonal(s_q: int, s_kv: int, off: int) -> int:
+    """sum over i in [0, s_q) of clamp(i + 1 + off, 0, s_kv), in O(1)."""
+    # rows where i + 1 + off <= 0 keep nothing; rows where i + 1 + off >= s_kv keep all
+    first_partial = max(0, -off)  # smallest i with i + 1 + off >= 1
+    first_full = max(0, s_kv - 1 - off)  # smallest i with i + 1 + off >= s_kv
+    lo, hi = min(first_partial, s_q), min(first_full, s_q)
+    partial = 0
+    if hi > lo:  # arithmetic series of (i + 1 + off) for i in [lo, hi)
+        partial = (hi - lo) * ((lo + 1 + off) + (hi + off)) // 2
+    full = (s_q - max(hi, lo)) * s_kv
+    return partial + full
+
+
+def _coerce(key: str, value: Any) -> Any:
+    """Type-check one dict value; text from TOML/JSON/CLI arrives already typed."""
+    if key in _INT_LIMITS:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{key} must be a whole number (got {value!r})")
+        return value
+    if key == "attn_scale":
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise TypeError(f"attn_scale must be a number (got {value!r})")
+        return float(value)
+    if key == "heuristics":
+        if isinstance(value, str):
+            value = [v for v in value.replace("+", ",").split(",") if v.strip()]
+        if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+            raise TypeError(f"heuristics must be a list of mode names (got {value!r})")
+        return tuple(v.strip().upper() for v in value)
+    if key in ("dtype", "layout", "causal"):
+        if not isinstance(value, str):
+            raise TypeError(f"{key} must be text (got {value!r})")
+        value = value.strip()
+        if key == "layout":
+            return value.upper()
+        if key == "causal":
+            return value.lower().replace("-", "_")
+        return value.lower()
+    return value
+
+
+def format_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"

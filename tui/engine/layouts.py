@@ -1,0 +1,48 @@
+"""Physical memory layouts of the (b, h, s, d) attention tensors.
+
+Logical dims are always (b, h, s, d); a layout only decides the strides. This is the
+one place that turns a layout name into strides, so the graph, the allocator and the
+reference can never disagree about where an element lives.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Memory order of the logical dims, outermost first (0=b, 1=h, 2=s, 3=d).
+LAYOUTS: dict[str, tuple[int, int, int, int]] = {
+    "BSHD": (0, 2, 1, 3),  # the seed's layout: tokens contiguous per head group (PyTorch "NHD")
+    "BHSD": (0, 1, 2, 3),  # torch's default contiguous (b, h, s, d)
+    "SBHD": (2, 0, 1, 3),  # sequence-major, as Megatron-style code keeps activations
+}
+
+LAYOUT_HELP = {
+    "BSHD": "batch, sequence, heads, head dim (the seed's layout)",
+    "BHSD": "batch, heads, sequence, head dim (torch's contiguous)",
+    "SBHD": "sequence, batch, heads, head dim (sequence-major)",
+}
+
+
+def strides(dims: tuple[int, int, int, int], layout: str) -> tuple[int, int, int, int]:
+    """Element strides of logical (b, h, s, d) dims stored in `layout`."""
+    order = LAYOUTS[layout]
+    out = [0, 0, 0, 0]
+    step = 1
+    for axis in reversed(order):
+        out[axis] = step
+        step *= dims[axis]
+    return tuple(out)  # type: ignore[return-value]
+
+
+def physical_shape(dims: tuple[int, int, int, int], layout: str) -> tuple[int, ...]:
+    return tuple(dims[axis] for axis in LAYOUTS[layout])
+
+
+def allocate(torch: Any, dims: tuple[int, int, int, int], layout: str, dtype: Any, device: Any) -> Any:
+    """An uninitialised tensor of logical shape `dims` whose memory is laid out as `layout`."""
+    order = LAYOUTS[layout]
+    phys = torch.empty(physical_shape(dims, layout), dtype=dtype, device=device)
+    inverse = [order.index(axis) for axis in range(4)]
+    view = phys.permute(*inverse)
+    assert tuple(view.stride()) == strides(dims, layout)
+    return view

@@ -1,0 +1,199 @@
+"""Immutable records of what the engine measured, and their JSON form.
+
+Everything the CLI prints and the dashboard draws is one of these. They hold plain
+numbers and strings only (no tensors, no cuDNN objects) so they can cross a process
+boundary and be written to disk. `SCHEMA_VERSION` changes whenever a field's meaning
+changes; readers refuse a newer major version rather than misread it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from .config import SdpaConfig
+
+SCHEMA_VERSION = "1.0"
+
+# What `status` of a RunResult can be.
+STATUS_OK = "ok"  # built, ran, and (if checked) matched the reference
+STATUS_MISMATCH = "mismatch"  # ran, but the output is outside tolerance
+STATUS_INVALID = "invalid"  # the configuration does not make sense (see errors)
+STATUS_UNSUPPORTED = "unsupported"  # cuDNN refused it, in its own words (see message)
+STATUS_ERROR = "error"  # something failed that should not have (see message)
+STATUS_CPU_ONLY = "cpu_only"  # no usable GPU: what could be done on the CPU was done
+
+
+@dataclass(frozen=True)
+class PhaseTiming:
+    name: str
+    seconds: float
+    note: str = ""  # what this phase really does in the installed frontend
+    ok: bool = True
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class TimingStats:
+    """Kernel time of one plan per execution: the durations CUPTI records for the plan's
+    kernels while a CUDA graph of `per_replay` executions is replayed `replays` times."""
+
+    median_us: float
+    min_us: float
+    max_us: float
+    p10_us: float
+    p90_us: float
+    stdev_us: float
+    replays: int
+    per_replay: int
+    l2_flushed: bool
+    method: str = "cupti"
+    replay_us: float | None = None  # GPU time per execution in the graph, gaps between kernels included
+    kernels_per_call: int | None = None
+
+    @property
+    def spread_pct(self) -> float:
+        return 100.0 * (self.p90_us - self.p10_us) / self.median_us if self.median_us else 0.0
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    index: int
+    name: str
+    engine_id: int | None = None
+    knobs: dict[str, int] = field(default_factory=dict)
+    workspace_bytes: int | None = None
+    behavior_notes: tuple[str, ...] = ()
+    built: bool = False
+    build_error: str = ""
+    build_seconds: float | None = None
+    timing: TimingStats | None = None
+    tflops: float | None = None
+    is_heuristic_pick: bool = False
+    is_fastest: bool = False
+    max_abs_error: float | None = None  # this plan's output against the fp32 reference
+    matches: bool | None = None  # within the dtype's tolerance
+
+
+@dataclass(frozen=True)
+class ErrorMetrics:
+    max_abs: float
+    max_rel: float
+    mean_abs: float
+    mismatched: int  # elements outside atol + rtol * |ref|
+    total: int
+    nonfinite: int = 0
+
+
+@dataclass(frozen=True)
+class Accuracy:
+    """Error of an output against the fp32 reference computed on the same logical tensors."""
+
+    reference: str  # how the reference was computed
+    device: str  # "cuda" or "cpu"
+    atol: float
+    rtol: float
+    cudnn: ErrorMetrics | None  # None in CPU mode (cuDNN did not run)
+    torch_lowp: ErrorMetrics | None  # torch's own fp16/bf16 SDPA against the same reference
+    torch_backend: str = ""  # which torch SDPA backend produced torch_lowp, when known
+    note: str = ""
+
+    @property
+    def passed(self) -> bool | None:
+        if self.cudnn is None:
+            return None
+        return self.cudnn.mismatched == 0 and self.cudnn.nonfinite == 0
+
+
+@dataclass(frozen=True)
+class Environment:
+    gpu_available: bool
+    unavailable_reason: str = ""
+    gpu_name: str = ""
+    compute_capability: str = ""
+    sm_count: int | None = None
+    gpu_memory_bytes: int | None = None
+    l2_bytes: int | None = None
+    driver_version: str = ""
+    cuda_runtime: str = ""
+    torch_version: str = ""
+    torch_cudnn_version: str = ""  # cuDNN as torch reports it
+    cudnn_backend_version: str = ""  # cuDNN as the frontend loaded it
+    frontend_version: str = ""
+    python_engines: str = ""  # whether the frontend's open-source engines can run here
+    python_version: str = ""
+    platform: str = ""
+
+
+@dataclass(frozen=True)
+class RunResult:
+    config: SdpaConfig
+    status: str
+    message: str = ""
+    errors: tuple[dict[str, str], ...] = ()  # field errors when status is invalid
+    device: str = ""  # "cuda" or "cpu"
+    cache_hit: bool = False
+    phases: tuple[PhaseTiming, ...] = ()
+    plans: tuple[PlanResult, ...] = ()
+    heuristic_plan: int | None = None  # index of the plan cuDNN's heuristic would run
+    fastest_plan: int | None = None  # index of the fastest plan measured
+    timing: TimingStats | None = None  # kernel time of the heuristic's plan
+    host_overhead_us: float | None = None  # host time of one execute() call
+    tflops: float | None = None
+    bandwidth_gbs: float | None = None
+    flops: int = 0
+    io_bytes: int = 0
+    accuracy: Accuracy | None = None
+    graph_json: str = ""
+    environment: Environment | None = None
+    wall_seconds: float = 0.0
+    schema_version: str = SCHEMA_VERSION
+
+    @property
+    def ok(self) -> bool:
+        return self.status in (STATUS_OK, STATUS_CPU_ONLY)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["config"] = self.config.to_dict()
+        return d
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunResult:
+        version = str(data.get("schema_version", "0"))
+        if version.split(".")[0] != SCHEMA_VERSION.split(".")[0]:
+            raise ValueError(f"result schema {version} is not readable by this version (reads {SCHEMA_VERSION})")
+        d = dict(data)
+        d["config"] = SdpaConfig.from_dict(d["config"])
+        d["phases"] = tuple(PhaseTiming(**p) for p in d.get("phases", ()))
+        d["plans"] = tuple(_plan_from_dict(p) for p in d.get("plans", ()))
+        d["timing"] = _timing(d.get("timing"))
+        d["errors"] = tuple(d.get("errors", ()))
+        if d.get("accuracy"):
+            a = dict(d["accuracy"])
+            a["cudnn"] = ErrorMetrics(**a["cudnn"]) if a.get("cudnn") else None
+            a["torch_lowp"] = ErrorMetrics(**a["torch_lowp"]) if a.get("torch_lowp") else None
+            d["accuracy"] = Accuracy(**a)
+        if d.get("environment"):
+            d["environment"] = Environment(**d["environment"])
+        return cls(**d)
+
+    @classmethod
+    def from_json(cls, text: str) -> RunResult:
+        return cls.from_dict(json.loads(text))
+
+
+def _timing(d: dict[str, Any] | None) -> TimingStats | None:
+    return TimingStats(**d) if d else None
+
+
+def _plan_from_dict(d: dict[str, Any]) -> PlanResult:
+    d = dict(d)
+    d["timing"] = _timing(d.get("timing"))
+    d["behavior_notes"] = tuple(d.get("behavior_notes", ()))
+    return PlanResult(**d)
