@@ -119,9 +119,11 @@ def timing_options(fn):
 @click.pass_context
 def main(ctx: click.Context) -> None:
     """Explore cuDNN scaled-dot-product attention: support, plans, build phases,
-    accuracy against an fp32 reference, and kernel time."""
+    accuracy against an fp32 reference, and kernel time. Without a command: the dashboard."""
     if ctx.invoked_subcommand is None:
-        click.echo(ctx.get_help())
+        from .app import make_app
+
+        make_app().run()
 
 
 @main.command()

@@ -55,6 +55,15 @@ class RunOptions:
     check: bool = True  # compare with the fp32 reference
     seed: int = 0
 
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunOptions:
+        d = dict(data)
+        d["timing"] = TimingOptions(**d.get("timing", {}))
+        return cls(**d)
+
 
 @dataclass
 class _Entry:
@@ -85,6 +94,7 @@ class Engine:
         self._env: Environment | None = environment
         self._handle: Any = None
         self._cache: OrderedDict[SdpaConfig, _Entry] = OrderedDict()
+        self._progress: Callable[[str], None] = lambda _text: None
 
     # ---- environment ---------------------------------------------------------------
     def environment(self) -> Environment:
@@ -108,9 +118,13 @@ class Engine:
         cudnn.set_stream(self._cudnn_handle(), ptr)
 
     # ---- run -------------------------------------------------------------------------
-    def run(self, config: SdpaConfig, options: RunOptions | None = None) -> RunResult:
-        """Never raises for a bad or unsupported configuration: the result says what happened."""
+    def run(
+        self, config: SdpaConfig, options: RunOptions | None = None, progress: Callable[[str], None] | None = None
+    ) -> RunResult:
+        """Never raises for a bad or unsupported configuration: the result says what happened.
+        `progress` hears what the engine is doing now (building, checking, timing ...)."""
         options = options or RunOptions()
+        self._progress = progress or (lambda _text: None)
         t0 = time.perf_counter()
         env = self.environment()
         base = dict(config=config, flops=config.flops(), io_bytes=config.io_bytes(), environment=env)
@@ -144,9 +158,11 @@ class Engine:
 
     # ---- CPU mode -------------------------------------------------------------------------
     def _run_cpu(self, config: SdpaConfig, options: RunOptions, env: Environment, base: dict) -> RunResult:
+        self._progress("validating")
         g = define_and_validate(config)
         accuracy = None
         if options.check:
+            self._progress("checking on the CPU")
             accuracy = cpu_reference_check(config, options.seed, env.unavailable_reason)
         return RunResult(
             status=STATUS_CPU_ONLY,
@@ -167,6 +183,7 @@ class Engine:
             self._cache.move_to_end(config)
             return entry, True
         handle = self._cudnn_handle()
+        self._progress("building")
         g = build(config, handle)
         q, k, v = make_inputs(config, "cuda", seed)
         o = allocate(torch, config.o_dims, config.layout, torch_dtype(torch, config.dtype), "cuda")
@@ -215,6 +232,7 @@ class Engine:
 
         accuracy = None
         if options.check:
+            self._progress("checking")
             if entry.reference is None:
                 entry.reference = reference_fp32(config, entry.q, entry.k, entry.v)
                 entry.torch_metrics = compare(
@@ -237,6 +255,7 @@ class Engine:
                 plans.append(plan)
                 continue
             changes: dict[str, Any] = {}
+            self._progress(f"timing plan {plan.index + 1} of {len(g.plans)}")
             try:
                 stats = kernel_time(run_plan(plan.index), self._set_stream, options.timing, base["environment"].l2_bytes)
                 timings[plan.index] = stats

@@ -1,0 +1,113 @@
+"""The dashboard driven by Pilot on the CPU, with a real engine process told there is no GPU."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+from textual.widgets import Input
+
+from tui.app import make_app
+from tui.engine.config import SdpaConfig
+from tui.engine.results import Environment
+
+NO_GPU = Environment(gpu_available=False, unavailable_reason="CPU mode requested by the test")
+SMALL = SdpaConfig(b=1, h_q=2, h_kv=2, s_q=64, s_kv=64, d_qk=64, d_v=64)
+
+
+async def wait_for(pilot, predicate, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for the dashboard; status: {status_text(pilot.app)}")
+        await pilot.pause(0.1)
+
+
+def status_text(app) -> str:
+    return str(app.query_one("#status").render())
+
+
+async def set_field(pilot, app, name: str, value: str) -> None:
+    app.query_one(f"#f-{name}", Input).value = value
+    await pilot.pause()
+
+
+@pytest.mark.asyncio
+async def test_no_gpu_mode_explains_itself_and_still_checks():
+    app = make_app(SMALL, environment_override=NO_GPU)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.result is not None)
+        assert app.result.status == "cpu_only"
+        assert "no GPU: CPU mode requested by the test" in status_text(app)
+        assert app.result.accuracy.torch_lowp.mismatched == 0
+        env_rows = [str(app.query_one("#environment").get_row_at(i)[0]) for i in range(3)]
+        assert "GPU unavailable" in env_rows
+
+
+@pytest.mark.asyncio
+async def test_editing_a_field_reruns_and_updates_the_panes():
+    app = make_app(SMALL, environment_override=NO_GPU)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.result is not None)
+        await set_field(pilot, app, "s_q", "32")
+        await wait_for(pilot, lambda: app.result.config.s_q == 32)
+        assert app.result.config == SMALL.replace(s_q=32)
+        summary = str(app.query_one("#summary").render())
+        assert "s32x64" in summary
+        assert app.query_one("#phases-table").row_count == 2  # define, validate
+
+
+@pytest.mark.asyncio
+async def test_a_bad_value_shows_the_field_error_and_starts_no_run():
+    app = make_app(SMALL, environment_override=NO_GPU)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.result is not None)
+        shown = app.result
+        await set_field(pilot, app, "h_kv", "3")
+        error = app.query_one("#err-h_kv")
+        assert "h_q must be a multiple of h_kv (got 2 and 3)" in str(error.render())
+        assert error.has_class("-visible")
+        assert app.query_one("#right").has_class("-stale")
+        await pilot.pause(0.6)  # longer than the debounce
+        assert app.client.busy is False and app.result is shown
+        await set_field(pilot, app, "b", "x")
+        assert "whole number" in str(app.query_one("#err-b").render())
+        await pilot.press("ctrl+r")
+        assert app.client.busy is False and "not run" in status_text(app)
+
+
+@pytest.mark.asyncio
+async def test_engine_killed_mid_run_is_reported_and_recovered():
+    app = make_app(SMALL, environment_override=NO_GPU)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.result is not None)
+        first_pid = app.client.pid
+        await set_field(pilot, app, "s_kv", "128")
+        await pilot.pause(0.3)  # the debounced run is submitted
+        os.kill(first_pid, signal.SIGKILL)
+        await wait_for(pilot, lambda: "engine restarted" in status_text(app))
+        assert "SIGKILL" in status_text(app)
+        assert app.client.pid != first_pid and app.client.restarts == 1
+        assert app.query_one("#f-s_kv", Input).value == "128"  # the form is as the user left it
+        await set_field(pilot, app, "s_q", "128")
+        await wait_for(pilot, lambda: app.result.config.s_q == 128)
+        assert app.result.config.s_kv == 128
+
+
+@pytest.mark.asyncio
+async def test_help_and_palette_commands():
+    app = make_app(SMALL, environment_override=NO_GPU, start_engine=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("f1")
+        assert app.screen.__class__.__name__ == "HelpScreen"
+        await pilot.press("escape")
+        app.set_layout("SBHD")
+        await pilot.pause()
+        assert app.query_one("#f-layout").value == "SBHD"
+        app.action_toggle_causal()
+        await pilot.pause()
+        assert app.query_one("#f-causal").value == "none"
+        config, errors = app.form.read()
+        assert errors == {} and config.layout == "SBHD" and config.causal == "none"

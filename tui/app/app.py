@@ -1,0 +1,223 @@
+"""The dashboard: form -> SdpaConfig -> engine process -> RunResult -> panes.
+
+The UI thread never touches torch or cuDNN: runs happen in the engine's own child
+process (tui.engine.process), whose replies arrive as messages. Panes only render a
+RunResult.
+"""
+
+from __future__ import annotations
+
+import time
+
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.timer import Timer
+from textual.widgets import Footer, Header, Select, TabbedContent, TabPane
+
+from ..engine.config import SdpaConfig
+from ..engine.process import EngineClient
+from ..engine.process import EngineDied as EngineDiedEvent
+from ..engine.process import EngineProgress as EngineProgressEvent
+from ..engine.process import EngineReady as EngineReadyEvent
+from ..engine.process import EngineResult as EngineResultEvent
+from ..engine.results import Environment, RunResult
+from ..engine.runner import RunOptions
+from ..engine.timing import TimingOptions
+from .commands import ExplorerCommands
+from .messages import ConfigEdited, EngineDied, EngineProgress, EngineReady, ResultReady
+from .screens import HelpScreen
+from .widgets import (
+    AccuracyPane,
+    ConfigForm,
+    EnvironmentPane,
+    GraphPane,
+    LatencyPane,
+    PhasesPane,
+    PlansPane,
+    StatusLine,
+    SummaryPane,
+)
+
+DEBOUNCE_S = 0.25  # typing "4096" must not start four builds
+
+
+class SdpaExplorerApp(App[None]):
+    CSS_PATH = "app.tcss"
+    TITLE = "cuDNN SDPA Explorer"
+    COMMANDS = App.COMMANDS | {ExplorerCommands}
+    BINDINGS = [
+        Binding("ctrl+r", "run", "Run again", priority=True),
+        Binding("f1", "help", "Help", priority=True),
+        Binding("ctrl+q", "quit", "Quit", priority=True),
+    ]
+
+    def __init__(
+        self,
+        config: SdpaConfig | None = None,
+        environment_override: Environment | None = None,
+        time_limit_s: float = 180.0,
+        start_engine: bool = True,
+    ) -> None:
+        super().__init__()
+        self.initial_config = config or SdpaConfig()
+        self.environment: Environment | None = None
+        self.result: RunResult | None = None
+        self.client: EngineClient | None = None
+        self.edit_to_result_s: list[tuple[bool, float]] = []  # (cache hit, seconds) of each result shown
+        self._environment_override = environment_override
+        self._time_limit_s = time_limit_s
+        self._start_engine_on_mount = start_engine
+        self._latest: int | None = None
+        self._submitted_at = 0.0
+        self._debounce: Timer | None = None
+        self.last_error = ""
+
+    # ---- layout -----------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Horizontal(id="main"):
+            yield ConfigForm(self.initial_config, id="form")
+            with Vertical(id="right"):
+                yield SummaryPane("waiting for the first result ...", id="summary")
+                with TabbedContent(initial="tab-plans", id="tabs"):
+                    with TabPane("Plans", id="tab-plans"):
+                        yield PlansPane(id="plans")
+                    with TabPane("Phases", id="tab-phases"):
+                        yield PhasesPane(id="phases")
+                    with TabPane("Accuracy", id="tab-accuracy"):
+                        yield AccuracyPane(id="accuracy")
+                    with TabPane("Latency", id="tab-latency"):
+                        yield LatencyPane(id="latency")
+                    with TabPane("Environment", id="tab-environment"):
+                        yield EnvironmentPane(id="environment")
+                    with TabPane("Graph", id="tab-graph"):
+                        yield GraphPane(id="graph")
+        yield StatusLine(id="status")
+        yield Footer()
+
+    @property
+    def status(self) -> StatusLine:
+        return self.query_one(StatusLine)
+
+    @property
+    def form(self) -> ConfigForm:
+        return self.query_one(ConfigForm)
+
+    def on_mount(self) -> None:
+        self.status.set("starting the engine process (it loads torch and cuDNN) ...")
+        if self._start_engine_on_mount:
+            self.call_after_refresh(self.start_engine)
+
+    def start_engine(self) -> None:
+        self.client = EngineClient(self._on_engine_event, self._time_limit_s, self._environment_override)
+        self.client.start()
+        self.action_run()
+
+    def on_unmount(self) -> None:
+        if self.client is not None:
+            self.client.close()
+
+    # ---- engine events (reader thread -> messages) ---------------------------------------------
+    def _on_engine_event(self, event: object) -> None:
+        if isinstance(event, EngineReadyEvent):
+            self.post_message(EngineReady(event.environment, event.startup_seconds))
+        elif isinstance(event, EngineProgressEvent):
+            self.post_message(EngineProgress(event.request_id, event.text))
+        elif isinstance(event, EngineResultEvent):
+            self.post_message(ResultReady(event.request_id, event.result))
+        elif isinstance(event, EngineDiedEvent):
+            self.post_message(EngineDied(event.reason, event.request_id))
+
+    def on_engine_ready(self, message: EngineReady) -> None:
+        self.environment = message.environment
+        self.query_one(EnvironmentPane).show(message.environment)
+        if not message.environment.gpu_available and not self.last_error.startswith("engine restarted"):
+            self.last_error = f"no GPU: {message.environment.unavailable_reason}"
+        if self._latest is None:
+            self.status.set(f"engine ready in {message.startup_seconds:.1f} s", self.last_error)
+
+    def on_engine_progress(self, message: EngineProgress) -> None:
+        if message.request_id == self._latest:
+            self.status.set(f"{message.text} ...", self.last_error)
+
+    def on_result_ready(self, message: ResultReady) -> None:
+        if message.request_id != self._latest:
+            return  # a configuration the user has already left
+        self._latest = None
+        self.show_result(message.result)
+        self.edit_to_result_s.append((message.result.cache_hit, time.perf_counter() - self._submitted_at))
+
+    def on_engine_died(self, message: EngineDied) -> None:
+        self._latest = None
+        self.last_error = f"engine restarted: {message.reason}"
+        self.status.set("the form is as you left it; edit or press Ctrl+R to run again", self.last_error)
+        self.notify(message.reason + ". A fresh engine process was started.", title="Engine crashed", severity="error")
+
+    # ---- results -----------------------------------------------------------------------------
+    def show_result(self, result: RunResult) -> None:
+        """Render a RunResult in every pane (also used to show a saved result)."""
+        self.result = result
+        self.query_one(SummaryPane).show(result)
+        self.query_one(PhasesPane).show(result)
+        self.query_one(PlansPane).show(result)
+        self.query_one(AccuracyPane).show(result)
+        self.query_one(LatencyPane).show(result)
+        self.query_one(GraphPane).show(result.graph_json)
+        if result.environment is not None and self.environment is None:
+            self.environment = result.environment
+            self.query_one(EnvironmentPane).show(result.environment)
+        self.query_one("#right").remove_class("-stale")
+        if result.status == "error" or result.status == "unsupported":
+            self.last_error = result.message
+        elif self.environment is not None and not self.environment.gpu_available:
+            self.last_error = f"no GPU: {self.environment.unavailable_reason}"
+        else:
+            self.last_error = ""
+        self.status.set(f"{result.status} in {result.wall_seconds:.2f} s", self.last_error)
+
+    # ---- editing -----------------------------------------------------------------------------
+    def on_config_edited(self, message: ConfigEdited) -> None:
+        if self._debounce is not None:
+            self._debounce.stop()
+            self._debounce = None
+        if message.config is None:
+            self.query_one("#right").add_class("-stale")
+            fields = ", ".join(sorted(message.errors))
+            self.status.set(f"not run: fix {fields}; the panes show the last good configuration (stale)")
+            return
+        self._debounce = self.set_timer(DEBOUNCE_S, self.action_run)
+
+    def action_run(self) -> None:
+        config, errors = self.form.read()
+        if config is None:
+            self.form.show_errors(errors)
+            self.status.set(f"not run: fix {', '.join(sorted(errors))}")
+            return
+        if self.client is None:
+            return
+        options = RunOptions(timing=TimingOptions(l2_flush=self.form.l2_flush), autotune=self.form.autotune)
+        self._submitted_at = time.perf_counter()
+        self._latest = self.client.submit(config, options)
+        self.status.set(f"queued {config.label()} ...", self.last_error)
+
+    def set_layout(self, layout: str) -> None:
+        self.query_one("#f-layout", Select).value = layout
+
+    def action_toggle_causal(self) -> None:
+        select = self.query_one("#f-causal", Select)
+        select.value = "none" if select.value != "none" else "top_left"
+
+    def action_help(self) -> None:
+        focused = self.focused
+        bindings = []
+        if focused is not None:
+            for binding in getattr(focused, "BINDINGS", []):
+                if isinstance(binding, Binding) and binding.description:
+                    bindings.append((binding.key, binding.description))
+        self.push_screen(HelpScreen(bindings))
+
+
+def make_app(config: SdpaConfig | None = None, **kwargs) -> SdpaExplorerApp:
+    """The one way the CLI, the tests and the benchmarks make the dashboard."""
+    return SdpaExplorerApp(config, **kwargs)

@@ -1,0 +1,34 @@
+"""The command palette's entries: run, switch layout, toggle causal, quit."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+from ..engine.layouts import LAYOUTS
+
+
+class ExplorerCommands(Provider):
+    def _commands(self) -> list[tuple[str, object, str]]:
+        app = self.app
+        cmds = [
+            ("Run again", app.action_run, "rebuild nothing, run and measure the current configuration"),
+            ("Toggle causal mask", app.action_toggle_causal, "none <-> top-left causal"),
+            ("Quit", app.action_quit, "leave the explorer"),
+            ("Help", app.action_help, "what each pane means"),
+        ]
+        for layout in LAYOUTS:
+            cmds.append((f"Layout: {layout}", partial(app.set_layout, layout), f"store q, k, v, o as {layout}"))
+        return cmds
+
+    async def discover(self) -> Hits:
+        for name, callback, help_text in self._commands():
+            yield DiscoveryHit(name, callback, help=help_text)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for name, callback, help_text in self._commands():
+            score = matcher.match(name)
+            if score > 0:
+                yield Hit(score, matcher.highlight(name), callback, help=help_text)

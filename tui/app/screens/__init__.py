@@ -1,0 +1,3 @@
+from .help import HelpScreen
+
+__all__ = ["HelpScreen"]

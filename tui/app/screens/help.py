@@ -1,0 +1,63 @@
+"""F1: what each pane means, how to read kernel time, and the keys of what has focus."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Markdown
+
+HELP = """\
+# cuDNN SDPA Explorer
+
+Edit the configuration on the left. A moment after an edit that validates, the engine
+process rebuilds the cuDNN graph, runs it on the GPU and checks it; the panes show what it
+measured. A field that does not validate is marked at the field, and the panes keep the
+last good results, marked stale.
+
+## Panes
+- **Phases**: the frontend's build calls, each timed. `validate` is a Python check,
+  `build_operation_graph` does nothing for SDPA, `create_execution_plans` lowers and asks the
+  heuristic, `build_plans` compiles. A cache hit means the graph was built earlier.
+- **Plans**: every candidate plan. `H` the heuristic's pick, `*` the fastest measured.
+  Select a row for its knobs, workspace, notes and timing detail.
+- **Accuracy**: max abs / max rel / mean abs error against fp32 math on the same logical
+  tensors (explicit mask, GQA expanded), the dtype's tolerance, and torch's own fp16/bf16
+  SDPA against the same reference.
+- **Latency**: kernel time of each run since the app started, and per plan now.
+- **Environment**: GPU, driver, CUDA, torch, cuDNN (as the frontend loaded it and as torch
+  reports it), frontend; or why there is no GPU.
+- **Graph**: the graph as cuDNN describes it (JSON).
+
+## Kernel time and host overhead
+**Kernel time** is GPU time only: N executions captured in a CUDA graph, replayed, and the
+kernels' durations read from CUPTI. **Host overhead** is the CPU time of one `execute()`
+call (16-28 µs): an eager framework pays it per layer, and for small problems it exceeds
+the kernel. That is why an event pair around one `execute()` is never used. With **flush
+L2**, a buffer twice the L2 size is written before every execution (cold cache).
+
+TFLOPS count only the scores the mask keeps: 2·b·h_q·kept·(d_qk + d_v).
+
+## Keys
+"""
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,f1,q", "dismiss", "Close")]
+
+    def __init__(self, focused_bindings: list[tuple[str, str]]) -> None:
+        super().__init__()
+        self.focused_bindings = focused_bindings
+
+    def compose(self) -> ComposeResult:
+        keys = [
+            "| key | does |", "| --- | --- |",
+            "| Ctrl+R | run the current configuration again |",
+            "| Ctrl+P | command palette: run, switch layout, toggle causal, quit |",
+            "| F1 | this help |", "| Ctrl+Q | quit |",
+            "| Tab / Shift+Tab | move between fields and panes |",
+        ]
+        keys += [f"| {k} | {d} (focused widget) |" for k, d in self.focused_bindings]
+        with VerticalScroll(id="help-body"):
+            yield Markdown(HELP + "\n".join(keys))

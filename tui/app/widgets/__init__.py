@@ -1,0 +1,23 @@
+"""The dashboard's panes, one widget a file, re-exported here."""
+
+from .accuracy import AccuracyPane
+from .config_form import ConfigForm
+from .environment import EnvironmentPane
+from .graph_json import GraphPane
+from .latency import LatencyPane
+from .phases import PhasesPane
+from .plans import PlansPane
+from .status import StatusLine
+from .summary import SummaryPane
+
+__all__ = [
+    "AccuracyPane",
+    "ConfigForm",
+    "EnvironmentPane",
+    "GraphPane",
+    "LatencyPane",
+    "PhasesPane",
+    "PlansPane",
+    "StatusLine",
+    "SummaryPane",
+]

@@ -1,0 +1,154 @@
+"""The configuration form: every field validated as typed, the problem shown at the field."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal, VerticalScroll
+from textual.widgets import Checkbox, Input, Label, Select
+
+from ...engine.config import CAUSAL_MODES, DTYPES, FIELD_LABELS, ConfigError, SdpaConfig
+from ...engine.layouts import LAYOUTS
+from ..messages import ConfigEdited
+
+INT_FIELDS = ("b", "h_q", "h_kv", "s_q", "s_kv", "d_qk", "d_v")
+CAUSAL_LABELS = {"none": "none", "top_left": "top-left", "bottom_right": "bottom-right"}
+
+
+class ConfigForm(VerticalScroll):
+    """Edits an SdpaConfig; posts ConfigEdited on every change."""
+
+    def __init__(self, config: SdpaConfig | None = None, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._initial = config or SdpaConfig()
+        self._loading = False
+
+    def compose(self) -> ComposeResult:
+        c = self._initial
+        for name in INT_FIELDS:
+            with Horizontal(classes="field"):
+                yield Label(FIELD_LABELS[name], classes="field-label")
+                yield Input(str(getattr(c, name)), id=f"f-{name}", compact=True)
+            yield Label("", id=f"err-{name}", classes="field-error")
+        with Horizontal(classes="field"):
+            yield Label("dtype", classes="field-label")
+            yield Select([(d, d) for d in DTYPES], value=c.dtype, allow_blank=False, id="f-dtype", compact=True)
+        with Horizontal(classes="field"):
+            yield Label("layout", classes="field-label")
+            yield Select([(k, k) for k in LAYOUTS], value=c.layout, allow_blank=False, id="f-layout", compact=True)
+        with Horizontal(classes="field"):
+            yield Label("causal mask", classes="field-label")
+            yield Select([(CAUSAL_LABELS[m], m) for m in CAUSAL_MODES], value=c.causal, allow_blank=False,
+                         id="f-causal", compact=True)
+        yield Label("", id="err-causal", classes="field-error")
+        with Horizontal(classes="field"):
+            yield Label("scale (blank: 1/√d_qk)", classes="field-label")
+            yield Input("" if c.attn_scale is None else repr(c.attn_scale), id="f-attn_scale", compact=True)
+        yield Label("", id="err-attn_scale", classes="field-error")
+        yield Label("heuristic modes", classes="section-label")
+        with Horizontal(classes="checks"):
+            for mode in ("A", "B", "FALLBACK"):
+                yield Checkbox(mode, mode in c.heuristics, id=f"f-heur-{mode}", compact=True)
+        yield Label("", id="err-heuristics", classes="field-error")
+        yield Label("timing", classes="section-label")
+        yield Checkbox("flush L2 before each execution", False, id="f-l2_flush", compact=True)
+        yield Checkbox("time every plan (autotune)", True, id="f-autotune", compact=True)
+        yield Label("", id="err-b-memory", classes="field-error")
+
+    # ---- reading and writing ------------------------------------------------------------
+    def read(self) -> tuple[SdpaConfig | None, dict[str, str]]:
+        """The config the form shows, or None with the problem of each bad field."""
+        data: dict = {}
+        errors: dict[str, str] = {}
+        for name in INT_FIELDS:
+            text = self.query_one(f"#f-{name}", Input).value.strip()
+            try:
+                data[name] = int(text)
+            except ValueError:
+                errors[name] = f"{FIELD_LABELS[name]} must be a whole number (got {text!r})"
+        for name in ("dtype", "layout", "causal"):
+            data[name] = self.query_one(f"#f-{name}", Select).value
+        scale = self.query_one("#f-attn_scale", Input).value.strip()
+        if scale:
+            try:
+                data["attn_scale"] = float(scale)
+            except ValueError:
+                errors["attn_scale"] = f"attention scale must be a number (got {scale!r})"
+        data["heuristics"] = [m for m in ("A", "B", "FALLBACK") if self.query_one(f"#f-heur-{m}", Checkbox).value]
+        if errors:
+            return None, errors
+        try:
+            config = SdpaConfig.from_dict(data)
+        except ConfigError as exc:
+            return None, {e.field: e.message for e in exc.errors}
+        problems = config.validate(self.app_gpu_memory())
+        if problems:
+            merged: dict[str, str] = {}
+            for e in problems:
+                merged[e.field] = f"{merged[e.field]}; {e.message}" if e.field in merged else e.message
+            return None, merged
+        return config, {}
+
+    def app_gpu_memory(self) -> int | None:
+        env = getattr(self.app, "environment", None)
+        return env.gpu_memory_bytes if env is not None and env.gpu_available else None
+
+    @property
+    def l2_flush(self) -> bool:
+        return self.query_one("#f-l2_flush", Checkbox).value
+
+    @property
+    def autotune(self) -> bool:
+        return self.query_one("#f-autotune", Checkbox).value
+
+    def load(self, config: SdpaConfig) -> None:
+        """Show `config` in the form (one ConfigEdited follows, not one per field)."""
+        self._loading = True
+        try:
+            for name in INT_FIELDS:
+                self.query_one(f"#f-{name}", Input).value = str(getattr(config, name))
+            for name in ("dtype", "layout", "causal"):
+                self.query_one(f"#f-{name}", Select).value = getattr(config, name)
+            self.query_one("#f-attn_scale", Input).value = "" if config.attn_scale is None else repr(config.attn_scale)
+            for m in ("A", "B", "FALLBACK"):
+                self.query_one(f"#f-heur-{m}", Checkbox).value = m in config.heuristics
+        finally:
+            self._loading = False
+        self.call_after_refresh(self._edited)
+
+    def show_errors(self, errors: dict[str, str]) -> None:
+        shown = set()
+        for label in self.query(".field-error").results(Label):
+            field = (label.id or "").removeprefix("err-")
+            if field == "b-memory":
+                continue
+            message = errors.get(field, "")
+            if message:
+                shown.add(field)
+            label.update(message)
+            label.set_class(bool(message), "-visible")
+        for name in INT_FIELDS + ("attn_scale",):
+            self.query_one(f"#f-{name}", Input).set_class(name in errors, "-invalid")
+        rest = [m for f, m in errors.items() if f not in shown]
+        other = self.query_one("#err-b-memory", Label)
+        other.update("\n".join(rest))
+        other.set_class(bool(rest), "-visible")
+
+    # ---- events -------------------------------------------------------------------------
+    def on_input_changed(self, event: Input.Changed) -> None:
+        event.stop()
+        self._edited()
+
+    def on_select_changed(self, event: Select.Changed) -> None:
+        event.stop()
+        self._edited()
+
+    def on_checkbox_changed(self, event: Checkbox.Changed) -> None:
+        event.stop()
+        self._edited()
+
+    def _edited(self) -> None:
+        if self._loading:
+            return
+        config, errors = self.read()
+        self.show_errors(errors)
+        self.post_message(ConfigEdited(config, errors))

@@ -1,0 +1,279 @@
+"""The engine's own child process, and the protocol to it.
+
+cuDNN can crash its process (a SIGSEGV in native code cannot be caught) or hang in a
+build. So the CUDA context, the handle and the graph cache live in a child process;
+the parent keeps only small records. If the child dies or goes silent for longer than
+`time_limit_s` while working, the client says so, starts a fresh child and carries on;
+what the user had is untouched.
+
+The child is a plain `python -m tui.engine.process` with two pipes (no fork: a process
+holding a CUDA context must not be forked, and the UI owns the terminal, so the child's
+stdout and stderr go to a log file). Protocol (pickled tuples, records as plain dicts):
+    parent -> child   ("run", request_id, config_dict, options_dict) | ("stop",)
+    child -> parent   ("ready", environment_dict)
+                      ("progress", request_id, text)
+                      ("result", request_id, run_result_dict)
+The child runs only the newest waiting request: results for configurations the user
+has already left are never computed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+from .config import SdpaConfig
+from .results import Environment, RunResult
+
+
+# ---- events the client reports (plain records: the UI turns them into its messages) ----------
+@dataclass(frozen=True)
+class EngineReady:
+    environment: Environment
+    startup_seconds: float
+
+
+@dataclass(frozen=True)
+class EngineProgress:
+    request_id: int
+    text: str
+
+
+@dataclass(frozen=True)
+class EngineResult:
+    request_id: int
+    result: RunResult
+
+
+@dataclass(frozen=True)
+class EngineDied:
+    reason: str
+    request_id: int | None  # the request that was running, if any
+
+
+EngineEvent = EngineReady | EngineProgress | EngineResult | EngineDied
+
+
+def log_path() -> str:
+    """Where the child's stdout/stderr go (native libraries print; the terminal belongs to the UI)."""
+    from platformdirs import user_log_dir
+
+    folder = user_log_dir("sdpa-explorer", appauthor=False)
+    os.makedirs(folder, exist_ok=True)
+    return os.path.join(folder, "engine.log")
+
+
+def _serve(recv: Any, send: Any, environment_override: dict | None) -> None:
+    """The child's main loop: requests in on `recv`, replies out on `send`."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl+C belongs to the UI
+    from .environment import collect
+    from .runner import Engine, RunOptions
+
+    env = Environment(**environment_override) if environment_override else collect()
+    engine = Engine(environment=env)
+    send.send(("ready", dataclasses.asdict(env)))
+    while True:
+        try:
+            msg = recv.recv()
+            while recv.poll():  # only the newest request matters
+                newer = recv.recv()
+                if newer[0] == "stop":
+                    return
+                msg = newer
+        except (EOFError, OSError):
+            return
+        if msg[0] == "stop":
+            return
+        _, request_id, config_dict, options_dict = msg
+        try:
+            config = SdpaConfig.from_dict(config_dict)
+            options = RunOptions.from_dict(options_dict)
+            result = engine.run(
+                config, options, progress=lambda text, rid=request_id: send.send(("progress", rid, text))
+            )
+            send.send(("result", request_id, result.to_dict()))
+        except (EOFError, OSError):
+            return
+
+
+def _child_main(argv: list[str]) -> None:
+    """Entry of the child: `python -m tui.engine.process READ_FD,WRITE_FD [ENV_JSON]`."""
+    read_fd, write_fd = (int(x) for x in argv[0].split(","))
+    override = json.loads(argv[1]) if len(argv) > 1 else None
+    _serve(Connection(read_fd, writable=False), Connection(write_fd, readable=False), override)
+
+
+class EngineClient:
+    """The parent's side: start the child, send requests, turn replies into events.
+
+    `on_event` is called from the client's reader thread; a UI must hop to its own
+    thread from there. Headless and UI-free so the CLI and tests can drive it too.
+    """
+
+    def __init__(
+        self,
+        on_event: Callable[[EngineEvent], None],
+        time_limit_s: float = 180.0,
+        environment_override: Environment | None = None,
+        log_file: str | None = "auto",
+    ):
+        self.on_event = on_event
+        self.time_limit_s = time_limit_s
+        self._env_override = dataclasses.asdict(environment_override) if environment_override else None
+        self._log_file = log_path() if log_file == "auto" else log_file
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen | None = None
+        self._send: Any = None
+        self._recv: Any = None
+        self._in_flight: int | None = None
+        self._last_word = 0.0
+        self._started_at = 0.0
+        self._closing = False
+        self._reader: threading.Thread | None = None
+        self.restarts = 0
+
+    # ---- lifecycle -------------------------------------------------------------------
+    def start(self) -> None:
+        to_child_r, to_child_w = os.pipe()
+        to_parent_r, to_parent_w = os.pipe()
+        args = [sys.executable, "-m", "tui.engine.process", f"{to_child_r},{to_parent_w}"]
+        if self._env_override:
+            args.append(json.dumps(self._env_override))
+        log = open(self._log_file, "ab") if self._log_file else subprocess.DEVNULL  # noqa: SIM115
+        self._started_at = time.perf_counter()
+        try:
+            proc = subprocess.Popen(
+                args,
+                pass_fds=(to_child_r, to_parent_w),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,  # the terminal's Ctrl+C is the UI's
+            )
+        finally:
+            os.close(to_child_r)
+            os.close(to_parent_w)
+            if log is not subprocess.DEVNULL:
+                log.close()
+        send = Connection(to_child_w, readable=False)
+        recv = Connection(to_parent_r, writable=False)
+        with self._lock:
+            self._proc, self._send, self._recv = proc, send, recv
+            self._in_flight = None
+        self._reader = threading.Thread(target=self._read, args=(proc, recv), daemon=True, name="sdpa-engine-reader")
+        self._reader.start()
+
+    def close(self) -> None:
+        self._closing = True
+        with self._lock:
+            proc, send = self._proc, self._send
+        if send is not None:
+            with contextlib.suppress(OSError):
+                send.send(("stop",))
+        if proc is not None:
+            try:
+                proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=2)
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def busy(self) -> bool:
+        return self._in_flight is not None
+
+    # ---- requests --------------------------------------------------------------------
+    def submit(self, config: SdpaConfig, options: Any) -> int:
+        """Queue a run; returns its request id. Never blocks on the engine."""
+        request_id = next(self._ids)
+        with self._lock:
+            self._in_flight = request_id
+            self._last_word = time.perf_counter()
+            send = self._send
+        with contextlib.suppress(OSError):  # a dead child: the reader notices and restarts it
+            send.send(("run", request_id, config.to_dict(), options.to_dict()))
+        return request_id
+
+    # ---- reader thread ------------------------------------------------------------------
+    def _read(self, proc: subprocess.Popen, conn: Any) -> None:
+        while not self._closing:
+            try:
+                has_data = conn.poll(0.1)
+                msg = conn.recv() if has_data else None
+            except (EOFError, OSError):
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=1)
+                self._died(proc, self._exit_reason(proc))
+                return
+            if msg is not None:
+                self._last_word = time.perf_counter()
+                self._dispatch(msg)
+                continue
+            if proc.poll() is not None:
+                self._died(proc, self._exit_reason(proc))
+                return
+            if self._in_flight is not None and time.perf_counter() - self._last_word > self.time_limit_s:
+                proc.kill()
+                proc.wait(timeout=5)
+                self._died(proc, f"the engine was silent for more than {self.time_limit_s:.0f} s and was stopped")
+                return
+
+    def _dispatch(self, msg: tuple) -> None:
+        kind = msg[0]
+        if kind == "ready":
+            self.on_event(EngineReady(Environment(**msg[1]), time.perf_counter() - self._started_at))
+        elif kind == "progress":
+            if msg[1] == self._in_flight:
+                self.on_event(EngineProgress(msg[1], msg[2]))
+        elif kind == "result":
+            request_id = msg[1]
+            with self._lock:
+                if request_id == self._in_flight:
+                    self._in_flight = None
+            self.on_event(EngineResult(request_id, RunResult.from_dict(msg[2])))
+
+    @staticmethod
+    def _exit_reason(proc: subprocess.Popen) -> str:
+        code = proc.poll()
+        if code is None:
+            return "the engine process stopped answering"
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            return f"the engine process died ({name}, a crash in native code)"
+        return f"the engine process exited with code {code}"
+
+    def _died(self, proc: subprocess.Popen, reason: str) -> None:
+        if self._closing:
+            return
+        with self._lock:
+            request_id, self._in_flight = self._in_flight, None
+            conns = (self._send, self._recv)
+        for conn in conns:
+            with contextlib.suppress(OSError):
+                conn.close()
+        self.restarts += 1
+        self.on_event(EngineDied(reason, request_id))
+        self.start()
+
+
+if __name__ == "__main__":
+    _child_main(sys.argv[1:])
