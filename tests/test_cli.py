@@ -14,8 +14,9 @@ def invoke(*args):
 
 
 def test_help_lists_the_commands():
-    r = invoke()
+    r = invoke("--help")
     assert r.exit_code == 0
+    assert "dashboard" in r.output
     for cmd in ("run", "check", "env"):
         assert cmd in r.output
 
