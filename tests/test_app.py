@@ -111,3 +111,27 @@ async def test_help_and_palette_commands():
         assert app.query_one("#f-causal").value == "none"
         config, errors = app.form.read()
         assert errors == {} and config.layout == "SBHD" and config.causal == "none"
+
+
+@pytest.mark.asyncio
+async def test_panes_render_a_result_measured_on_the_h200():
+    """Every pane draws a real GPU RunResult (recorded on the H200 with `run --json`)."""
+    from pathlib import Path
+
+    from tui.engine.results import RunResult
+
+    result = RunResult.from_json((Path(__file__).parent / "data" / "seed_h200.json").read_text())
+    app = make_app(result.config, start_engine=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.show_result(result)
+        await pilot.pause()
+        plans = app.query_one("#plans-table")
+        assert plans.row_count == len(result.plans) == 6
+        marks = [str(plans.get_row_at(i)[1]) for i in range(plans.row_count)]
+        assert marks[result.heuristic_plan].startswith("H") and sum("*" in m for m in marks) == 1
+        summary = str(app.query_one("#summary").render())
+        assert f"kernel {result.timing.median_us:.2f} µs" in summary and "PASS" in summary
+        assert app.query_one("#phases-table").row_count == 6
+        assert app.query_one("#accuracy-table").row_count == 2
+        assert app.query_one("#latency").history == [result.timing.median_us]
+        assert "NVIDIA H200" in [str(app.query_one("#environment").get_row_at(i)[1]) for i in range(3)]
