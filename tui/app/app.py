@@ -16,16 +16,12 @@ from textual.timer import Timer
 from textual.widgets import Footer, Header, Select, TabbedContent, TabPane
 
 from ..engine.config import SdpaConfig
-from ..engine.process import EngineClient
-from ..engine.process import EngineDied as EngineDiedEvent
-from ..engine.process import EngineProgress as EngineProgressEvent
-from ..engine.process import EngineReady as EngineReadyEvent
-from ..engine.process import EngineResult as EngineResultEvent
+from ..engine.process import EngineClient, EngineDied, EngineEvent, EngineProgress, EngineReady, EngineResult
 from ..engine.results import Environment, RunResult
 from ..engine.runner import RunOptions
 from ..engine.timing import TimingOptions
 from .commands import ExplorerCommands
-from .messages import ConfigEdited, EngineDied, EngineProgress, EngineReady, ResultReady
+from .messages import ConfigEdited, EngineMessage
 from .screens import HelpScreen
 from .widgets import (
     AccuracyPane,
@@ -118,41 +114,42 @@ class SdpaExplorerApp(App[None]):
         if self.client is not None:
             self.client.close()
 
-    # ---- engine events (reader thread -> messages) ---------------------------------------------
-    def _on_engine_event(self, event: object) -> None:
-        if isinstance(event, EngineReadyEvent):
-            self.post_message(EngineReady(event.environment, event.startup_seconds))
-        elif isinstance(event, EngineProgressEvent):
-            self.post_message(EngineProgress(event.request_id, event.text))
-        elif isinstance(event, EngineResultEvent):
-            self.post_message(ResultReady(event.request_id, event.result))
-        elif isinstance(event, EngineDiedEvent):
-            self.post_message(EngineDied(event.reason, event.request_id))
+    # ---- engine events (reader thread -> message -> UI thread) ---------------------------------
+    def _on_engine_event(self, event: EngineEvent) -> None:
+        self.post_message(EngineMessage(event))
 
-    def on_engine_ready(self, message: EngineReady) -> None:
-        self.environment = message.environment
-        self.query_one(EnvironmentPane).show(message.environment)
-        if not message.environment.gpu_available and not self.last_error.startswith("engine restarted"):
-            self.last_error = f"no GPU: {message.environment.unavailable_reason}"
+    def on_engine_message(self, message: EngineMessage) -> None:
+        event = message.event
+        if isinstance(event, EngineReady):
+            self._engine_ready(event)
+        elif isinstance(event, EngineProgress):
+            if event.request_id == self._latest:
+                self.status.set(f"{event.text} ...", self.last_error)
+        elif isinstance(event, EngineResult):
+            self._engine_result(event)
+        elif isinstance(event, EngineDied):
+            self._engine_died(event)
+
+    def _engine_ready(self, event: EngineReady) -> None:
+        self.environment = event.environment
+        self.query_one(EnvironmentPane).show(event.environment)
+        if not event.environment.gpu_available and not self.last_error.startswith("engine restarted"):
+            self.last_error = f"no GPU: {event.environment.unavailable_reason}"
         if self._latest is None:
-            self.status.set(f"engine ready in {message.startup_seconds:.1f} s", self.last_error)
+            self.status.set(f"engine ready in {event.startup_seconds:.1f} s", self.last_error)
 
-    def on_engine_progress(self, message: EngineProgress) -> None:
-        if message.request_id == self._latest:
-            self.status.set(f"{message.text} ...", self.last_error)
-
-    def on_result_ready(self, message: ResultReady) -> None:
-        if message.request_id != self._latest:
+    def _engine_result(self, event: EngineResult) -> None:
+        if event.request_id != self._latest:
             return  # a configuration the user has already left
         self._latest = None
-        self.show_result(message.result)
-        self.edit_to_result_s.append((message.result.cache_hit, time.perf_counter() - self._submitted_at))
+        self.show_result(event.result)
+        self.edit_to_result_s.append((event.result.cache_hit, time.perf_counter() - self._submitted_at))
 
-    def on_engine_died(self, message: EngineDied) -> None:
+    def _engine_died(self, event: EngineDied) -> None:
         self._latest = None
-        self.last_error = f"engine restarted: {message.reason}"
+        self.last_error = f"engine restarted: {event.reason}"
         self.status.set("the form is as you left it; edit or press Ctrl+R to run again", self.last_error)
-        self.notify(message.reason + ". A fresh engine process was started.", title="Engine crashed", severity="error")
+        self.notify(event.reason + ". A fresh engine process was started.", title="Engine crashed", severity="error")
 
     # ---- results -----------------------------------------------------------------------------
     def show_result(self, result: RunResult) -> None:

@@ -1,7 +1,7 @@
 """Every message the dashboard passes around, declared in one place.
 
-Engine events arrive on the engine client's reader thread; `post_message` is thread
-safe, so they become these messages and are handled on the UI thread.
+Engine events (tui.engine.process) arrive on the engine client's reader thread;
+`post_message` is thread safe, so each travels as an EngineMessage to the UI thread.
 """
 
 from __future__ import annotations
@@ -9,35 +9,15 @@ from __future__ import annotations
 from textual.message import Message
 
 from ..engine.config import SdpaConfig
-from ..engine.results import Environment, RunResult
+from ..engine.process import EngineEvent
 
 
-class EngineReady(Message):
-    def __init__(self, environment: Environment, startup_seconds: float) -> None:
+class EngineMessage(Message):
+    """One event of the engine client (ready, progress, result, died), carried to the UI thread."""
+
+    def __init__(self, event: EngineEvent) -> None:
         super().__init__()
-        self.environment = environment
-        self.startup_seconds = startup_seconds
-
-
-class EngineProgress(Message):
-    def __init__(self, request_id: int, text: str) -> None:
-        super().__init__()
-        self.request_id = request_id
-        self.text = text
-
-
-class ResultReady(Message):
-    def __init__(self, request_id: int, result: RunResult) -> None:
-        super().__init__()
-        self.request_id = request_id
-        self.result = result
-
-
-class EngineDied(Message):
-    def __init__(self, reason: str, request_id: int | None) -> None:
-        super().__init__()
-        self.reason = reason
-        self.request_id = request_id
+        self.event = event
 
 
 class ConfigEdited(Message):
