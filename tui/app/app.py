@@ -67,6 +67,7 @@ class SdpaExplorerApp(App[None]):
         self._latest: int | None = None
         self._submitted_at = 0.0
         self._debounce: Timer | None = None
+        self._last_request: tuple[SdpaConfig, RunOptions] | None = None
         self.last_error = ""
 
     # ---- layout -----------------------------------------------------------------------------
@@ -183,7 +184,13 @@ class SdpaExplorerApp(App[None]):
             fields = ", ".join(sorted(message.errors))
             self.status.set(f"not run: fix {fields}; the panes show the last good configuration (stale)")
             return
+        if (message.config, self._options()) == self._last_request:
+            self.query_one("#right").remove_class("-stale")
+            return  # back to what was last run (or the form's own mount): nothing new to measure
         self._debounce = self.set_timer(DEBOUNCE_S, self.action_run)
+
+    def _options(self) -> RunOptions:
+        return RunOptions(timing=TimingOptions(l2_flush=self.form.l2_flush), autotune=self.form.autotune)
 
     def action_run(self) -> None:
         config, errors = self.form.read()
@@ -193,7 +200,8 @@ class SdpaExplorerApp(App[None]):
             return
         if self.client is None:
             return
-        options = RunOptions(timing=TimingOptions(l2_flush=self.form.l2_flush), autotune=self.form.autotune)
+        options = self._options()
+        self._last_request = (config, options)
         self._submitted_at = time.perf_counter()
         self._latest = self.client.submit(config, options)
         self.status.set(f"queued {config.label()} ...", self.last_error)
