@@ -37,6 +37,17 @@ from .widgets import (
 
 DEBOUNCE_S = 0.25  # typing "4096" must not start four builds
 
+# the tabs, in order; all but Environment render a RunResult
+TABS = (
+    ("Plans", PlansPane),
+    ("Phases", PhasesPane),
+    ("Accuracy", AccuracyPane),
+    ("Latency", LatencyPane),
+    ("Environment", EnvironmentPane),
+    ("Graph", GraphPane),
+)
+RESULT_PANES = tuple(pane for _, pane in TABS if pane is not EnvironmentPane)
+
 
 class SdpaExplorerApp(App[None]):
     CSS_PATH = "app.tcss"
@@ -78,18 +89,10 @@ class SdpaExplorerApp(App[None]):
             with Vertical(id="right"):
                 yield SummaryPane("waiting for the first result ...", id="summary")
                 with TabbedContent(initial="tab-plans", id="tabs"):
-                    with TabPane("Plans", id="tab-plans"):
-                        yield PlansPane(id="plans")
-                    with TabPane("Phases", id="tab-phases"):
-                        yield PhasesPane(id="phases")
-                    with TabPane("Accuracy", id="tab-accuracy"):
-                        yield AccuracyPane(id="accuracy")
-                    with TabPane("Latency", id="tab-latency"):
-                        yield LatencyPane(id="latency")
-                    with TabPane("Environment", id="tab-environment"):
-                        yield EnvironmentPane(id="environment")
-                    with TabPane("Graph", id="tab-graph"):
-                        yield GraphPane(id="graph")
+                    for title, pane in TABS:
+                        name = title.lower()
+                        with TabPane(title, id=f"tab-{name}"):
+                            yield pane(id=name)
         yield StatusLine(id="status")
         yield Footer()
 
@@ -156,12 +159,8 @@ class SdpaExplorerApp(App[None]):
     def show_result(self, result: RunResult) -> None:
         """Render a RunResult in every pane (also used to show a saved result)."""
         self.result = result
-        self.query_one(SummaryPane).show(result)
-        self.query_one(PhasesPane).show(result)
-        self.query_one(PlansPane).show(result)
-        self.query_one(AccuracyPane).show(result)
-        self.query_one(LatencyPane).show(result)
-        self.query_one(GraphPane).show(result.graph_json)
+        for pane in (SummaryPane, *RESULT_PANES):
+            self.query_one(pane).show(result)
         if result.environment is not None and self.environment is None:
             self.environment = result.environment
             self.query_one(EnvironmentPane).show(result.environment)

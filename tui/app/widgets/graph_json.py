@@ -7,11 +7,14 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from ...engine.results import RunResult
+
 
 class GraphPane(VerticalScroll):
     def compose(self) -> ComposeResult:
         yield Static("no graph yet", id="graph-json")
 
-    def show(self, graph_json: str) -> None:
+    def show(self, result: RunResult) -> None:
+        graph_json = result.graph_json
         body = Syntax(graph_json, "json", theme="ansi_dark", word_wrap=True) if graph_json else "no graph"
         self.query_one("#graph-json", Static).update(body)
