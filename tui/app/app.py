@@ -53,6 +53,8 @@ class SdpaExplorerApp(App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "cuDNN SDPA Explorer"
     COMMANDS = App.COMMANDS | {ExplorerCommands}
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]
     BINDINGS = [
         Binding("ctrl+r", "run", "Run again", priority=True),
         Binding("f1", "help", "Help", priority=True),

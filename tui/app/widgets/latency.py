@@ -35,7 +35,10 @@ class LatencyPane(Horizontal):
         plt.clear_figure()
         plt.title("kernel time per run (µs)")
         if self.history:
-            plt.plot(list(range(1, len(self.history) + 1)), self.history, marker="braille")
+            runs = list(range(1, len(self.history) + 1))
+            if len(runs) > 1:
+                plt.plot(runs, self.history, marker="braille")
+            plt.scatter(runs, self.history, marker="●")
             plt.xlabel("run")
         plot.refresh()
 
@@ -47,7 +50,9 @@ class LatencyPane(Horizontal):
         plt.title("kernel time per plan (µs)")
         timed = [p for p in (result.plans if result else ()) if p.timing is not None]
         if timed:
-            labels = [f"{p.index}{'H' if p.is_heuristic_pick else ''}{'*' if p.is_fastest else ''}" for p in timed]
-            plt.bar(labels, [p.timing.median_us for p in timed])
-            plt.xlabel("plan (H heuristic, * fastest)")
+            labels = [
+                f"{p.index}{'H' if p.is_heuristic_pick else ''}{'*' if p.is_fastest else ''} {p.name}" for p in timed
+            ]
+            plt.bar(labels, [p.timing.median_us for p in timed], orientation="horizontal", width=0.4)
+            plt.xlabel("µs (H heuristic's pick, * fastest)")
         plot.refresh()

@@ -21,10 +21,10 @@ class SummaryPane(Static):
         t.append("\n")
         if result.timing:
             t.append(f"kernel {us(result.timing.median_us)}", style="bold cyan")
-            t.append(f"  p10–p90 {us(result.timing.p10_us)}–{us(result.timing.p90_us)}")
-            t.append(f"  host/execute() {us(result.host_overhead_us)}")
             if result.tflops:
                 t.append(f"  {result.tflops:.1f} TFLOPS", style="bold")
+            t.append(f"  p10–p90 {us(result.timing.p10_us)}–{us(result.timing.p90_us)}")
+            t.append(f"\nhost overhead per execute() {us(result.host_overhead_us)}")
             t.append(f"  L2 {'flushed' if result.timing.l2_flushed else 'warm'}")
         else:
             t.append(f"FLOPs {result.flops / 1e9:.2f} G", style="bold")

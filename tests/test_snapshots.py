@@ -1,0 +1,53 @@
+"""What a user sees, compared with stored SVG snapshots (update with --snapshot-update).
+
+Figures come from a result recorded on the H200 (tests/data/seed_h200.json), so run-to-run
+values are fixed and the snapshots are stable on any machine.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tui.app import make_app
+from tui.engine.results import RunResult
+
+RECORDED = RunResult.from_json((Path(__file__).parent / "data" / "seed_h200.json").read_text())
+
+
+def recorded_app():
+    return make_app(RECORDED.config, start_engine=False)
+
+
+async def show_recorded(pilot) -> None:
+    pilot.app.show_result(RECORDED)
+    await pilot.pause()
+
+
+@pytest.mark.parametrize("size", [(120, 40), (80, 24)], ids=["120x40", "80x24"])
+def test_plans_pane(snap_compare, size):
+    assert snap_compare(recorded_app(), terminal_size=size, run_before=show_recorded)
+
+
+@pytest.mark.parametrize("tab", ["phases", "accuracy", "latency", "environment"])
+def test_other_panes(snap_compare, tab):
+    async def run_before(pilot) -> None:
+        await show_recorded(pilot)
+        pilot.app.query_one("#tabs").active = f"tab-{tab}"
+        await pilot.pause()
+
+    assert snap_compare(recorded_app(), terminal_size=(120, 40), run_before=run_before)
+
+
+def test_field_error_marks_results_stale(snap_compare):
+    async def run_before(pilot) -> None:
+        await show_recorded(pilot)
+        pilot.app.query_one("#f-h_kv").value = "5"
+        await pilot.pause()
+
+    assert snap_compare(recorded_app(), terminal_size=(120, 40), run_before=run_before)
+
+
+def test_help_screen(snap_compare):
+    assert snap_compare(recorded_app(), terminal_size=(120, 40), press=["f1"])
