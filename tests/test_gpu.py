@@ -94,7 +94,33 @@ def test_cudnn_refusals_are_reported_not_crashed(engine, config, words):
     assert engine.run(SMALL, RunOptions(autotune=False)).status == "ok"
 
 
-def test_check_passes():
+def test_check_passes_over_the_smoke_set_and_every_builtin_preset():
+    from tui.presets import builtin_dir
+
     result = CliRunner().invoke(main, ["check"])
     assert result.exit_code == 0, result.output
-    assert "6 passed, 0 failed" in result.output
+    cases = 6 + len(list(builtin_dir().glob("*.toml")))
+    assert f"{cases} passed, 0 failed" in result.output
+
+
+@pytest.mark.parametrize("preset", ["gpt2-seed", "llama3-8b-decode", "bert-base", "deepseek-v3-mla"])
+def test_exported_script_runs_and_agrees_with_the_engine(engine, tmp_path, preset):
+    import json
+    import subprocess
+    import sys
+
+    from tui.export import script
+    from tui.presets import find
+
+    config = find(preset).config
+    r = engine.run(config, RunOptions(autotune=False))
+    assert r.status == "ok", r.message
+    path = tmp_path / "repro.py"
+    path.write_text(script(config))
+    proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    figures = json.loads(proc.stdout.strip().splitlines()[-1].removeprefix("RESULT "))
+    assert figures["passed"]
+    # same seed, same logical inputs, same plan: the same output, so the same error
+    assert figures["max_abs_error"] == pytest.approx(r.accuracy.cudnn.max_abs, rel=1e-3, abs=1e-6)
+    assert 0.8 <= figures["kernel_us"] / r.timing.median_us <= 1.25, (figures, r.timing.median_us)

@@ -55,6 +55,7 @@ def config_options(fn):
     """The configuration options, named after SdpaConfig's fields, plus the seed's
     shorthands --h, --s, --d that set both sides at once."""
     opts = [
+        click.option("--preset", help="start from this preset (see `sdpa-explorer presets`); options override it"),
         click.option("--h", "h", type=int, help="heads: sets h_q and h_kv"),
         click.option("--s", "s", type=int, help="sequence length: sets s_q and s_kv"),
         click.option("--d", "d", type=int, help="head dim: sets d_qk and d_v"),
@@ -71,8 +72,21 @@ def config_options(fn):
     return fn
 
 
+def preset_config(name: str) -> SdpaConfig:
+    from .presets import find
+
+    try:
+        return find(name).config
+    except KeyError as exc:
+        _fail_usage([f"--preset: {exc.args[0]}"])
+    except ValueError as exc:
+        _fail_usage([f"--preset: {exc}"])
+    raise AssertionError  # unreachable: _fail_usage exits
+
+
 def config_from_options(values: dict) -> SdpaConfig:
-    """Options -> SdpaConfig: defaults (the seed's configuration), then shorthands, then fields."""
+    """Options -> SdpaConfig: the preset (or the seed's configuration), then shorthands, then fields."""
+    base = preset_config(values["preset"]) if values.get("preset") else None
     data: dict = {}
     for short, pair in (("h", ("h_q", "h_kv")), ("s", ("s_q", "s_kv")), ("d", ("d_qk", "d_v"))):
         if values.get(short) is not None:
@@ -81,7 +95,7 @@ def config_from_options(values: dict) -> SdpaConfig:
         if values.get(key) is not None:
             data[key] = values[key]
     try:
-        config = SdpaConfig.from_dict(data)
+        config = SdpaConfig.from_dict(data, base=base)
     except ConfigError as exc:
         _fail_usage([f"--{e.field.replace('_', '-')}: {e.message}" for e in exc.errors])
     errors = config.validate()
@@ -132,7 +146,11 @@ def main(ctx: click.Context) -> None:
 @click.option("--autotune/--no-autotune", default=True, show_default=True, help="time every plan, not only the heuristic's")
 @click.option("--check/--no-check", default=True, show_default=True, help="compare with the fp32 reference")
 @click.option("--json", "as_json", is_flag=True, help="print the RunResult as JSON")
-def run(replays, l2_flush, seed, autotune, check, as_json, **values) -> None:
+@click.option("--save-json", type=click.Path(dir_okay=False), help="also write the RunResult as JSON here")
+@click.option("--save-csv", type=click.Path(dir_okay=False), help="also write the plans table (with the environment) as CSV")
+@click.option("--save-script", type=click.Path(dir_okay=False),
+              help="also write a standalone cudnn + torch script that reproduces this configuration")
+def run(replays, l2_flush, seed, autotune, check, as_json, save_json, save_csv, save_script, **values) -> None:
     """Build, plan, run and check one configuration (default: the seed's GPT-2 shape)."""
     from .engine.runner import Engine
 
@@ -144,17 +162,48 @@ def run(replays, l2_flush, seed, autotune, check, as_json, **values) -> None:
         from .report import result_renderable
 
         _console().print(result_renderable(result))
+    _save_exports(result, seed, {"json": save_json, "csv": save_csv, "script": save_script})
     if result.status == "invalid":
         sys.exit(EXIT_USAGE)
     sys.exit(EXIT_OK if result.ok else EXIT_FAIL)
 
 
+def _save_exports(result, seed: int, paths: dict) -> None:
+    from pathlib import Path
+
+    from .export import render
+    from .files import atomic_write
+
+    for kind, path in paths.items():
+        if not path:
+            continue
+        try:
+            atomic_write(Path(path), render(kind, result, seed))
+        except OSError as exc:
+            _fail_usage([f"--save-{kind}: cannot write {path}: {exc.strerror or exc}"])
+        _console(stderr=True).print(f"wrote {kind} to {path}")
+
+
+def check_cases(preset_names: tuple[str, ...]) -> list[tuple[str, SdpaConfig]]:
+    """The smoke set and every built-in preset; or only the presets named."""
+    from .presets import load_all
+
+    presets, problems = load_all()
+    if preset_names:
+        return [(name, preset_config(name)) for name in preset_names]
+    for p in problems:
+        _console(stderr=True).print(f"[yellow]preset skipped:[/yellow] {p}")
+    builtins = [(name, p.config) for name, p in sorted(presets.items()) if p.origin == "builtin"]
+    return [("smoke", c) for c in SMOKE_CASES] + builtins
+
+
 @main.command()
 @timing_options
+@click.option("--preset", "preset_names", multiple=True, help="check only this preset (repeatable)")
 @click.option("--json", "as_json", is_flag=True, help="print the results as JSON")
-def check(replays, l2_flush, seed, as_json) -> None:
-    """Sanity-check this GPU box: run the smoke set, exit non-zero on any mismatch,
-    failure or unavailable GPU."""
+def check(replays, l2_flush, seed, preset_names, as_json) -> None:
+    """Sanity-check this GPU box: the smoke set and every built-in preset; exit non-zero on
+    any mismatch, failure or unavailable GPU."""
     from .engine.runner import Engine
     from .report import us
 
@@ -167,18 +216,19 @@ def check(replays, l2_flush, seed, as_json) -> None:
         else:
             console.print(f"[red]FAIL[/red] no usable GPU: {env.unavailable_reason}")
         sys.exit(EXIT_FAIL)
+    cases = check_cases(preset_names)
     options = _run_options(replays, l2_flush, False, True, seed)
     rows, passed = [], 0
     if not as_json:
         console.print(f"{env.gpu_name} (cc {env.compute_capability}), cuDNN {env.cudnn_backend_version}, "
                       f"frontend {env.frontend_version}, torch {env.torch_version}")
-    for config in SMOKE_CASES:
+    for name, config in cases:
         result = engine.run(config, options)
         ok = result.status == "ok"
         passed += ok
         acc = result.accuracy.cudnn if result.accuracy else None
         plan = result.plans[result.heuristic_plan].name if result.heuristic_plan is not None else "-"
-        rows.append({"config": config.to_dict(), "label": config.label(), "status": result.status,
+        rows.append({"case": name, "config": config.to_dict(), "label": config.label(), "status": result.status,
                      "message": result.message, "kernel_us": result.timing.median_us if result.timing else None,
                      "tflops": result.tflops, "max_abs_error": acc.max_abs if acc else None, "plan": plan})
         if not as_json:
@@ -186,13 +236,68 @@ def check(replays, l2_flush, seed, as_json) -> None:
             detail = (f"{us(result.timing.median_us if result.timing else None):>11}  "
                       f"{(result.tflops or 0):6.1f} TFLOPS  max abs err {acc.max_abs if acc else float('nan'):.2e}  "
                       f"plan {plan}")
-            console.print(f"{mark} {config.label():40} {detail if ok else result.status + ': ' + result.message}")
-    failed = len(SMOKE_CASES) - passed
+            console.print(f"{mark} {name:20} {config.label():42} "
+                          f"{detail if ok else result.status + ': ' + result.message}")
+    failed = len(cases) - passed
     if as_json:
         click.echo(json.dumps({"gpu_available": True, "passed": passed, "failed": failed, "cases": rows}, indent=2))
     else:
         console.print(f"{passed} passed, {failed} failed")
     sys.exit(EXIT_OK if failed == 0 else EXIT_FAIL)
+
+
+@main.group(invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="print as JSON")
+@click.pass_context
+def presets(ctx: click.Context, as_json: bool) -> None:
+    """List the presets (built-in and yours), and any preset file that does not load."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from rich.table import Table
+
+    from .presets import load_all, user_dir
+
+    found, problems = load_all()
+    if as_json:
+        click.echo(json.dumps({
+            "presets": [{"name": p.name, "origin": p.origin, "shadows_builtin": p.shadows_builtin,
+                         "description": p.description, "source": p.source, "path": p.path,
+                         "config": p.config.to_dict()} for p in found.values()],
+            "problems": [str(p) for p in problems],
+        }, indent=2))
+        return
+    table = Table(title=f"Presets (yours are in {user_dir()})", title_justify="left")
+    for col in ("name", "from", "configuration", "description"):
+        table.add_column(col)
+    for p in sorted(found.values(), key=lambda p: (p.origin != "builtin", p.name)):
+        origin = p.origin + (" (hides the built-in)" if p.shadows_builtin else "")
+        table.add_row(p.name, origin, p.config.label(), p.description)
+    console = _console()
+    console.print(table)
+    for p in problems:
+        console.print(f"[red]not loaded:[/red] {p}")
+
+
+@presets.command("save")
+@click.argument("name")
+@config_options
+@click.option("--description", default="", help="what this preset stands for")
+@click.option("--force", is_flag=True, help="overwrite a user preset of the same name")
+def presets_save(name, description, force, **values) -> None:
+    """Save the configuration given by the options as your preset NAME."""
+    from .presets import PresetExists, save_user
+
+    config = config_from_options(values)
+    try:
+        path = save_user(name, config, description, overwrite=force)
+    except PresetExists as exc:
+        _fail_usage([f"{exc}; add --force to overwrite it"])
+    except ValueError as exc:
+        _fail_usage([str(exc)])
+    except OSError as exc:
+        _console(stderr=True).print(f"[red]error:[/red] cannot save preset {name!r}: {exc}")
+        sys.exit(EXIT_FAIL)
+    _console().print(f"saved {config.label()} as {path}")
 
 
 @main.command()
