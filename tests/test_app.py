@@ -135,3 +135,71 @@ async def test_panes_render_a_result_measured_on_the_h200():
         assert app.query_one("#accuracy-table").row_count == 2
         assert app.query_one("#latency").history == [result.timing.median_us]
         assert "NVIDIA H200" in [str(app.query_one("#environment").get_row_at(i)[1]) for i in range(3)]
+
+
+@pytest.fixture
+def user_presets(tmp_path, monkeypatch):
+    folder = tmp_path / "presets"
+    monkeypatch.setenv("SDPA_EXPLORER_PRESET_DIR", str(folder))
+    return folder
+
+
+@pytest.mark.asyncio
+async def test_preset_picker_filters_and_loads_and_runs(user_presets):
+    app = make_app(SMALL, environment_override=NO_GPU)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.result is not None)
+        await pilot.press("ctrl+o")
+        assert app.screen.__class__.__name__ == "PresetPicker"
+        await pilot.press(*"bert")
+        options = app.screen.query_one("#picker-list")
+        assert options.option_count == 1 and options.get_option_at_index(0).id == "bert-base"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.result.config.s_q == 512)
+        assert app.query_one("#f-b", Input).value == "8"
+        assert app.result.config.causal == "none"
+
+
+@pytest.mark.asyncio
+async def test_save_preset_asks_before_overwriting(user_presets):
+    app = make_app(SMALL, start_engine=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("ctrl+s")
+        await pilot.press(*"tiny", "enter")
+        await pilot.pause()
+        assert (user_presets / "tiny.toml").exists() and "tiny" in app.presets
+        assert app.presets["tiny"].config == SMALL
+        await set_field(pilot, app, "b", "3")
+        await pilot.press("ctrl+s")
+        await pilot.press(*"tiny", "enter")
+        await pilot.pause()
+        assert app.screen.__class__.__name__ == "Confirm"
+        await pilot.click("#confirm-yes")
+        await pilot.pause()
+        assert app.presets["tiny"].config.b == 3
+
+
+@pytest.mark.asyncio
+async def test_export_writes_a_script_and_says_where(tmp_path):
+    app = make_app(SMALL, start_engine=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("ctrl+e")
+        assert app.screen.__class__.__name__ == "ExportDialog"
+        target = tmp_path / "repro.py"
+        app.screen.query_one("#export-path", Input).value = str(target)
+        await pilot.press("enter")
+        await pilot.pause()
+        text = target.read_text()
+        compile(text, str(target), "exec")
+        assert "B, H_Q, H_KV, S_Q, S_KV, D_QK, D_V = 1, 2, 2, 64, 64, 64, 64" in text
+        assert any(str(target) in str(n.message) for n in app._notifications)
+
+
+@pytest.mark.asyncio
+async def test_palette_lists_presets(user_presets):
+    from tui.app.commands import ExplorerCommands
+
+    app = make_app(SMALL, start_engine=False)
+    async with app.run_test(size=(120, 40)):
+        names = [name for name, _cb, _help in ExplorerCommands(app.screen)._commands()]
+        assert "Preset: gpt2-seed" in names and "Export ..." in names and "Layout: SBHD" in names

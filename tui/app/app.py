@@ -8,6 +8,7 @@ RunResult.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding
@@ -20,9 +21,12 @@ from ..engine.process import EngineClient, EngineDied, EngineEvent, EngineProgre
 from ..engine.results import Environment, RunResult
 from ..engine.runner import RunOptions
 from ..engine.timing import TimingOptions
+from ..export import render, script
+from ..files import atomic_write
+from ..presets import Preset, PresetExists, PresetProblem, load_all, save_user
 from .commands import ExplorerCommands
 from .messages import ConfigEdited, EngineMessage
-from .screens import HelpScreen
+from .screens import Confirm, ExportDialog, HelpScreen, PresetPicker, SavePreset
 from .widgets import (
     AccuracyPane,
     ConfigForm,
@@ -63,6 +67,9 @@ class SdpaExplorerApp(App[None]):
     VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]
     BINDINGS = [
         Binding("ctrl+r", "run", "Run again", priority=True),
+        Binding("ctrl+o", "presets", "Presets", priority=True),
+        Binding("ctrl+s", "save_preset", "Save preset", priority=True),
+        Binding("ctrl+e", "export", "Export", priority=True),
         Binding("f1", "help", "Help", priority=True),
         Binding("ctrl+q", "quit", "Quit", priority=True),
     ]
@@ -88,6 +95,8 @@ class SdpaExplorerApp(App[None]):
         self._debounce: Timer | None = None
         self._last_request: tuple[SdpaConfig, RunOptions] | None = None
         self.last_error = ""
+        self.presets: dict[str, Preset] = {}
+        self.preset_problems: list[PresetProblem] = []
 
     # ---- layout -----------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -102,7 +111,7 @@ class SdpaExplorerApp(App[None]):
                         with TabPane(title, id=f"tab-{name}"):
                             yield pane(id=name)
         yield StatusLine(id="status")
-        yield Footer()
+        yield Footer(compact=True)
 
     @property
     def status(self) -> StatusLine:
@@ -113,6 +122,7 @@ class SdpaExplorerApp(App[None]):
         return self.query_one(ConfigForm)
 
     def on_mount(self) -> None:
+        self.reload_presets()
         self.status.set("starting the engine process (it loads torch and cuDNN) ...")
         if self._start_engine_on_mount:
             self.call_after_refresh(self.start_engine)
@@ -219,6 +229,68 @@ class SdpaExplorerApp(App[None]):
     def action_toggle_causal(self) -> None:
         select = self.query_one("#f-causal", Select)
         select.value = "none" if select.value != "none" else "top_left"
+
+    # ---- presets and exports ---------------------------------------------------------------
+    def reload_presets(self) -> None:
+        self.presets, self.preset_problems = load_all()
+        for problem in self.preset_problems:
+            self.notify(str(problem), title="Preset not loaded", severity="warning", timeout=10)
+
+    def action_presets(self) -> None:
+        self.push_screen(PresetPicker(self.presets, self.preset_problems), self.load_preset)
+
+    def load_preset(self, preset: Preset | None) -> None:
+        if preset is not None:
+            self.form.load(preset.config)
+            self.status.set(f"preset {preset.name}: {preset.description}", self.last_error)
+
+    def _form_config(self, what: str) -> SdpaConfig | None:
+        config, errors = self.form.read()
+        if config is None:
+            self.notify(f"fix {', '.join(sorted(errors))} first", title=f"Cannot {what}", severity="error")
+        return config
+
+    def action_save_preset(self) -> None:
+        config = self._form_config("save a preset")
+        if config is not None:
+            self.push_screen(SavePreset(config.label()), lambda answer: self._save_preset(config, answer))
+
+    def _save_preset(self, config: SdpaConfig, answer: tuple[str, str] | None, overwrite: bool = False) -> None:
+        if answer is None:
+            return
+        name, description = answer
+        try:
+            path = save_user(name, config, description, overwrite=overwrite)
+        except PresetExists:
+            question = f"You already have a preset named {name!r}. Overwrite it?"
+            self.push_screen(Confirm(question), lambda yes: yes and self._save_preset(config, answer, True))
+            return
+        except ValueError as exc:
+            self.push_screen(SavePreset(config.label(), str(exc)), lambda again: self._save_preset(config, again))
+            return
+        except OSError as exc:
+            self.notify(f"{exc}", title=f"Preset {name!r} not saved", severity="error")
+            return
+        self.reload_presets()
+        self.notify(str(path), title=f"Saved preset {name!r}")
+
+    def action_export(self) -> None:
+        config = self._form_config("export")
+        if config is not None:
+            has_result = self.result is not None and self.result.config == config
+            self.push_screen(ExportDialog(config, has_result), lambda answer: self._export(config, answer))
+
+    def _export(self, config: SdpaConfig, answer: tuple[str, str] | None) -> None:
+        if answer is None:
+            return
+        kind, path = answer
+        try:
+            text = script(config) if kind == "script" else render(kind, self.result)
+            written = atomic_write(Path(path).expanduser(), text)
+        except OSError as exc:
+            self.notify(f"{path}: {exc.strerror or exc}", title=f"{kind} not written", severity="error")
+            return
+        self.notify(str(written.resolve()), title=f"Wrote {kind}")
 
     def action_help(self) -> None:
         focused = self.focused

@@ -17,7 +17,12 @@ class ExplorerCommands(Provider):
             ("Toggle causal mask", app.action_toggle_causal, "none <-> top-left causal"),
             ("Quit", app.action_quit, "leave the explorer"),
             ("Help", app.action_help, "what each pane means"),
+            ("Presets ...", app.action_presets, "pick a model's shape"),
+            ("Save preset ...", app.action_save_preset, "save the form as your preset"),
+            ("Export ...", app.action_export, "reproduction script, JSON or CSV"),
         ]
+        for name, preset in sorted(app.presets.items()):
+            cmds.append((f"Preset: {name}", partial(app.load_preset, preset), preset.description))
         for layout in LAYOUTS:
             cmds.append((f"Layout: {layout}", partial(app.set_layout, layout), f"store q, k, v, o as {layout}"))
         return cmds

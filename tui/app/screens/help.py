@@ -54,7 +54,10 @@ class HelpScreen(ModalScreen[None]):
         keys = [
             "| key | does |", "| --- | --- |",
             "| Ctrl+R | run the current configuration again |",
-            "| Ctrl+P | command palette: run, switch layout, toggle causal, quit |",
+            "| Ctrl+O | presets: filter as you type, Enter loads and runs |",
+            "| Ctrl+S | save the form as your preset |",
+            "| Ctrl+E | export: reproduction script, JSON or CSV |",
+            "| Ctrl+P | command palette: run, presets, layouts, toggle causal, export, quit |",
             "| F1 | this help |", "| Ctrl+Q | quit |",
             "| Tab / Shift+Tab | move between fields and panes |",
         ]
