@@ -66,15 +66,68 @@ def test_from_dict_normalises_text():
 
 
 def _brute_kept(c: SdpaConfig) -> int:
-    off = c.causal_offset
-    return sum(1 for i in range(c.s_q) for j in range(c.s_kv) if off is None or j <= i + off)
+    """Count kept scores one by one, from the mask's definition."""
+    total = 0
+    for bi in range(c.b):
+        lq, lkv = c.lengths(bi)
+        align = lkv - lq if c.causal == "bottom_right" else 0
+        for i in range(lq):
+            for j in range(lkv):
+                causal_ok = c.causal == "none" or j <= i + align
+                window_ok = c.window is None or j > i + align - c.window
+                total += causal_ok and window_ok
+    return total
 
 
 @pytest.mark.parametrize("s_q,s_kv", list(itertools.product([1, 2, 7, 16], [1, 5, 16, 33])))
 @pytest.mark.parametrize("causal", ["none", "top_left", "bottom_right"])
-def test_kept_pairs_count_exactly_the_unmasked_scores(s_q, s_kv, causal):
-    c = SdpaConfig(s_q=s_q, s_kv=s_kv, causal=causal)
+@pytest.mark.parametrize("window", [None, 1, 4])
+def test_kept_pairs_count_exactly_the_unmasked_scores(s_q, s_kv, causal, window):
+    c = SdpaConfig(b=2, s_q=s_q, s_kv=s_kv, causal=causal, window=window)
     assert c.kept_pairs() == _brute_kept(c)
+
+
+@pytest.mark.parametrize("causal", ["none", "top_left", "bottom_right"])
+@pytest.mark.parametrize("window", [None, 3])
+def test_kept_pairs_with_padding_count_only_real_tokens(causal, window):
+    c = SdpaConfig(b=3, s_q=9, s_kv=12, causal=causal, window=window, seq_lens_q=(9, 4, 1), seq_lens_kv=(12, 7, 3))
+    assert c.validate() == []
+    assert c.kept_pairs() == _brute_kept(c)
+    assert c.flops() == 2 * c.h_q * _brute_kept(c) * (c.d_qk + c.d_v)
+
+
+def test_mask_fields_validate_with_their_names():
+    errors = {e.field: e.message for e in SdpaConfig(
+        b=2, window=0, seq_lens_q=(5,), seq_lens_kv=(1, 9999), bias="2x2", implementation="fast"
+    ).validate()}
+    assert "at least 1" in errors["window"]
+    assert "one length per batch entry: 2 (got 1)" in errors["seq_lens_q"]
+    assert "between 1 and 1024 (got 9999)" in errors["seq_lens_kv"]
+    assert "2x2" in errors["bias"] and "fast" in errors["implementation"]
+    assert "needs s_q <= s_kv" in SdpaConfig(s_q=2048, window=128).validate()[0].message
+    assert SdpaConfig(b=1, seq_lens_q=(3,)).validate()[0].field == "seq_lens_kv"
+
+
+def test_parse_lengths():
+    from tui.engine.config import parse_lengths
+
+    assert parse_lengths("full", 3, 100) is None
+    assert parse_lengths("ratio 0.5", 3, 100) == (50, 50, 50)
+    assert parse_lengths("10, 20,30", 3, 100) == (10, 20, 30)
+    r = parse_lengths("random", 4, 100, seed=1)
+    assert len(r) == 4 and all(1 <= x <= 100 for x in r) and r == parse_lengths("random", 4, 100, seed=1)
+    for bad in ("ratio 2", "ratio x", "a,b"):
+        with pytest.raises(ValueError):
+            parse_lengths(bad, 2, 10)
+
+
+def test_new_fields_round_trip_through_a_dict():
+    c = SdpaConfig(b=2, window=64, seq_lens_q=(10, 20), seq_lens_kv=(30, 40), alibi=True, bias="bx1",
+                   implementation="unified")
+    d = c.to_dict()
+    assert d["seq_lens_q"] == [10, 20] and d["window"] == 64
+    assert SdpaConfig.from_dict(d) == c
+    assert SdpaConfig.from_dict({"bias": "b,h"}).bias == "bxh"
 
 
 def test_flops_of_the_seed_and_a_gqa_decode_step():

@@ -103,7 +103,10 @@ def test_check_passes_over_the_smoke_set_and_every_builtin_preset():
     assert f"{cases} passed, 0 failed" in result.output
 
 
-@pytest.mark.parametrize("preset", ["gpt2-seed", "llama3-8b-decode", "bert-base", "deepseek-v3-mla"])
+@pytest.mark.parametrize(
+    "preset",
+    ["gpt2-seed", "llama3-8b-decode", "bert-base", "deepseek-v3-mla", "mistral-7b-swa", "varlen-batch", "bloom-7b-alibi"],
+)
 def test_exported_script_runs_and_agrees_with_the_engine(engine, tmp_path, preset):
     import json
     import subprocess
@@ -124,3 +127,29 @@ def test_exported_script_runs_and_agrees_with_the_engine(engine, tmp_path, prese
     # same seed, same logical inputs, same plan: the same output, so the same error
     assert figures["max_abs_error"] == pytest.approx(r.accuracy.cudnn.max_abs, rel=1e-3, abs=1e-6)
     assert 0.8 <= figures["kernel_us"] / r.timing.median_us <= 1.25, (figures, r.timing.median_us)
+
+
+MASKED = SdpaConfig(b=2, h_q=16, h_kv=4, s_q=1024, s_kv=1024, d_qk=128, d_v=128, dtype="bf16")
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"window": 256},
+        {"window": 256, "causal": "bottom_right", "s_q": 512},
+        {"seq_lens_q": (1024, 300), "seq_lens_kv": (1024, 800)},
+        {"seq_lens_q": (40, 300), "seq_lens_kv": (1024, 800), "causal": "bottom_right"},
+        {"alibi": True, "h_kv": 16},
+        {"bias": "bxh", "h_kv": 16},
+        {"bias": "1x1", "h_kv": 16, "causal": "none"},
+        {"d_qk": 192},
+        {"d_qk": 256, "d_v": 256},
+    ],
+    ids=["window", "window-br", "padding", "padding-br", "alibi", "bias-bxh", "bias-1x1", "d192-128", "d256"],
+)
+def test_each_option_builds_and_matches(engine, changes):
+    config = MASKED.replace(**changes)
+    r = engine.run(config, RunOptions(autotune=False))
+    assert r.status == "ok", r.message
+    assert r.accuracy.passed and r.accuracy.torch_lowp.nonfinite == 0
+    assert r.plans and r.timing.median_us > 0

@@ -43,7 +43,7 @@ def test_reference_matches_hand_computation(causal):
 
 def test_gqa_query_heads_share_kv_heads_in_groups():
     c = SdpaConfig(b=1, h_q=4, h_kv=2, s_q=5, s_kv=6, d_qk=8, d_v=8, causal="none", dtype="fp16")
-    q, k, v = (t.float() for t in make_inputs(c, "cpu", seed=3))
+    q, k, v = (t.float() for t in make_inputs(c, "cpu", seed=3)[:3])
     got = reference_fp32(c, q, k, v)
     for hq in range(4):
         hk = hq // 2  # query heads 0,1 -> kv head 0; 2,3 -> kv head 1
@@ -56,7 +56,7 @@ def test_layout_does_not_change_the_reference():
     outs = []
     for layout in ("BSHD", "BHSD", "SBHD"):
         c = base.replace(layout=layout)
-        q, k, v = make_inputs(c, "cpu", seed=1)
+        q, k, v, _ = make_inputs(c, "cpu", seed=1)
         outs.append(reference_fp32(c, q, k, v))
     assert torch.equal(outs[0], outs[1]) and torch.equal(outs[1], outs[2])
 
@@ -65,7 +65,7 @@ def test_the_seeds_permute_compares_attention_over_heads():
     """Fact 1: permuting logical (b,h,s,d) tensors makes torch attend over heads; our check must
     see that as a mismatch, not a pass."""
     c = SdpaConfig(b=1, h_q=4, h_kv=4, s_q=8, s_kv=8, d_qk=8, d_v=8, causal="none")
-    q, k, v = make_inputs(c, "cpu", seed=0)
+    q, k, v, _ = make_inputs(c, "cpu", seed=0)
     ref = reference_fp32(c, q, k, v)
     wrong = torch.nn.functional.scaled_dot_product_attention(
         *(t.float().permute(0, 2, 1, 3) for t in (q, k, v)), scale=c.scale
@@ -79,7 +79,7 @@ def test_reference_chunks_rows_without_changing_the_result(monkeypatch):
     import tui.engine.reference as reference
 
     c = SdpaConfig(b=1, h_q=2, h_kv=1, s_q=64, s_kv=64, d_qk=8, d_v=8, causal="top_left")
-    q, k, v = make_inputs(c, "cpu", seed=2)
+    q, k, v, _ = make_inputs(c, "cpu", seed=2)
     whole = reference_fp32(c, q, k, v)
     monkeypatch.setattr(reference, "REFERENCE_CHUNK_BYTES", 64 * 4 * 5)  # 5 rows at a time
     assert reference._chunks(c) == (1, 5)

@@ -13,7 +13,15 @@ import sys
 import click
 from rich.console import Console
 
-from .engine.config import CAUSAL_MODES, DTYPES, ConfigError, SdpaConfig
+from .engine.config import (
+    BIAS_SHAPES,
+    CAUSAL_MODES,
+    DTYPES,
+    IMPLEMENTATIONS,
+    ConfigError,
+    SdpaConfig,
+    parse_lengths,
+)
 from .engine.layouts import LAYOUTS
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -64,6 +72,14 @@ def config_options(fn):
         click.option("--causal", type=click.Choice(CAUSAL_MODES, case_sensitive=False)),
         click.option("--scale", "attn_scale", type=float, help="attention scale (default 1/sqrt(d_qk))"),
         click.option("--heuristics", help="heuristic modes, e.g. A,FALLBACK (default) or B"),
+        click.option("--window", type=int, help="sliding window: each query sees this many keys back"),
+        click.option("--seq-lens-q", "seq_lens_q", help="real query lengths: full, random, 'ratio 0.5' or 512,384,..."),
+        click.option("--seq-lens-kv", "seq_lens_kv", help="real key/value lengths (same forms)"),
+        click.option("--alibi/--no-alibi", default=None, help="add ALiBi position biases"),
+        click.option("--bias", type=click.Choice(BIAS_SHAPES, case_sensitive=False),
+                     help="additive bias of shape (1|b) x (1|h) x s_q x s_kv"),
+        click.option("--implementation", type=click.Choice(IMPLEMENTATIONS, case_sensitive=False),
+                     help="cuDNN's attention implementation (default auto)"),
     ]
     for name, helptext in _FIELD_OPTIONS.items():
         opts.append(click.option(f"--{name.replace('_', '-')}", name, type=int, help=helptext))
@@ -91,13 +107,27 @@ def config_from_options(values: dict) -> SdpaConfig:
     for short, pair in (("h", ("h_q", "h_kv")), ("s", ("s_q", "s_kv")), ("d", ("d_qk", "d_v"))):
         if values.get(short) is not None:
             data.update(dict.fromkeys(pair, values[short]))
-    for key in (*_FIELD_OPTIONS, "dtype", "layout", "causal", "attn_scale", "heuristics"):
+    for key in (*_FIELD_OPTIONS, "dtype", "layout", "causal", "attn_scale", "heuristics", "window", "alibi",
+                "bias", "implementation"):
         if values.get(key) is not None:
             data[key] = values[key]
     try:
         config = SdpaConfig.from_dict(data, base=base)
     except ConfigError as exc:
         _fail_usage([f"--{e.field.replace('_', '-')}: {e.message}" for e in exc.errors])
+    lens = {}
+    for key, size in (("seq_lens_q", config.s_q), ("seq_lens_kv", config.s_kv)):
+        if values.get(key) is not None:
+            try:
+                lens[key] = parse_lengths(values[key], config.b, size)
+            except ValueError as exc:
+                _fail_usage([f"--{key.replace('_', '-')}: {exc}"])
+    if lens:
+        both = {"seq_lens_q": config.seq_lens_q, "seq_lens_kv": config.seq_lens_kv, **lens}
+        if (both["seq_lens_q"] is None) != (both["seq_lens_kv"] is None):  # one side given: the other is full
+            for key, size in (("seq_lens_q", config.s_q), ("seq_lens_kv", config.s_kv)):
+                both[key] = both[key] or (size,) * config.b
+        config = config.replace(**both)
     errors = config.validate()
     if errors:
         _fail_usage([f"--{e.field.replace('_', '-')}: {e.message}" for e in errors])

@@ -13,6 +13,7 @@ import io
 from importlib.metadata import PackageNotFoundError, version
 
 from .engine.config import SdpaConfig
+from .engine.graph import bias_dims
 from .engine.layouts import LAYOUTS
 from .engine.reference import TOLERANCES
 from .engine.results import SCHEMA_VERSION, RunResult
@@ -32,13 +33,6 @@ def default_filename(config: SdpaConfig, kind: str) -> str:
     return stem + EXPORT_KINDS[kind]
 
 
-_CAUSAL_KWARGS = {
-    "none": "",
-    "top_left": "\n    use_causal_mask=True,",
-    "bottom_right": "\n    use_causal_mask_bottom_right=True,",
-}
-_CAUSAL_OFFSET = {"none": "None", "top_left": "0", "bottom_right": "S_KV - S_Q"}
-
 SCRIPT_TEMPLATE = '''#!/usr/bin/env python3
 """Reproduce one cuDNN SDPA configuration: {label}
 
@@ -50,6 +44,7 @@ Exit code 0 when the output is within tolerance.
 """
 
 import json
+import math
 import statistics
 import sys
 
@@ -61,7 +56,12 @@ B, H_Q, H_KV, S_Q, S_KV, D_QK, D_V = {b}, {h_q}, {h_kv}, {s_q}, {s_kv}, {d_qk}, 
 DTYPE, IO_TYPE = torch.{torch_dtype}, cudnn.data_type.{cudnn_dtype}
 LAYOUT, MEMORY_ORDER = "{layout}", {order}  # memory order of the logical dims (b, h, s, d), outermost first
 ATTN_SCALE = {scale!r}
-CAUSAL_OFFSET = {causal_offset}  # query i keeps keys j <= i + offset; None: no mask
+CAUSAL = "{causal}"  # none | top_left | bottom_right (bottom-right aligns the diagonal to the real lengths)
+WINDOW = {window!r}  # sliding window (diagonal_band_left_bound); None: no window
+SEQ_LENS_Q, SEQ_LENS_KV = {seq_lens_q!r}, {seq_lens_kv!r}  # real lengths (padding mask); None: all full
+ALIBI = {alibi!r}
+BIAS_DIMS = {bias_dims!r}  # additive bias (1|b, 1|h, s_q, s_kv); None: no bias
+IMPLEMENTATION = {implementation!r}  # cudnn.attention_implementation name; None: AUTO
 HEURISTICS = [{heuristics}]
 ATOL, RTOL = {atol!r}, {rtol!r}
 SEED = {seed}
@@ -90,7 +90,12 @@ gen = torch.Generator(device="cuda").manual_seed(SEED)
 q, k, v = (allocate(d) for d in (q_dims, k_dims, v_dims))
 for t, d in ((q, q_dims), (k, k_dims), (v, v_dims)):
     t.copy_(torch.randn(d, generator=gen, device="cuda", dtype=torch.float32))
+bias = None
+if BIAS_DIMS is not None:
+    bias = torch.randn(BIAS_DIMS, generator=gen, device="cuda", dtype=torch.float32).to(DTYPE)
 o = allocate(o_dims).fill_(float("nan"))  # an output that is never written cannot pass
+lens_q = list(SEQ_LENS_Q or [S_Q] * B)
+lens_kv = list(SEQ_LENS_KV or [S_KV] * B)
 
 handle = cudnn.create_handle()
 cudnn.set_stream(handle, torch.cuda.current_stream().cuda_stream)
@@ -103,14 +108,32 @@ graph = cudnn.pygraph(
 q_t = graph.tensor(name="q", dim=q_dims, stride=strides(q_dims), data_type=IO_TYPE)
 k_t = graph.tensor(name="k", dim=k_dims, stride=strides(k_dims), data_type=IO_TYPE)
 v_t = graph.tensor(name="v", dim=v_dims, stride=strides(v_dims), data_type=IO_TYPE)
-o_t, _stats = graph.sdpa(
-    name="sdpa",
-    q=q_t,
-    k=k_t,
-    v=v_t,
-    is_inference=True,
-    attn_scale=ATTN_SCALE,{causal_kwargs}
-)
+options = {{}}
+if CAUSAL == "top_left":
+    options["use_causal_mask"] = True
+elif CAUSAL == "bottom_right":
+    options["use_causal_mask_bottom_right"] = True
+if WINDOW:
+    options["diagonal_band_left_bound"] = WINDOW
+    if CAUSAL == "none":
+        options["diagonal_alignment"] = cudnn.diagonal_alignment.TOP_LEFT
+pack = {{}}
+if SEQ_LENS_Q is not None:
+    seq_len_q = torch.tensor(lens_q, dtype=torch.int32, device="cuda").view(B, 1, 1, 1)
+    seq_len_kv = torch.tensor(lens_kv, dtype=torch.int32, device="cuda").view(B, 1, 1, 1)
+    seq_len_q_t = graph.tensor(name="seq_len_q", dim=(B, 1, 1, 1), stride=(1, 1, 1, 1), data_type=cudnn.data_type.INT32)
+    seq_len_kv_t = graph.tensor(name="seq_len_kv", dim=(B, 1, 1, 1), stride=(1, 1, 1, 1), data_type=cudnn.data_type.INT32)
+    options.update(use_padding_mask=True, seq_len_q=seq_len_q_t, seq_len_kv=seq_len_kv_t)
+    pack.update({{seq_len_q_t: seq_len_q, seq_len_kv_t: seq_len_kv}})
+if ALIBI:
+    options["use_alibi_mask"] = True
+if bias is not None:
+    bias_t = graph.tensor(name="bias", dim=tuple(bias.shape), stride=bias.stride(), data_type=IO_TYPE)
+    options["bias"] = bias_t
+    pack[bias_t] = bias
+if IMPLEMENTATION:
+    options["implementation"] = getattr(cudnn.attention_implementation, IMPLEMENTATION)
+o_t, _stats = graph.sdpa(name="sdpa", q=q_t, k=k_t, v=v_t, is_inference=True, attn_scale=ATTN_SCALE, **options)
 o_t.set_output(True).set_dim(o_dims).set_stride(strides(o_dims)).set_data_type(IO_TYPE)
 
 graph.validate()
@@ -119,36 +142,56 @@ graph.create_execution_plans(HEURISTICS)
 graph.check_support()
 graph.build_plans()
 workspace = torch.empty(max(graph.get_workspace_size(), 1), dtype=torch.uint8, device="cuda")
-pack = {{q_t: q, k_t: k, v_t: v, o_t: o}}
+pack.update({{q_t: q, k_t: k, v_t: v, o_t: o}})
 graph.execute(pack, workspace, handle=handle)
 torch.cuda.synchronize()
 
 
+def alibi_slopes(h):
+    n = 2 ** math.floor(math.log2(h))
+    return [2.0 ** (-8.0 * i / n) for i in range(1, n + 1)] + [2.0 ** (-4.0 * i / n) for i in range(1, 2 * (h - n), 2)]
+
+
 def reference():
-    """softmax(q k^T * scale + mask) v in fp32 on the same logical tensors, a row block at a time."""
+    """softmax(q k^T * scale + bias + alibi + mask) v in fp32 on the same logical tensors,
+    a row block at a time. Padded query rows are 0 and are not compared."""
     torch.backends.cuda.matmul.allow_tf32 = False
-    out = torch.empty(o_dims, dtype=torch.float32, device="cuda")
+    out = torch.zeros(o_dims, dtype=torch.float32, device="cuda")
     group = H_Q // H_KV  # GQA: query head h reads kv head h // group
     rows = max(1, (256 << 20) // (S_KV * 4))
+    slopes = alibi_slopes(H_Q) if ALIBI else None
+    j = torch.arange(S_KV, device="cuda").unsqueeze(0)
     for bi in range(B):
+        lq, lkv = lens_q[bi], lens_kv[bi]
+        align = lkv - lq if CAUSAL == "bottom_right" else 0
         for h in range(H_Q):
             kf, vf = k[bi, h // group].float(), v[bi, h // group].float()
-            for r0 in range(0, S_Q, rows):
-                r1 = min(r0 + rows, S_Q)
+            for r0 in range(0, lq, rows):
+                r1 = min(r0 + rows, lq)
+                i = torch.arange(r0, r1, device="cuda").unsqueeze(1)
                 scores = q[bi, h, r0:r1].float() @ kf.T * ATTN_SCALE
-                if CAUSAL_OFFSET is not None:
-                    i = torch.arange(r0, r1, device="cuda").unsqueeze(1)
-                    j = torch.arange(S_KV, device="cuda").unsqueeze(0)
-                    scores.masked_fill_(j > i + CAUSAL_OFFSET, float("-inf"))
+                if bias is not None:
+                    scores += bias[bi if bias.shape[0] > 1 else 0, h if bias.shape[1] > 1 else 0, r0:r1].float()
+                if ALIBI:
+                    scores += (j - i) * slopes[h]
+                keep = j < lkv
+                if CAUSAL != "none":
+                    keep = keep & (j <= i + align)
+                if WINDOW:
+                    keep = keep & (j > i + align - WINDOW)
+                scores.masked_fill_(~keep, float("-inf"))
                 out[bi, h, r0:r1] = torch.softmax(scores, dim=-1).nan_to_num_(0.0) @ vf
     return out
 
 
 ref = reference()
-err = (o.float() - ref).abs()
-finite = bool(torch.isfinite(o).all())
+real = torch.arange(S_Q, device="cuda").view(1, 1, -1, 1) < torch.tensor(lens_q, device="cuda").view(-1, 1, 1, 1)
+real = real.expand(o_dims)
+got, want = o.float()[real], ref[real]
+err = (got - want).abs()
+finite = bool(torch.isfinite(got).all())
 max_abs = float(err.max())
-mismatched = int((err > ATOL + RTOL * ref.abs()).sum()) if finite else o.numel()
+mismatched = int((err > ATOL + RTOL * want.abs()).sum()) if finite else got.numel()
 passed = finite and mismatched == 0
 
 
@@ -206,8 +249,13 @@ def script(config: SdpaConfig, seed: int = 0) -> str:
         layout=config.layout,
         order=LAYOUTS[config.layout],
         scale=config.scale,
-        causal_offset=_CAUSAL_OFFSET[config.causal],
-        causal_kwargs=_CAUSAL_KWARGS[config.causal],
+        causal=config.causal,
+        window=config.window,
+        seq_lens_q=list(config.seq_lens_q) if config.seq_lens_q else None,
+        seq_lens_kv=list(config.seq_lens_kv) if config.seq_lens_kv else None,
+        alibi=config.alibi,
+        bias_dims=bias_dims(config) if config.bias != "none" else None,
+        implementation=None if config.implementation == "auto" else config.implementation.upper(),
         heuristics=", ".join(f"cudnn.heur_mode.{m}" for m in config.heuristics),
         atol=atol, rtol=rtol,
         seed=seed,

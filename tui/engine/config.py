@@ -20,6 +20,8 @@ DTYPES = ("fp16", "bf16")
 DTYPE_BYTES = {"fp16": 2, "bf16": 2}
 CAUSAL_MODES = ("none", "top_left", "bottom_right")
 HEURISTIC_MODES = ("A", "B", "FALLBACK")
+BIAS_SHAPES = ("none", "1x1", "bx1", "1xh", "bxh")  # additive bias of shape (1|b, 1|h, s_q, s_kv)
+IMPLEMENTATIONS = ("auto", "composite", "unified")  # cuDNN's attention_implementation
 
 # Per-field upper bounds: beyond them a number is a typo, not a shape (they are far
 # above anything the GPU could hold, so they never refuse a real model).
@@ -46,6 +48,12 @@ FIELD_LABELS = {
     "causal": "causal mask",
     "attn_scale": "attention scale",
     "heuristics": "heuristic modes",
+    "window": "sliding window",
+    "seq_lens_q": "query lengths",
+    "seq_lens_kv": "key/value lengths",
+    "alibi": "ALiBi",
+    "bias": "bias",
+    "implementation": "implementation",
 }
 
 
@@ -84,6 +92,12 @@ class SdpaConfig:
     causal: str = "top_left"
     attn_scale: float | None = None  # None: 1/sqrt(d_qk)
     heuristics: tuple[str, ...] = field(default=("A", "FALLBACK"))
+    window: int | None = None  # sliding window: query i sees keys j > i + alignment - window
+    seq_lens_q: tuple[int, ...] | None = None  # per-batch real lengths (padding mask); None: all full
+    seq_lens_kv: tuple[int, ...] | None = None
+    alibi: bool = False
+    bias: str = "none"
+    implementation: str = "auto"
 
     # ---- derived -------------------------------------------------------------------
     @property
@@ -107,24 +121,44 @@ class SdpaConfig:
         return (self.b, self.h_q, self.s_q, self.d_v)
 
     @property
-    def causal_offset(self) -> int | None:
-        """Query i keeps keys j <= i + offset; None when nothing is masked."""
-        if self.causal == "top_left":
-            return 0
-        if self.causal == "bottom_right":
-            return self.s_kv - self.s_q
-        return None
+    def padded(self) -> bool:
+        return self.seq_lens_q is not None or self.seq_lens_kv is not None
 
-    def kept_pairs(self) -> int:
-        """Number of (query, key) score positions the mask keeps, per batch and head."""
-        off = self.causal_offset
-        if off is None:
-            return self.s_q * self.s_kv
-        return _kept_below_diagonal(self.s_q, self.s_kv, off)
+    def lengths(self, batch: int) -> tuple[int, int]:
+        """(real query length, real key/value length) of one batch entry."""
+        lq = self.seq_lens_q[batch] if self.seq_lens_q else self.s_q
+        lkv = self.seq_lens_kv[batch] if self.seq_lens_kv else self.s_kv
+        return lq, lkv
+
+    def band(self, batch: int = 0) -> tuple[int | None, int | None]:
+        """(lo, hi): query i keeps key j when i + lo < j <= i + hi (None: unbounded), within the
+        batch entry's real lengths. Bottom-right alignment counts from the real lengths."""
+        lq, lkv = self.lengths(batch)
+        align = lkv - lq if self.causal == "bottom_right" else 0
+        hi = align if self.causal != "none" else None
+        lo = align - self.window if self.window else None
+        return lo, hi
+
+    @property
+    def causal_offset(self) -> int | None:
+        """Query i keeps keys j <= i + offset (batch 0); None when there is no causal bound."""
+        return self.band(0)[1]
+
+    def kept_pairs(self, batch: int | None = None) -> int:
+        """Unmasked (query, key) score positions per head: of one batch entry, or summed over all."""
+        if batch is None:
+            if not self.padded:
+                return self.b * self.kept_pairs(0)
+            return sum(self.kept_pairs(i) for i in range(self.b))
+        lq, lkv = self.lengths(batch)
+        lo, hi = self.band(batch)
+        upto = lq * lkv if hi is None else _kept_below_diagonal(lq, lkv, hi)
+        below = 0 if lo is None else _kept_below_diagonal(lq, lkv, lo)
+        return upto - below
 
     def flops(self) -> int:
-        """Forward FLOPs: two matmuls over the kept scores only (softmax not counted)."""
-        return 2 * self.b * self.h_q * self.kept_pairs() * (self.d_qk + self.d_v)
+        """Forward FLOPs: two matmuls over the kept scores of the real tokens only (softmax not counted)."""
+        return 2 * self.h_q * self.kept_pairs() * (self.d_qk + self.d_v)
 
     def io_bytes(self) -> int:
         """Minimum DRAM traffic: read Q, K, V once and write O once."""
@@ -142,7 +176,13 @@ class SdpaConfig:
         out_elems = self.b * self.h_q * self.s_q * self.d_v
         # low-precision tensors + fp32 copies of q/k/v/o + reference out (fp32) + torch out
         gqa = self.b * self.h_q * self.s_kv * (self.d_qk + self.d_v) * 4 if self.h_q != self.h_kv else 0
-        return elems * 2 + elems * 4 + out_elems * (4 + 2) + gqa + REFERENCE_CHUNK_BYTES
+        scores = self.s_q * self.s_kv
+        bias = 0
+        if self.bias in BIAS_SHAPES and self.bias != "none":
+            bias = scores * (self.b if self.bias[0] == "b" else 1) * (self.h_q if self.bias[-1] == "h" else 1) * 2
+        # torch's own SDPA is given an explicit mask when the mask is more than plain causal
+        torch_mask = self.b * self.h_q * scores * 2 if (self.window or self.padded or self.alibi or bias) else 0
+        return elems * 2 + elems * 4 + out_elems * (4 + 2) + gqa + bias + torch_mask + REFERENCE_CHUNK_BYTES
 
     # ---- validation -----------------------------------------------------------------
     def validate(self, gpu_memory_bytes: int | None = None) -> list[FieldError]:
@@ -201,6 +241,7 @@ class SdpaConfig:
                     "the first queries would see no key",
                 )
             )
+        errors += self._validate_masks(bad_fields)
         if ints_ok and gpu_memory_bytes is not None and self.dtype in DTYPES:
             need = self.memory_estimate()
             if need > gpu_memory_bytes:
@@ -213,12 +254,49 @@ class SdpaConfig:
                 )
         return errors
 
+    def _validate_masks(self, bad_fields: set[str]) -> list[FieldError]:
+        errors: list[FieldError] = []
+        lengths_ok = not {"b", "s_q", "s_kv"} & bad_fields
+        if self.window is not None and (isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 1):
+            errors.append(FieldError("window", f"sliding window must be a whole number of at least 1 (got {self.window!r})"))
+        elif self.window is not None and lengths_ok and not self.padded and self.s_q > self.s_kv:
+            errors.append(FieldError(
+                "window", f"a sliding window needs s_q <= s_kv unless lengths are padded (got {self.s_q} and {self.s_kv})"
+            ))
+        for name, limit in (("seq_lens_q", self.s_q), ("seq_lens_kv", self.s_kv)):
+            lens = getattr(self, name)
+            if lens is None or not lengths_ok:
+                continue
+            label = FIELD_LABELS[name]
+            if not isinstance(lens, tuple) or any(isinstance(x, bool) or not isinstance(x, int) for x in lens):
+                errors.append(FieldError(name, f"{label} must be whole numbers (got {lens!r})"))
+            elif len(lens) != self.b:
+                errors.append(FieldError(name, f"{label} need one length per batch entry: {self.b} (got {len(lens)})"))
+            elif not all(1 <= x <= limit for x in lens):
+                bad = next(x for x in lens if not 1 <= x <= limit)
+                errors.append(FieldError(name, f"{label} must lie between 1 and {limit} (got {bad})"))
+        if (self.seq_lens_q is None) != (self.seq_lens_kv is None):
+            missing = "seq_lens_kv" if self.seq_lens_kv is None else "seq_lens_q"
+            errors.append(FieldError(missing, "padding needs both query and key/value lengths (use 'full' for one side)"))
+        if not isinstance(self.alibi, bool):
+            errors.append(FieldError("alibi", f"ALiBi must be true or false (got {self.alibi!r})"))
+        if self.bias not in BIAS_SHAPES:
+            errors.append(FieldError("bias", f"bias must be one of {', '.join(BIAS_SHAPES)} (got {self.bias!r})"))
+        if self.implementation not in IMPLEMENTATIONS:
+            errors.append(FieldError(
+                "implementation", f"implementation must be one of {', '.join(IMPLEMENTATIONS)} (got {self.implementation!r})"
+            ))
+        return errors
+
     # ---- dict round trip ---------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["heuristics"] = list(self.heuristics)
-        if self.attn_scale is None:
-            del d["attn_scale"]  # TOML has no null; absent means the default
+        for key in ("attn_scale", "window", "seq_lens_q", "seq_lens_kv"):
+            if d[key] is None:
+                del d[key]  # TOML has no null; absent means the default
+            elif isinstance(d[key], tuple):
+                d[key] = list(d[key])
         return d
 
     @classmethod
@@ -256,10 +334,47 @@ class SdpaConfig:
         seq = f"{self.s_q}" if self.s_q == self.s_kv else f"{self.s_q}x{self.s_kv}"
         dim = f"{self.d_qk}" if self.d_qk == self.d_v else f"{self.d_qk}/{self.d_v}"
         causal = {"none": "", "top_left": " causal", "bottom_right": " causal-br"}.get(self.causal, "")
-        return f"b{self.b} h{heads} s{seq} d{dim} {self.dtype} {self.layout}{causal}"
+        extras = ""
+        if self.window:
+            extras += f" win{self.window}"
+        if self.padded:
+            extras += " varlen"
+        if self.alibi:
+            extras += " alibi"
+        if self.bias != "none":
+            extras += f" bias{self.bias}"
+        if self.implementation != "auto":
+            extras += f" {self.implementation}"
+        return f"b{self.b} h{heads} s{seq} d{dim} {self.dtype} {self.layout}{causal}{extras}"
 
 
 REFERENCE_CHUNK_BYTES = 256 << 20  # fp32 scores the reference holds at once
+
+
+def parse_lengths(text: str, b: int, s: int, seed: int = 0) -> tuple[int, ...] | None:
+    """Per-batch real lengths from what a user types: 'full' (no padding: None), 'random'
+    (uniform in [1, s], seeded), 'ratio 0.5' (every entry that share of s), or a list
+    '512, 384, 1024'. Raises ValueError with a message for the field."""
+    import random
+
+    text = text.strip().lower()
+    if text in ("", "full", "none"):
+        return None
+    if text.startswith("random"):
+        rng = random.Random(seed)
+        return tuple(rng.randint(1, s) for _ in range(b))
+    if text.startswith("ratio"):
+        try:
+            ratio = float(text.removeprefix("ratio").strip(" :="))
+        except ValueError:
+            raise ValueError(f"write the ratio as 'ratio 0.5' (got {text!r})") from None
+        if not 0 < ratio <= 1:
+            raise ValueError(f"the ratio must be in (0, 1] (got {ratio})")
+        return tuple(max(1, round(s * ratio)) for _ in range(b))
+    try:
+        return tuple(int(x) for x in text.replace(";", ",").replace(" ", ",").split(",") if x)
+    except ValueError:
+        raise ValueError(f"lengths are 'full', 'random', 'ratio 0.5' or a list like '512,384' (got {text!r})") from None
 
 
 def _kept_below_diagonal(s_q: int, s_kv: int, off: int) -> int:
@@ -293,7 +408,21 @@ def _coerce(key: str, value: Any) -> Any:
         if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
             raise TypeError(f"heuristics must be a list of mode names (got {value!r})")
         return tuple(v.strip().upper() for v in value)
-    if key in ("dtype", "layout", "causal"):
+    if key == "window":
+        if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+            return value
+        raise TypeError(f"window must be a whole number (got {value!r})")
+    if key in ("seq_lens_q", "seq_lens_kv"):
+        if value is None:
+            return None
+        if not isinstance(value, list | tuple) or any(isinstance(x, bool) or not isinstance(x, int) for x in value):
+            raise TypeError(f"{key} must be a list of whole numbers (got {value!r})")
+        return tuple(value)
+    if key == "alibi":
+        if not isinstance(value, bool):
+            raise TypeError(f"alibi must be true or false (got {value!r})")
+        return value
+    if key in ("dtype", "layout", "causal", "bias", "implementation"):
         if not isinstance(value, str):
             raise TypeError(f"{key} must be text (got {value!r})")
         value = value.strip()
@@ -301,6 +430,8 @@ def _coerce(key: str, value: Any) -> Any:
             return value.upper()
         if key == "causal":
             return value.lower().replace("-", "_")
+        if key == "bias":
+            return value.lower().replace(",", "x").replace("*", "x")
         return value.lower()
     return value
 

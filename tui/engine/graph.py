@@ -41,7 +41,8 @@ PHASE_NOTES = {
 # keyword goes through sdpa_kwargs(), and a test checks these against the binding.
 SDPA_KEYWORDS = frozenset(
     {"name", "q", "k", "v", "is_inference", "generate_stats", "attn_scale", "use_causal_mask",
-     "use_causal_mask_bottom_right"}
+     "use_causal_mask_bottom_right", "diagonal_alignment", "diagonal_band_left_bound", "use_padding_mask",
+     "seq_len_q", "seq_len_kv", "use_alibi_mask", "bias", "implementation"}
 )
 
 
@@ -66,13 +67,27 @@ def heuristic_modes(cudnn: Any, names: tuple[str, ...]) -> list[Any]:
     return [getattr(cudnn.heur_mode, n) for n in names]
 
 
-def sdpa_kwargs(config: SdpaConfig) -> dict[str, Any]:
-    """The option keywords of graph.sdpa for this config (q, k, v added by the caller)."""
+def sdpa_kwargs(config: SdpaConfig, tensors: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The keywords of graph.sdpa for this config; `tensors` are the graph's q, k, v and the
+    optional seq_len_q, seq_len_kv and bias tensors (absent: the option keywords only)."""
+    import cudnn
+
     kw: dict[str, Any] = {"name": "sdpa", "is_inference": True, "attn_scale": config.scale}
+    kw.update(tensors or {})
     if config.causal == "top_left":
         kw["use_causal_mask"] = True
     elif config.causal == "bottom_right":
         kw["use_causal_mask_bottom_right"] = True
+    if config.window:
+        kw["diagonal_band_left_bound"] = config.window
+        if config.causal == "none":
+            kw["diagonal_alignment"] = cudnn.diagonal_alignment.TOP_LEFT
+    if config.padded:
+        kw["use_padding_mask"] = True
+    if config.alibi:
+        kw["use_alibi_mask"] = True
+    if config.implementation != "auto":
+        kw["implementation"] = getattr(cudnn.attention_implementation, config.implementation.upper())
     unknown = set(kw) - SDPA_KEYWORDS
     assert not unknown, f"sdpa keywords not declared in SDPA_KEYWORDS: {unknown}"
     return kw
@@ -88,6 +103,7 @@ class SdpaGraph:
     k: Any
     v: Any
     o: Any
+    extras: dict[str, Any] = field(default_factory=dict)  # seq_len_q, seq_len_kv, bias graph tensors
     phases: list[PhaseTiming] = field(default_factory=list)
     plans: list[PlanResult] = field(default_factory=list)
     heuristic_index: int | None = None
@@ -99,8 +115,11 @@ class SdpaGraph:
         except Exception as exc:  # describing must never break a run
             return f'{{"error": "graph could not be described: {exc}"}}'
 
-    def variant_pack(self, q: Any, k: Any, v: Any, o: Any) -> dict[Any, Any]:
-        return {self.q: q, self.k: k, self.v: v, self.o: o}
+    def variant_pack(self, data: dict[str, Any]) -> dict[Any, Any]:
+        """Graph tensors -> device tensors, from the device tensors by name (q, k, v, o, extras)."""
+        pack = {self.q: data["q"], self.k: data["k"], self.v: data["v"], self.o: data["o"]}
+        pack.update({t: data[name] for name, t in self.extras.items()})
+        return pack
 
 
 def _timed(phases: list[PhaseTiming], name: str, fn: Callable[[], Any], graph_json: Callable[[], str]) -> Any:
@@ -134,9 +153,23 @@ def define(config: SdpaConfig, handle: Any = None) -> SdpaGraph:
     q = graph.tensor(name="q", dim=config.q_dims, stride=strides(config.q_dims, layout), data_type=io)
     k = graph.tensor(name="k", dim=config.k_dims, stride=strides(config.k_dims, layout), data_type=io)
     v = graph.tensor(name="v", dim=config.v_dims, stride=strides(config.v_dims, layout), data_type=io)
-    o, _stats = graph.sdpa(q=q, k=k, v=v, **sdpa_kwargs(config))
+    extras: dict[str, Any] = {}
+    if config.padded:
+        for name in ("seq_len_q", "seq_len_kv"):
+            extras[name] = graph.tensor(
+                name=name, dim=(config.b, 1, 1, 1), stride=(1, 1, 1, 1), data_type=cudnn.data_type.INT32
+            )
+    if config.bias != "none":
+        dims = bias_dims(config)
+        extras["bias"] = graph.tensor(name="bias", dim=dims, stride=strides(dims, "BHSD"), data_type=io)
+    o, _stats = graph.sdpa(**sdpa_kwargs(config, {"q": q, "k": k, "v": v, **extras}))
     o.set_output(True).set_dim(config.o_dims).set_stride(strides(config.o_dims, layout)).set_data_type(io)
-    return SdpaGraph(config, graph, q, k, v, o)
+    return SdpaGraph(config, graph, q, k, v, o, extras)
+
+
+def bias_dims(config: SdpaConfig) -> tuple[int, int, int, int]:
+    return (config.b if config.bias[0] == "b" else 1, config.h_q if config.bias[-1] == "h" else 1,
+            config.s_q, config.s_kv)
 
 
 def define_and_validate(config: SdpaConfig, handle: Any = None) -> SdpaGraph:

@@ -9,6 +9,7 @@ so the check does not trust any attention kernel, torch's included.
 from __future__ import annotations
 
 import contextlib
+import math
 from typing import Any
 
 from .config import REFERENCE_CHUNK_BYTES, SdpaConfig
@@ -29,8 +30,9 @@ def torch_dtype(torch: Any, dtype: str) -> Any:
     return {"fp16": torch.float16, "bf16": torch.bfloat16}[dtype]
 
 
-def make_inputs(config: SdpaConfig, device: str, seed: int = 0) -> tuple[Any, Any, Any]:
-    """Random q, k, v in the config's dtype, stored in its layout (logical dims b, h, s, d)."""
+def make_inputs(config: SdpaConfig, device: str, seed: int = 0) -> tuple[Any, Any, Any, Any]:
+    """Random q, k, v in the config's dtype, stored in its layout (logical dims b, h, s, d), and
+    the bias (or None), drawn in that order from one seeded generator."""
     import torch
 
     gen = torch.Generator(device=device).manual_seed(seed)
@@ -40,19 +42,79 @@ def make_inputs(config: SdpaConfig, device: str, seed: int = 0) -> tuple[Any, An
         t = allocate(torch, dims, config.layout, dt, device)
         t.copy_(torch.randn(dims, generator=gen, device=device, dtype=torch.float32))
         out.append(t)
-    return out[0], out[1], out[2]
+    return out[0], out[1], out[2], make_bias(config, gen, device)
 
 
-def keep_mask(config: SdpaConfig, rows: range, device: Any) -> Any:
-    """Boolean (len(rows), s_kv): True where query i may attend key j; None when nothing is masked."""
+def keep_mask(config: SdpaConfig, rows: range, device: Any, batch: int = 0) -> Any:
+    """Boolean (len(rows), s_kv): True where query i may attend key j in one batch entry
+    (causal band, sliding window, real lengths); None when nothing is masked."""
     import torch
 
-    off = config.causal_offset
-    if off is None:
+    lo, hi = config.band(batch)
+    lq, lkv = config.lengths(batch)
+    if lo is None and hi is None and not config.padded:
         return None
     i = torch.arange(rows.start, rows.stop, device=device).unsqueeze(1)
     j = torch.arange(config.s_kv, device=device).unsqueeze(0)
-    return j <= i + off
+    keep = (j < lkv) & (i < lq)
+    if hi is not None:
+        keep &= j <= i + hi
+    if lo is not None:
+        keep &= j > i + lo
+    return keep
+
+
+def alibi_slopes(h: int) -> list[float]:
+    """ALiBi's per-head slopes (Press et al.), as cuDNN applies them: 2^(-8k/n) for the nearest
+    power of two n <= h, then the odd multiples of 2^(-4/n) for the remaining heads."""
+    n = 2 ** math.floor(math.log2(h))
+    slopes = [2.0 ** (-8.0 * k / n) for k in range(1, n + 1)]
+    slopes += [2.0 ** (-4.0 * k / n) for k in range(1, 2 * (h - n), 2)]
+    return slopes
+
+
+def additive_terms(config: SdpaConfig, batch: int, heads: range, rows: range, bias: Any, device: Any) -> Any:
+    """What is added to the scaled scores for one block: bias, ALiBi and -inf where masked.
+    Shape (len(heads) or 1, len(rows), s_kv) in fp32; None when nothing is added."""
+    import torch
+
+    term = None
+    if bias is not None:
+        b_idx = batch if bias.shape[0] > 1 else 0
+        h_sel = slice(heads.start, heads.stop) if bias.shape[1] > 1 else slice(0, 1)
+        term = bias[b_idx, h_sel, rows.start:rows.stop].float()
+    if config.alibi:
+        slopes = torch.tensor(alibi_slopes(config.h_q)[heads.start:heads.stop], device=device).view(-1, 1, 1)
+        i = torch.arange(rows.start, rows.stop, device=device, dtype=torch.float32).view(1, -1, 1)
+        j = torch.arange(config.s_kv, device=device, dtype=torch.float32).view(1, 1, -1)
+        alibi = (j - i) * slopes
+        term = alibi if term is None else term + alibi
+    keep = keep_mask(config, rows, device, batch)
+    if keep is not None:
+        blocked = torch.zeros(keep.shape, device=device).masked_fill_(~keep, float("-inf")).unsqueeze(0)
+        term = blocked if term is None else term + blocked
+    return term
+
+
+def valid_rows(config: SdpaConfig, device: Any) -> Any:
+    """(b, 1, s_q, 1) True for real query rows; None without padding. Padded rows are not compared."""
+    import torch
+
+    if not config.padded:
+        return None
+    lq = torch.tensor([config.lengths(bi)[0] for bi in range(config.b)], device=device).view(-1, 1, 1, 1)
+    return torch.arange(config.s_q, device=device).view(1, 1, -1, 1) < lq
+
+
+def make_bias(config: SdpaConfig, gen: Any, device: str) -> Any:
+    """The additive bias tensor (1|b, 1|h, s_q, s_kv) in the io dtype, or None."""
+    import torch
+
+    if config.bias == "none":
+        return None
+    from .graph import bias_dims
+
+    return torch.randn(bias_dims(config), generator=gen, device=device, dtype=torch.float32).to(torch_dtype(torch, config.dtype))
 
 
 @contextlib.contextmanager
@@ -79,10 +141,9 @@ def _chunks(config: SdpaConfig) -> tuple[int, int]:
     return 1, max(1, REFERENCE_CHUNK_BYTES // row_bytes)
 
 
-def reference_fp32(config: SdpaConfig, q: Any, k: Any, v: Any) -> Any:
-    """softmax(q k^T * scale + mask) v in fp32, as a contiguous (b, h_q, s_q, d_v) tensor.
-
-    A query row with no kept key outputs 0 (the convention cuDNN follows for padding)."""
+def reference_fp32(config: SdpaConfig, q: Any, k: Any, v: Any, bias: Any = None) -> Any:
+    """softmax(q k^T * scale + bias + alibi + mask) v in fp32, as a contiguous (b, h_q, s_q, d_v)
+    tensor. A query row with no kept key (a padded row) outputs 0."""
     import torch
 
     group = config.h_q // config.h_kv
@@ -97,40 +158,55 @@ def reference_fp32(config: SdpaConfig, q: Any, k: Any, v: Any) -> Any:
                 vf = v[bi].index_select(0, kv_heads).float()
                 for r0 in range(0, config.s_q, rows_step):
                     r1 = min(r0 + rows_step, config.s_q)
-                    qf = q[bi, h0:h1, r0:r1].float()
-                    scores = torch.matmul(qf, kf.transpose(-1, -2)) * config.scale
-                    keep = keep_mask(config, range(r0, r1), q.device)
-                    if keep is not None:
-                        scores.masked_fill_(~keep, float("-inf"))
+                    scores = torch.matmul(q[bi, h0:h1, r0:r1].float(), kf.transpose(-1, -2)) * config.scale
+                    term = additive_terms(config, bi, range(h0, h1), range(r0, r1), bias, q.device)
+                    if term is not None:
+                        scores += term
                     p = torch.softmax(scores, dim=-1).nan_to_num_(0.0)  # all-masked row -> 0
                     out[bi, h0:h1, r0:r1] = torch.matmul(p, vf)
     return out
 
 
-def torch_sdpa(config: SdpaConfig, q: Any, k: Any, v: Any) -> Any:
-    """torch's own low-precision SDPA on the same tensors: the peer cuDNN is compared with."""
+def torch_sdpa(config: SdpaConfig, q: Any, k: Any, v: Any, bias: Any = None) -> Any:
+    """torch's own low-precision SDPA on the same tensors: the peer cuDNN is compared with.
+    Plain causal masks go as is_causal; anything else as an explicit additive mask, a block of
+    query rows at a time so the mask never has to exist whole."""
     import torch
     import torch.nn.functional as F
 
     kwargs: dict[str, Any] = {"scale": config.scale}
     if config.h_q != config.h_kv:
         kwargs["enable_gqa"] = True
-    if config.causal == "top_left" or (config.causal == "bottom_right" and config.s_q == config.s_kv):
-        kwargs["is_causal"] = True
-    elif config.causal == "bottom_right":
-        kwargs["attn_mask"] = keep_mask(config, range(config.s_q), q.device)
+    plain = not (config.window or config.padded or config.alibi or bias is not None)
     with torch.no_grad():
-        return F.scaled_dot_product_attention(q, k, v, **kwargs)
+        if plain and config.causal == "none":
+            return F.scaled_dot_product_attention(q, k, v, **kwargs)
+        if plain and (config.causal == "top_left" or config.s_q == config.s_kv):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True, **kwargs)
+        out = torch.empty(config.o_dims, dtype=q.dtype, device=q.device)
+        _, rows_step = _chunks(config)
+        for bi in range(config.b):
+            for r0 in range(0, config.s_q, rows_step):
+                r1 = min(r0 + rows_step, config.s_q)
+                term = additive_terms(config, bi, range(0, config.h_q), range(r0, r1), bias, q.device)
+                o = F.scaled_dot_product_attention(
+                    q[bi : bi + 1, :, r0:r1], k[bi : bi + 1], v[bi : bi + 1], attn_mask=term.to(q.dtype).unsqueeze(0), **kwargs
+                )
+                out[bi : bi + 1, :, r0:r1] = o.nan_to_num(0.0)
+        return out
 
 
-def compare(out: Any, ref: Any, atol: float, rtol: float) -> ErrorMetrics:
-    """Error of `out` against `ref` (same logical shape). Mismatch uses torch.testing's rule:
-    |out - ref| > atol + rtol * |ref|. Relative error is over elements with |ref| >= atol,
-    where it means something."""
+def compare(out: Any, ref: Any, atol: float, rtol: float, rows: Any = None) -> ErrorMetrics:
+    """Error of `out` against `ref` (same logical shape), over the real query rows (`rows`, from
+    valid_rows; None: all). Mismatch uses torch.testing's rule: |out - ref| > atol + rtol * |ref|.
+    Relative error is over elements with |ref| >= atol, where it means something."""
     import torch
 
     with torch.no_grad():
         o = out.float()
+        if rows is not None:
+            selected = rows.expand(o.shape)
+            o, ref = o[selected], ref[selected]
         finite = torch.isfinite(o)
         nonfinite = int((~finite).sum().item())
         err = (o - ref).abs()

@@ -26,8 +26,8 @@ from .reference import (
     compare,
     make_inputs,
     reference_fp32,
-    torch_dtype,
     torch_sdpa,
+    valid_rows,
 )
 from .results import (
     STATUS_CPU_ONLY,
@@ -70,17 +70,22 @@ class _Entry:
     """A built graph and everything needed to run it again."""
 
     graph: SdpaGraph
-    q: Any
-    k: Any
-    v: Any
-    o: Any
+    data: dict[str, Any]  # device tensors by name: q, k, v, o and the extras the graph reads
     workspace: Any
     reference: Any = None
     torch_metrics: ErrorMetrics | None = None
+    rows: Any = None  # the real query rows (padding), the only ones compared
+
+    @property
+    def o(self) -> Any:
+        return self.data["o"]
 
     @property
     def pack(self) -> dict[Any, Any]:
-        return self.graph.variant_pack(self.q, self.k, self.v, self.o)
+        return self.graph.variant_pack(self.data)
+
+    def inputs(self) -> tuple[Any, Any, Any, Any]:
+        return self.data["q"], self.data["k"], self.data["v"], self.data.get("bias")
 
 
 class Engine:
@@ -185,10 +190,9 @@ class Engine:
         handle = self._cudnn_handle()
         self._progress("building")
         g = build(config, handle)
-        q, k, v = make_inputs(config, "cuda", seed)
-        o = allocate(torch, config.o_dims, config.layout, torch_dtype(torch, config.dtype), "cuda")
+        data = device_tensors(config, "cuda", seed)
         workspace = torch.empty(max(g.workspace_bytes, 1), dtype=torch.uint8, device="cuda")
-        entry = _Entry(g, q, k, v, o, workspace)
+        entry = _Entry(g, data, workspace, rows=valid_rows(config, "cuda"))
         self._cache[config] = entry
         while len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)
@@ -234,16 +238,16 @@ class Engine:
         if options.check:
             self._progress("checking")
             if entry.reference is None:
-                entry.reference = reference_fp32(config, entry.q, entry.k, entry.v)
+                entry.reference = reference_fp32(config, *entry.inputs())
                 entry.torch_metrics = compare(
-                    torch_sdpa(config, entry.q, entry.k, entry.v), entry.reference, atol, rtol
+                    torch_sdpa(config, *entry.inputs()), entry.reference, atol, rtol, entry.rows
                 )
             accuracy = Accuracy(
                 reference=REFERENCE_NAME,
                 device="cuda",
                 atol=atol,
                 rtol=rtol,
-                cudnn=compare(output_of(g.heuristic_index), entry.reference, atol, rtol),
+                cudnn=compare(output_of(g.heuristic_index), entry.reference, atol, rtol, entry.rows),
                 torch_lowp=entry.torch_metrics,
                 torch_backend="torch.nn.functional.scaled_dot_product_attention",
             )
@@ -264,7 +268,7 @@ class Engine:
                     if plan.index == g.heuristic_index and accuracy is not None and accuracy.cudnn is not None:
                         m = accuracy.cudnn
                     else:
-                        m = compare(output_of(plan.index), entry.reference, atol, rtol)
+                        m = compare(output_of(plan.index), entry.reference, atol, rtol, entry.rows)
                     changes.update(max_abs_error=m.max_abs, matches=m.mismatched == 0 and m.nonfinite == 0)
             except Exception as exc:
                 changes.update(build_error=f"timing failed: {type(exc).__name__}: {exc}")
@@ -301,6 +305,22 @@ class Engine:
         )
 
 
+def device_tensors(config: SdpaConfig, device: str, seed: int) -> dict[str, Any]:
+    """Everything the graph reads and writes, by name: q, k, v, o, and seq_len_q, seq_len_kv
+    and bias when the config has them."""
+    import torch
+
+    q, k, v, bias = make_inputs(config, device, seed)
+    data = {"q": q, "k": k, "v": v, "o": allocate(torch, config.o_dims, config.layout, q.dtype, device)}
+    if bias is not None:
+        data["bias"] = bias
+    if config.padded:
+        for name, side in (("seq_len_q", 0), ("seq_len_kv", 1)):
+            lens = [config.lengths(bi)[side] for bi in range(config.b)]
+            data[name] = torch.tensor(lens, dtype=torch.int32, device=device).view(config.b, 1, 1, 1)
+    return data
+
+
 def _tflops(flops: int, median_us: float) -> float | None:
     return flops / (median_us * 1e-6) / 1e12 if median_us > 0 else None
 
@@ -321,15 +341,16 @@ def cpu_reference_check(config: SdpaConfig, seed: int, reason: str) -> Accuracy:
             note=f"CPU only ({reason}): problem too large for the CPU reference "
             f"({config.flops() / 1e9:.1f} GFLOP > {CPU_REFERENCE_MAX_FLOPS / 1e9:.0f})",
         )
-    q, k, v = make_inputs(config, "cpu", seed)
-    ref = reference_fp32(config, q, k, v)
+    q, k, v, bias = make_inputs(config, "cpu", seed)
+    ref = reference_fp32(config, q, k, v, bias)
+    rows = valid_rows(config, "cpu")
     return Accuracy(
         reference=REFERENCE_NAME,
         device="cpu",
         atol=atol,
         rtol=rtol,
         cudnn=None,
-        torch_lowp=compare(torch_sdpa(config, q, k, v), ref, atol, rtol),
+        torch_lowp=compare(torch_sdpa(config, q, k, v, bias), ref, atol, rtol, rows),
         torch_backend="torch.nn.functional.scaled_dot_product_attention (CPU)",
         note=note,
     )

@@ -1,0 +1,63 @@
+"""One line per SDPA option: does it build, how many plans, kernel time, max error.
+
+    python -m benchmarks.surface [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from tui.engine.config import SdpaConfig
+from tui.engine.runner import Engine, RunOptions
+
+BASE = SdpaConfig(b=2, h_q=16, h_kv=16, s_q=2048, s_kv=2048, d_qk=128, d_v=128, dtype="bf16")
+GQA = BASE.replace(h_kv=4)
+CASES = {
+    "window top-left": GQA.replace(window=512),
+    "window bottom-right": GQA.replace(s_q=1024, causal="bottom_right", window=512),
+    "window no causal": GQA.replace(causal="none", window=512),
+    "padding": GQA.replace(seq_lens_q=(2048, 700), seq_lens_kv=(2048, 1500)),
+    "padding bottom-right": GQA.replace(causal="bottom_right", seq_lens_q=(100, 700), seq_lens_kv=(2048, 1500)),
+    "decode s_q=1": GQA.replace(s_q=1, s_kv=8192, causal="bottom_right"),
+    "alibi": BASE.replace(alibi=True),
+    "bias 1x1": BASE.replace(bias="1x1", causal="none"),
+    "bias bxh": BASE.replace(bias="bxh"),
+    "d_qk 192 / d_v 128": BASE.replace(d_qk=192),
+    "d 256": BASE.replace(d_qk=256, d_v=256),
+    "d 512": BASE.replace(b=1, d_qk=512, d_v=512, s_q=1024, s_kv=1024),
+    "implementation composite": BASE.replace(implementation="composite"),
+    "implementation unified": BASE.replace(implementation="unified"),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--json", help="also write the rows here")
+    args = parser.parse_args()
+    engine = Engine(cache_size=2)
+    rows = []
+    for name, config in CASES.items():
+        r = engine.run(config, RunOptions(autotune=False))
+        acc = r.accuracy.cudnn if r.accuracy else None
+        row = {
+            "option": name,
+            "config": config.label(),
+            "status": r.status,
+            "plans": len(r.plans),
+            "kernel_us": round(r.timing.median_us, 2) if r.timing else None,
+            "tflops": round(r.tflops, 1) if r.tflops else None,
+            "max_abs_error": acc.max_abs if acc else None,
+            "message": r.message,
+        }
+        rows.append(row)
+        err = f"{row['max_abs_error']:.2e}" if row["max_abs_error"] is not None else "-"
+        print(f"{name:26} {r.status:12} plans {row['plans']:2}  kernel {row['kernel_us']} us  "
+              f"{row['tflops']} TFLOPS  max abs err {err}  {r.message[:120]}", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
