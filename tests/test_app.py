@@ -203,3 +203,21 @@ async def test_palette_lists_presets(user_presets):
     async with app.run_test(size=(120, 40)):
         names = [name for name, _cb, _help in ExplorerCommands(app.screen)._commands()]
         assert "Preset: gpt2-seed" in names and "Export ..." in names and "Layout: SBHD" in names
+
+
+@pytest.mark.asyncio
+async def test_mask_fields_reach_the_config_and_the_mask_view():
+    app = make_app(SMALL, start_engine=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await set_field(pilot, app, "window", "16")
+        await set_field(pilot, app, "seq_lens_q", "ratio 0.5")
+        config, errors = app.form.read()
+        assert errors == {}
+        assert config.window == 16 and config.seq_lens_q == (32,) and config.seq_lens_kv == (64,)
+        assert app.query_one("#mask").config == config
+        await set_field(pilot, app, "seq_lens_kv", "1,2,3")
+        assert "one length per batch entry" in str(app.query_one("#err-seq_lens_kv").render())
+        app.form.load(SMALL.replace(alibi=True, bias="bxh", window=8))
+        await pilot.pause()
+        config, _ = app.form.read()
+        assert (config.alibi, config.bias, config.window) == (True, "bxh", 8)

@@ -30,7 +30,7 @@ def test_plans_pane(snap_compare, size):
     assert snap_compare(recorded_app(), terminal_size=size, run_before=show_recorded)
 
 
-@pytest.mark.parametrize("tab", ["phases", "accuracy", "latency", "environment"])
+@pytest.mark.parametrize("tab", ["phases", "accuracy", "latency", "environment", "mask"])
 def test_other_panes(snap_compare, tab):
     async def run_before(pilot) -> None:
         await show_recorded(pilot)
@@ -51,3 +51,17 @@ def test_field_error_marks_results_stale(snap_compare):
 
 def test_help_screen(snap_compare):
     assert snap_compare(recorded_app(), terminal_size=(120, 40), press=["f1"])
+
+
+def test_mask_of_a_padded_sliding_window_batch(snap_compare):
+    from tui.engine.config import SdpaConfig
+
+    config = SdpaConfig(b=2, s_q=4096, s_kv=4096, window=1024, seq_lens_q=(4096, 2500), seq_lens_kv=(4096, 3000))
+
+    async def run_before(pilot) -> None:
+        pilot.app.query_one("#tabs").active = "tab-mask"
+        await pilot.pause()
+        pilot.app.query_one("#mask-batch").value = 1
+        await pilot.pause()
+
+    assert snap_compare(make_app(config, start_engine=False), terminal_size=(120, 40), run_before=run_before)

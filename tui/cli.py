@@ -21,6 +21,7 @@ from .engine.config import (
     ConfigError,
     SdpaConfig,
     parse_lengths,
+    with_lengths,
 )
 from .engine.layouts import LAYOUTS
 
@@ -115,19 +116,14 @@ def config_from_options(values: dict) -> SdpaConfig:
         config = SdpaConfig.from_dict(data, base=base)
     except ConfigError as exc:
         _fail_usage([f"--{e.field.replace('_', '-')}: {e.message}" for e in exc.errors])
-    lens = {}
+    lens = {"seq_lens_q": config.seq_lens_q, "seq_lens_kv": config.seq_lens_kv}
     for key, size in (("seq_lens_q", config.s_q), ("seq_lens_kv", config.s_kv)):
         if values.get(key) is not None:
             try:
                 lens[key] = parse_lengths(values[key], config.b, size)
             except ValueError as exc:
                 _fail_usage([f"--{key.replace('_', '-')}: {exc}"])
-    if lens:
-        both = {"seq_lens_q": config.seq_lens_q, "seq_lens_kv": config.seq_lens_kv, **lens}
-        if (both["seq_lens_q"] is None) != (both["seq_lens_kv"] is None):  # one side given: the other is full
-            for key, size in (("seq_lens_q", config.s_q), ("seq_lens_kv", config.s_kv)):
-                both[key] = both[key] or (size,) * config.b
-        config = config.replace(**both)
+    config = with_lengths(config, lens["seq_lens_q"], lens["seq_lens_kv"])
     errors = config.validate()
     if errors:
         _fail_usage([f"--{e.field.replace('_', '-')}: {e.message}" for e in errors])

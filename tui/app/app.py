@@ -33,6 +33,7 @@ from .widgets import (
     EnvironmentPane,
     GraphPane,
     LatencyPane,
+    MaskPane,
     PhasesPane,
     PlansPane,
     StatusLine,
@@ -53,10 +54,11 @@ TABS = (
     ("Phases", PhasesPane),
     ("Accuracy", AccuracyPane),
     ("Latency", LatencyPane),
+    ("Mask", MaskPane),
     ("Environment", EnvironmentPane),
     ("Graph", GraphPane),
 )
-RESULT_PANES = tuple(pane for _, pane in TABS if pane is not EnvironmentPane)
+RESULT_PANES = tuple(pane for _, pane in TABS if pane not in (EnvironmentPane, MaskPane))
 
 
 class SdpaExplorerApp(App[None]):
@@ -123,6 +125,7 @@ class SdpaExplorerApp(App[None]):
 
     def on_mount(self) -> None:
         self.reload_presets()
+        self.query_one(MaskPane).show_config(self.initial_config)
         self.status.set("starting the engine process (it loads torch and cuDNN) ...")
         if self._start_engine_on_mount:
             self.call_after_refresh(self.start_engine)
@@ -193,6 +196,8 @@ class SdpaExplorerApp(App[None]):
 
     # ---- editing -----------------------------------------------------------------------------
     def on_config_edited(self, message: ConfigEdited) -> None:
+        if message.config is not None:
+            self.query_one(MaskPane).show_config(message.config)
         if self._debounce is not None:
             self._debounce.stop()
             self._debounce = None

@@ -351,6 +351,18 @@ class SdpaConfig:
 REFERENCE_CHUNK_BYTES = 256 << 20  # fp32 scores the reference holds at once
 
 
+def with_lengths(config: SdpaConfig, seq_lens_q: tuple[int, ...] | None, seq_lens_kv: tuple[int, ...] | None) -> SdpaConfig:
+    """Set the real lengths; when only one side is given the other side is full."""
+    if (seq_lens_q is None) != (seq_lens_kv is None):
+        seq_lens_q = seq_lens_q or (config.s_q,) * config.b
+        seq_lens_kv = seq_lens_kv or (config.s_kv,) * config.b
+    return config.replace(seq_lens_q=seq_lens_q, seq_lens_kv=seq_lens_kv)
+
+
+def format_lengths(lens: tuple[int, ...] | None) -> str:
+    return "full" if lens is None else ",".join(str(x) for x in lens)
+
+
 def parse_lengths(text: str, b: int, s: int, seed: int = 0) -> tuple[int, ...] | None:
     """Per-batch real lengths from what a user types: 'full' (no padding: None), 'random'
     (uniform in [1, s], seeded), 'ratio 0.5' (every entry that share of s), or a list

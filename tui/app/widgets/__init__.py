@@ -5,6 +5,7 @@ from .config_form import ConfigForm
 from .environment import EnvironmentPane
 from .graph_json import GraphPane
 from .latency import LatencyPane
+from .mask import MaskPane
 from .phases import PhasesPane
 from .plans import PlansPane
 from .status import StatusLine
@@ -16,6 +17,7 @@ __all__ = [
     "EnvironmentPane",
     "GraphPane",
     "LatencyPane",
+    "MaskPane",
     "PhasesPane",
     "PlansPane",
     "StatusLine",

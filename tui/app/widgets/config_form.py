@@ -6,7 +6,18 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Checkbox, Input, Label, Select
 
-from ...engine.config import CAUSAL_MODES, DTYPES, FIELD_LABELS, ConfigError, SdpaConfig
+from ...engine.config import (
+    BIAS_SHAPES,
+    CAUSAL_MODES,
+    DTYPES,
+    FIELD_LABELS,
+    IMPLEMENTATIONS,
+    ConfigError,
+    SdpaConfig,
+    format_lengths,
+    parse_lengths,
+    with_lengths,
+)
 from ...engine.layouts import LAYOUTS
 from ..messages import ConfigEdited
 
@@ -44,6 +55,24 @@ class ConfigForm(VerticalScroll):
             yield Label("scale (blank: 1/√d_qk)", classes="field-label")
             yield Input("" if c.attn_scale is None else repr(c.attn_scale), id="f-attn_scale", compact=True)
         yield Label("", id="err-attn_scale", classes="field-error")
+        with Horizontal(classes="field"):
+            yield Label("window (blank: none)", classes="field-label")
+            yield Input("" if c.window is None else str(c.window), id="f-window", compact=True)
+        yield Label("", id="err-window", classes="field-error")
+        for name in ("seq_lens_q", "seq_lens_kv"):
+            with Horizontal(classes="field"):
+                yield Label(FIELD_LABELS[name], classes="field-label")
+                yield Input(format_lengths(getattr(c, name)), id=f"f-{name}", compact=True,
+                            tooltip="full, random, ratio 0.5, or one length per batch entry: 512,384,...")
+            yield Label("", id=f"err-{name}", classes="field-error")
+        with Horizontal(classes="field"):
+            yield Label("bias", classes="field-label")
+            yield Select([(x, x) for x in BIAS_SHAPES], value=c.bias, allow_blank=False, id="f-bias", compact=True)
+        with Horizontal(classes="field"):
+            yield Label("implementation", classes="field-label")
+            yield Select([(x, x) for x in IMPLEMENTATIONS], value=c.implementation, allow_blank=False,
+                         id="f-implementation", compact=True)
+        yield Checkbox("ALiBi position biases", c.alibi, id="f-alibi", compact=True)
         yield Label("heuristic modes", classes="section-label")
         with Horizontal(classes="checks"):
             for mode in ("A", "B", "FALLBACK"):
@@ -65,8 +94,15 @@ class ConfigForm(VerticalScroll):
                 data[name] = int(text)
             except ValueError:
                 errors[name] = f"{FIELD_LABELS[name]} must be a whole number (got {text!r})"
-        for name in ("dtype", "layout", "causal"):
+        for name in ("dtype", "layout", "causal", "bias", "implementation"):
             data[name] = self.query_one(f"#f-{name}", Select).value
+        data["alibi"] = self.query_one("#f-alibi", Checkbox).value
+        window = self.query_one("#f-window", Input).value.strip()
+        if window:
+            try:
+                data["window"] = int(window)
+            except ValueError:
+                errors["window"] = f"sliding window must be a whole number or blank (got {window!r})"
         scale = self.query_one("#f-attn_scale", Input).value.strip()
         if scale:
             try:
@@ -80,6 +116,15 @@ class ConfigForm(VerticalScroll):
             config = SdpaConfig.from_dict(data)
         except ConfigError as exc:
             return None, {e.field: e.message for e in exc.errors}
+        lens: dict = {}
+        for name, size in (("seq_lens_q", config.s_q), ("seq_lens_kv", config.s_kv)):
+            try:
+                lens[name] = parse_lengths(self.query_one(f"#f-{name}", Input).value, config.b, size)
+            except ValueError as exc:
+                errors[name] = str(exc)
+        if errors:
+            return None, errors
+        config = with_lengths(config, lens["seq_lens_q"], lens["seq_lens_kv"])
         problems = config.validate(self.app_gpu_memory())
         if problems:
             merged: dict[str, str] = {}
@@ -106,9 +151,13 @@ class ConfigForm(VerticalScroll):
         try:
             for name in INT_FIELDS:
                 self.query_one(f"#f-{name}", Input).value = str(getattr(config, name))
-            for name in ("dtype", "layout", "causal"):
+            for name in ("dtype", "layout", "causal", "bias", "implementation"):
                 self.query_one(f"#f-{name}", Select).value = getattr(config, name)
             self.query_one("#f-attn_scale", Input).value = "" if config.attn_scale is None else repr(config.attn_scale)
+            self.query_one("#f-window", Input).value = "" if config.window is None else str(config.window)
+            for name in ("seq_lens_q", "seq_lens_kv"):
+                self.query_one(f"#f-{name}", Input).value = format_lengths(getattr(config, name))
+            self.query_one("#f-alibi", Checkbox).value = config.alibi
             for m in ("A", "B", "FALLBACK"):
                 self.query_one(f"#f-heur-{m}", Checkbox).value = m in config.heuristics
         finally:
@@ -126,7 +175,7 @@ class ConfigForm(VerticalScroll):
                 shown.add(field)
             label.update(message)
             label.set_class(bool(message), "-visible")
-        for name in INT_FIELDS + ("attn_scale",):
+        for name in INT_FIELDS + ("attn_scale", "window", "seq_lens_q", "seq_lens_kv"):
             self.query_one(f"#f-{name}", Input).set_class(name in errors, "-invalid")
         rest = [m for f, m in errors.items() if f not in shown]
         other = self.query_one("#err-b-memory", Label)
