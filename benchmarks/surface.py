@@ -26,6 +26,7 @@ CASES = {
     "d_qk 192 / d_v 128": BASE.replace(d_qk=192),
     "d 256": BASE.replace(d_qk=256, d_v=256),
     "d 512": BASE.replace(b=1, d_qk=512, d_v=512, s_q=1024, s_kv=1024),
+    "dropout 0.1": BASE.replace(dropout=0.1, dropout_seed=42),
     "implementation composite": BASE.replace(implementation="composite"),
     "implementation unified": BASE.replace(implementation="unified"),
 }

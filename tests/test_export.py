@@ -18,7 +18,7 @@ RECORDED = RunResult.from_json((Path(__file__).parent / "data" / "seed_h200.json
         SdpaConfig(b=1, h_q=32, h_kv=8, s_q=1, s_kv=8192, d_qk=128, d_v=128, dtype="bf16", causal="bottom_right"),
         SdpaConfig(layout="SBHD", causal="none", d_qk=192, d_v=128, heuristics=("B",), attn_scale=0.1),
         SdpaConfig(b=2, window=256, seq_lens_q=(1024, 77), seq_lens_kv=(1024, 300), alibi=True, bias="bxh",
-                   implementation="unified"),
+                   implementation="unified", dropout=0.1, dropout_seed=7),
     ],
 )
 def test_script_compiles_and_carries_the_configuration(config):
@@ -83,8 +83,9 @@ def test_default_filenames_are_safe():
         SdpaConfig(b=2, h_q=4, h_kv=2, s_q=48, s_kv=64, d_qk=16, d_v=8, causal="bottom_right", layout="SBHD"),
         SdpaConfig(b=2, h_q=4, h_kv=2, s_q=64, s_kv=64, d_qk=16, d_v=16, window=9, seq_lens_q=(64, 20),
                    seq_lens_kv=(64, 33), alibi=True, bias="bx1"),
+        SdpaConfig(b=1, h_q=2, h_kv=2, s_q=32, s_kv=32, d_qk=16, d_v=16, dropout=0.25),
     ],
-    ids=["causal-br", "all-masks"],
+    ids=["causal-br", "all-masks", "dropout"],
 )
 def test_script_inputs_and_reference_are_the_engines(config):
     """Run the script's own input and reference code on the CPU: same inputs as the engine
@@ -95,15 +96,21 @@ def test_script_inputs_and_reference_are_the_engines(config):
 
     text = script(config).replace('"cuda"', '"cpu"')
     head = text[text.index("B, H_Q, H_KV"):text.index("handle = cudnn.create_handle()")]
+    head += "dropout_mask = None\n"
     body = text[text.index("def alibi_slopes(h):"):text.index("def kernel_time_us(")]
     ns: dict = {"torch": torch, "cudnn": __import__("cudnn"), "math": __import__("math")}
     exec(head, ns)
     q, k, v, bias = make_inputs(config, "cpu", 0)
     assert torch.equal(ns["q"], q) and torch.equal(ns["v"], v)
     assert (bias is None and ns["bias"] is None) or torch.equal(ns["bias"], bias)
-    ns["o"] = reference_fp32(config, q, k, v, bias).to(q.dtype)  # stands in for cuDNN's output
+    mask = None
+    if config.dropout:
+        mask = (torch.rand(config.b, config.h_q, config.s_q, config.s_kv, generator=torch.Generator().manual_seed(3))
+                > config.dropout).float()
+        ns["dropout_mask"] = mask
+    ns["o"] = reference_fp32(config, q, k, v, bias, mask).to(q.dtype)  # stands in for cuDNN's output
     exec(body, ns)
-    ours = reference_fp32(config, q, k, v, bias)
+    ours = reference_fp32(config, q, k, v, bias, mask)
     rows = valid_rows(config, "cpu")
     rows = rows.expand(config.o_dims) if rows is not None else torch.ones(config.o_dims, dtype=torch.bool)
     assert torch.allclose(ns["ref"][rows], ours[rows], atol=1e-5)

@@ -105,7 +105,8 @@ def test_check_passes_over_the_smoke_set_and_every_builtin_preset():
 
 @pytest.mark.parametrize(
     "preset",
-    ["gpt2-seed", "llama3-8b-decode", "bert-base", "deepseek-v3-mla", "mistral-7b-swa", "varlen-batch", "bloom-7b-alibi"],
+    ["gpt2-seed", "llama3-8b-decode", "bert-base", "deepseek-v3-mla", "mistral-7b-swa", "varlen-batch", "bloom-7b-alibi",
+     "gpt2-dropout"],
 )
 def test_exported_script_runs_and_agrees_with_the_engine(engine, tmp_path, preset):
     import json
@@ -144,8 +145,9 @@ MASKED = SdpaConfig(b=2, h_q=16, h_kv=4, s_q=1024, s_kv=1024, d_qk=128, d_v=128,
         {"bias": "1x1", "h_kv": 16, "causal": "none"},
         {"d_qk": 192},
         {"d_qk": 256, "d_v": 256},
+        {"dropout": 0.1, "dropout_seed": 42},
     ],
-    ids=["window", "window-br", "padding", "padding-br", "alibi", "bias-bxh", "bias-1x1", "d192-128", "d256"],
+    ids=["window", "window-br", "padding", "padding-br", "alibi", "bias-bxh", "bias-1x1", "d192-128", "d256", "dropout"],
 )
 def test_each_option_builds_and_matches(engine, changes):
     config = MASKED.replace(**changes)

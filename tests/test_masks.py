@@ -143,3 +143,16 @@ def test_the_frontend_accepts_each_option(changes, params):
         assert graph["tensors"]["bias"]["dim"] == [4, 12, 1024, 1024]
     if "seq_lens_q" in changes:
         assert graph["tensors"]["seq_len_q"]["dim"] == [4, 1, 1, 1]
+
+
+def test_dropout_applies_the_drawn_mask_and_rescales():
+    c = SdpaConfig(b=1, h_q=2, h_kv=2, s_q=6, s_kv=6, d_qk=8, d_v=8, dropout=0.2)
+    q, k, v, _ = tiny(c)
+    plain = reference_fp32(c.replace(dropout=0.0), q, k, v)
+    ones = torch.ones(1, 2, 6, 6)
+    assert torch.allclose(reference_fp32(c, q, k, v, dropout_mask=ones), plain / 0.8, atol=1e-6)
+    assert torch.all(reference_fp32(c, q, k, v, dropout_mask=torch.zeros_like(ones)) == 0)
+    assert torch.equal(reference_fp32(c, q, k, v), plain)  # no mask given: dropout is off
+    graph = json.loads(define_and_validate(c).json())
+    assert "seed" in graph["tensors"] and "offset" in graph["tensors"]
+    assert SdpaConfig(dropout=1.0).validate()[0].field == "dropout"

@@ -81,6 +81,8 @@ def config_options(fn):
                      help="additive bias of shape (1|b) x (1|h) x s_q x s_kv"),
         click.option("--implementation", type=click.Choice(IMPLEMENTATIONS, case_sensitive=False),
                      help="cuDNN's attention implementation (default auto)"),
+        click.option("--dropout", type=float, help="dropout probability (checked against the mask cuDNN drew)"),
+        click.option("--dropout-seed", "dropout_seed", type=int, help="seed of the dropout mask"),
     ]
     for name, helptext in _FIELD_OPTIONS.items():
         opts.append(click.option(f"--{name.replace('_', '-')}", name, type=int, help=helptext))
@@ -109,7 +111,7 @@ def config_from_options(values: dict) -> SdpaConfig:
         if values.get(short) is not None:
             data.update(dict.fromkeys(pair, values[short]))
     for key in (*_FIELD_OPTIONS, "dtype", "layout", "causal", "attn_scale", "heuristics", "window", "alibi",
-                "bias", "implementation"):
+                "bias", "implementation", "dropout", "dropout_seed"):
         if values.get(key) is not None:
             data[key] = values[key]
     try:

@@ -62,6 +62,7 @@ SEQ_LENS_Q, SEQ_LENS_KV = {seq_lens_q!r}, {seq_lens_kv!r}  # real lengths (paddi
 ALIBI = {alibi!r}
 BIAS_DIMS = {bias_dims!r}  # additive bias (1|b, 1|h, s_q, s_kv); None: no bias
 IMPLEMENTATION = {implementation!r}  # cudnn.attention_implementation name; None: AUTO
+DROPOUT, DROPOUT_SEED = {dropout!r}, {dropout_seed!r}  # dropout probability (0: off) and the mask's seed
 HEURISTICS = [{heuristics}]
 ATOL, RTOL = {atol!r}, {rtol!r}
 SEED = {seed}
@@ -99,50 +100,73 @@ lens_kv = list(SEQ_LENS_KV or [S_KV] * B)
 
 handle = cudnn.create_handle()
 cudnn.set_stream(handle, torch.cuda.current_stream().cuda_stream)
-graph = cudnn.pygraph(
-    io_data_type=IO_TYPE,
-    intermediate_data_type=cudnn.data_type.FLOAT,
-    compute_data_type=cudnn.data_type.FLOAT,
-    handle=handle,
-)
-q_t = graph.tensor(name="q", dim=q_dims, stride=strides(q_dims), data_type=IO_TYPE)
-k_t = graph.tensor(name="k", dim=k_dims, stride=strides(k_dims), data_type=IO_TYPE)
-v_t = graph.tensor(name="v", dim=v_dims, stride=strides(v_dims), data_type=IO_TYPE)
-options = {{}}
-if CAUSAL == "top_left":
-    options["use_causal_mask"] = True
-elif CAUSAL == "bottom_right":
-    options["use_causal_mask_bottom_right"] = True
-if WINDOW:
-    options["diagonal_band_left_bound"] = WINDOW
-    if CAUSAL == "none":
-        options["diagonal_alignment"] = cudnn.diagonal_alignment.TOP_LEFT
-pack = {{}}
-if SEQ_LENS_Q is not None:
-    seq_len_q = torch.tensor(lens_q, dtype=torch.int32, device="cuda").view(B, 1, 1, 1)
-    seq_len_kv = torch.tensor(lens_kv, dtype=torch.int32, device="cuda").view(B, 1, 1, 1)
-    seq_len_q_t = graph.tensor(name="seq_len_q", dim=(B, 1, 1, 1), stride=(1, 1, 1, 1), data_type=cudnn.data_type.INT32)
-    seq_len_kv_t = graph.tensor(name="seq_len_kv", dim=(B, 1, 1, 1), stride=(1, 1, 1, 1), data_type=cudnn.data_type.INT32)
-    options.update(use_padding_mask=True, seq_len_q=seq_len_q_t, seq_len_kv=seq_len_kv_t)
-    pack.update({{seq_len_q_t: seq_len_q, seq_len_kv_t: seq_len_kv}})
-if ALIBI:
-    options["use_alibi_mask"] = True
-if bias is not None:
-    bias_t = graph.tensor(name="bias", dim=tuple(bias.shape), stride=bias.stride(), data_type=IO_TYPE)
-    options["bias"] = bias_t
-    pack[bias_t] = bias
-if IMPLEMENTATION:
-    options["implementation"] = getattr(cudnn.attention_implementation, IMPLEMENTATION)
-o_t, _stats = graph.sdpa(name="sdpa", q=q_t, k=k_t, v=v_t, is_inference=True, attn_scale=ATTN_SCALE, **options)
-o_t.set_output(True).set_dim(o_dims).set_stride(strides(o_dims)).set_data_type(IO_TYPE)
+def make_graph(rng_dump=None):
+    """The graph, built as the seed builds it. With `rng_dump` (a tensor) it also writes the
+    dropout mask it draws, to check the output; the timed graph does not dump."""
+    graph = cudnn.pygraph(
+        io_data_type=IO_TYPE,
+        intermediate_data_type=cudnn.data_type.FLOAT,
+        compute_data_type=cudnn.data_type.FLOAT,
+        handle=handle,
+    )
+    q_t = graph.tensor(name="q", dim=q_dims, stride=strides(q_dims), data_type=IO_TYPE)
+    k_t = graph.tensor(name="k", dim=k_dims, stride=strides(k_dims), data_type=IO_TYPE)
+    v_t = graph.tensor(name="v", dim=v_dims, stride=strides(v_dims), data_type=IO_TYPE)
+    options, pack = {{}}, {{}}
+    if CAUSAL == "top_left":
+        options["use_causal_mask"] = True
+    elif CAUSAL == "bottom_right":
+        options["use_causal_mask_bottom_right"] = True
+    if WINDOW:
+        options["diagonal_band_left_bound"] = WINDOW
+        if CAUSAL == "none":
+            options["diagonal_alignment"] = cudnn.diagonal_alignment.TOP_LEFT
+    if SEQ_LENS_Q is not None:
+        seq_len_q_t = graph.tensor(name="seq_len_q", dim=(B, 1, 1, 1), stride=(1, 1, 1, 1), data_type=cudnn.data_type.INT32)
+        seq_len_kv_t = graph.tensor(name="seq_len_kv", dim=(B, 1, 1, 1), stride=(1, 1, 1, 1), data_type=cudnn.data_type.INT32)
+        options.update(use_padding_mask=True, seq_len_q=seq_len_q_t, seq_len_kv=seq_len_kv_t)
+        pack.update({{seq_len_q_t: seq_len_q, seq_len_kv_t: seq_len_kv}})
+    if ALIBI:
+        options["use_alibi_mask"] = True
+    if bias is not None:
+        bias_t = graph.tensor(name="bias", dim=tuple(bias.shape), stride=bias.stride(), data_type=IO_TYPE)
+        options["bias"] = bias_t
+        pack[bias_t] = bias
+    if DROPOUT:
+        seed_t = graph.tensor(name="seed", dim=(1, 1, 1, 1), stride=(1, 1, 1, 1), data_type=cudnn.data_type.INT64)
+        offset_t = graph.tensor(name="offset", dim=(1, 1, 1, 1), stride=(1, 1, 1, 1), data_type=cudnn.data_type.INT64)
+        options["dropout"] = (DROPOUT, seed_t, offset_t)
+        pack.update({{seed_t: dropout_seed, offset_t: dropout_offset}})
+        if rng_dump is not None:
+            dump_t = graph.tensor(name="rng_dump", dim=tuple(rng_dump.shape), stride=rng_dump.stride(),
+                                  data_type=cudnn.data_type.FLOAT)
+            options["rng_dump"] = dump_t
+            pack[dump_t] = rng_dump
+    if IMPLEMENTATION:
+        options["implementation"] = getattr(cudnn.attention_implementation, IMPLEMENTATION)
+    o_t, _stats = graph.sdpa(name="sdpa", q=q_t, k=k_t, v=v_t, is_inference=True, attn_scale=ATTN_SCALE, **options)
+    o_t.set_output(True).set_dim(o_dims).set_stride(strides(o_dims)).set_data_type(IO_TYPE)
+    graph.validate()
+    graph.build_operation_graph()
+    graph.create_execution_plans(HEURISTICS)
+    graph.check_support()
+    graph.build_plans()
+    workspace = torch.empty(max(graph.get_workspace_size(), 1), dtype=torch.uint8, device="cuda")
+    pack.update({{q_t: q, k_t: k, v_t: v, o_t: o}})
+    return graph, pack, workspace
 
-graph.validate()
-graph.build_operation_graph()
-graph.create_execution_plans(HEURISTICS)
-graph.check_support()
-graph.build_plans()
-workspace = torch.empty(max(graph.get_workspace_size(), 1), dtype=torch.uint8, device="cuda")
-pack.update({{q_t: q, k_t: k, v_t: v, o_t: o}})
+
+seq_len_q = torch.tensor(lens_q, dtype=torch.int32, device="cuda").view(B, 1, 1, 1)
+seq_len_kv = torch.tensor(lens_kv, dtype=torch.int32, device="cuda").view(B, 1, 1, 1)
+dropout_seed = torch.full((1, 1, 1, 1), DROPOUT_SEED, dtype=torch.int64, device="cuda")
+dropout_offset = torch.zeros((1, 1, 1, 1), dtype=torch.int64, device="cuda")
+dropout_mask = None
+if DROPOUT:  # the mask the graph draws, dumped by the same graph built with rng_dump
+    dropout_mask = torch.empty((B, H_Q, S_Q, S_KV), dtype=torch.float32, device="cuda")
+    check_graph, check_pack, check_workspace = make_graph(dropout_mask)
+    check_graph.execute(check_pack, check_workspace, handle=handle)
+graph, pack, workspace = make_graph()
+o.fill_(float("nan"))
 graph.execute(pack, workspace, handle=handle)
 torch.cuda.synchronize()
 
@@ -180,7 +204,10 @@ def reference():
                 if WINDOW:
                     keep = keep & (j > i + align - WINDOW)
                 scores.masked_fill_(~keep, float("-inf"))
-                out[bi, h, r0:r1] = torch.softmax(scores, dim=-1).nan_to_num_(0.0) @ vf
+                p = torch.softmax(scores, dim=-1).nan_to_num_(0.0)
+                if dropout_mask is not None:
+                    p = p * dropout_mask[bi, h, r0:r1] / (1.0 - DROPOUT)
+                out[bi, h, r0:r1] = p @ vf
     return out
 
 
@@ -256,6 +283,8 @@ def script(config: SdpaConfig, seed: int = 0) -> str:
         alibi=config.alibi,
         bias_dims=bias_dims(config) if config.bias != "none" else None,
         implementation=None if config.implementation == "auto" else config.implementation.upper(),
+        dropout=config.dropout,
+        dropout_seed=config.dropout_seed,
         heuristics=", ".join(f"cudnn.heur_mode.{m}" for m in config.heuristics),
         atol=atol, rtol=rtol,
         seed=seed,

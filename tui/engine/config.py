@@ -54,6 +54,8 @@ FIELD_LABELS = {
     "alibi": "ALiBi",
     "bias": "bias",
     "implementation": "implementation",
+    "dropout": "dropout probability",
+    "dropout_seed": "dropout seed",
 }
 
 
@@ -98,6 +100,8 @@ class SdpaConfig:
     alibi: bool = False
     bias: str = "none"
     implementation: str = "auto"
+    dropout: float = 0.0  # probability of dropping a softmax weight (training); 0: off
+    dropout_seed: int = 0  # Philox seed of the dropout mask
 
     # ---- derived -------------------------------------------------------------------
     @property
@@ -182,7 +186,8 @@ class SdpaConfig:
             bias = scores * (self.b if self.bias[0] == "b" else 1) * (self.h_q if self.bias[-1] == "h" else 1) * 2
         # torch's own SDPA is given an explicit mask when the mask is more than plain causal
         torch_mask = self.b * self.h_q * scores * 2 if (self.window or self.padded or self.alibi or bias) else 0
-        return elems * 2 + elems * 4 + out_elems * (4 + 2) + gqa + bias + torch_mask + REFERENCE_CHUNK_BYTES
+        dump = self.b * self.h_q * scores * 4 if self.dropout else 0  # the dropout mask cuDNN dumps for the check
+        return elems * 2 + elems * 4 + out_elems * (4 + 2) + gqa + bias + torch_mask + dump + REFERENCE_CHUNK_BYTES
 
     # ---- validation -----------------------------------------------------------------
     def validate(self, gpu_memory_bytes: int | None = None) -> list[FieldError]:
@@ -282,6 +287,10 @@ class SdpaConfig:
             errors.append(FieldError("alibi", f"ALiBi must be true or false (got {self.alibi!r})"))
         if self.bias not in BIAS_SHAPES:
             errors.append(FieldError("bias", f"bias must be one of {', '.join(BIAS_SHAPES)} (got {self.bias!r})"))
+        if isinstance(self.dropout, bool) or not isinstance(self.dropout, int | float) or not 0 <= self.dropout < 1:
+            errors.append(FieldError("dropout", f"dropout probability must be at least 0 and below 1 (got {self.dropout!r})"))
+        if isinstance(self.dropout_seed, bool) or not isinstance(self.dropout_seed, int) or self.dropout_seed < 0:
+            errors.append(FieldError("dropout_seed", f"dropout seed must be a whole number >= 0 (got {self.dropout_seed!r})"))
         if self.implementation not in IMPLEMENTATIONS:
             errors.append(FieldError(
                 "implementation", f"implementation must be one of {', '.join(IMPLEMENTATIONS)} (got {self.implementation!r})"
@@ -345,6 +354,8 @@ class SdpaConfig:
             extras += f" bias{self.bias}"
         if self.implementation != "auto":
             extras += f" {self.implementation}"
+        if self.dropout:
+            extras += f" drop{self.dropout:g}"
         return f"b{self.b} h{heads} s{seq} d{dim} {self.dtype} {self.layout}{causal}{extras}"
 
 
@@ -430,6 +441,14 @@ def _coerce(key: str, value: Any) -> Any:
         if not isinstance(value, list | tuple) or any(isinstance(x, bool) or not isinstance(x, int) for x in value):
             raise TypeError(f"{key} must be a list of whole numbers (got {value!r})")
         return tuple(value)
+    if key == "dropout":
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise TypeError(f"dropout must be a number (got {value!r})")
+        return float(value)
+    if key == "dropout_seed":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"dropout_seed must be a whole number (got {value!r})")
+        return value
     if key == "alibi":
         if not isinstance(value, bool):
             raise TypeError(f"alibi must be true or false (got {value!r})")

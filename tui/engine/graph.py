@@ -42,7 +42,7 @@ PHASE_NOTES = {
 SDPA_KEYWORDS = frozenset(
     {"name", "q", "k", "v", "is_inference", "generate_stats", "attn_scale", "use_causal_mask",
      "use_causal_mask_bottom_right", "diagonal_alignment", "diagonal_band_left_bound", "use_padding_mask",
-     "seq_len_q", "seq_len_kv", "use_alibi_mask", "bias", "implementation"}
+     "seq_len_q", "seq_len_kv", "use_alibi_mask", "bias", "implementation", "dropout", "rng_dump"}
 )
 
 
@@ -73,7 +73,11 @@ def sdpa_kwargs(config: SdpaConfig, tensors: dict[str, Any] | None = None) -> di
     import cudnn
 
     kw: dict[str, Any] = {"name": "sdpa", "is_inference": True, "attn_scale": config.scale}
-    kw.update(tensors or {})
+    tensors = dict(tensors or {})
+    seed, offset = tensors.pop("seed", None), tensors.pop("offset", None)
+    kw.update(tensors)
+    if config.dropout and seed is not None:
+        kw["dropout"] = (config.dropout, seed, offset)
     if config.causal == "top_left":
         kw["use_causal_mask"] = True
     elif config.causal == "bottom_right":
@@ -138,8 +142,9 @@ def _timed(phases: list[PhaseTiming], name: str, fn: Callable[[], Any], graph_js
     return result
 
 
-def define(config: SdpaConfig, handle: Any = None) -> SdpaGraph:
-    """Describe the problem to cuDNN, tensors named like the math (q, k, v, o)."""
+def define(config: SdpaConfig, handle: Any = None, rng_dump: bool = False) -> SdpaGraph:
+    """Describe the problem to cuDNN, tensors named like the math (q, k, v, o). With
+    `rng_dump`, the graph also writes the dropout mask it drew (to check the output)."""
     import cudnn
 
     io = cudnn_data_type(cudnn, config.dtype)
@@ -159,6 +164,14 @@ def define(config: SdpaConfig, handle: Any = None) -> SdpaGraph:
             extras[name] = graph.tensor(
                 name=name, dim=(config.b, 1, 1, 1), stride=(1, 1, 1, 1), data_type=cudnn.data_type.INT32
             )
+    if config.dropout:
+        for name in ("seed", "offset"):
+            extras[name] = graph.tensor(name=name, dim=(1, 1, 1, 1), stride=(1, 1, 1, 1), data_type=cudnn.data_type.INT64)
+        if rng_dump:
+            dims = (config.b, config.h_q, config.s_q, config.s_kv)
+            extras["rng_dump"] = graph.tensor(
+                name="rng_dump", dim=dims, stride=strides(dims, "BHSD"), data_type=cudnn.data_type.FLOAT
+            )
     if config.bias != "none":
         dims = bias_dims(config)
         extras["bias"] = graph.tensor(name="bias", dim=dims, stride=strides(dims, "BHSD"), data_type=io)
@@ -172,7 +185,7 @@ def bias_dims(config: SdpaConfig) -> tuple[int, int, int, int]:
             config.s_q, config.s_kv)
 
 
-def define_and_validate(config: SdpaConfig, handle: Any = None) -> SdpaGraph:
+def define_and_validate(config: SdpaConfig, handle: Any = None, rng_dump: bool = False) -> SdpaGraph:
     """The phases that need no GPU: enough to hear cuDNN's own verdict on shapes and options."""
     phases: list[PhaseTiming] = []
     holder: dict[str, SdpaGraph] = {}
@@ -180,18 +193,19 @@ def define_and_validate(config: SdpaConfig, handle: Any = None) -> SdpaGraph:
     def json_so_far() -> str:
         return holder["g"].json() if "g" in holder else ""
 
-    holder["g"] = _timed(phases, "define", lambda: define(config, handle), json_so_far)
+    holder["g"] = _timed(phases, "define", lambda: define(config, handle, rng_dump), json_so_far)
     g = holder["g"]
     _timed(phases, "validate", g.graph.validate, json_so_far)
     g.phases = phases
     return g
 
 
-def build(config: SdpaConfig, handle: Any) -> SdpaGraph:
-    """All six phases, then every candidate plan described and built (needs a GPU)."""
+def build(config: SdpaConfig, handle: Any, rng_dump: bool = False, every_plan: bool = True) -> SdpaGraph:
+    """All six phases, then every candidate plan described and built (needs a GPU). Without
+    `every_plan` only the heuristic's pick is built (a graph used only to check)."""
     import cudnn
 
-    g = define_and_validate(config, handle)
+    g = define_and_validate(config, handle, rng_dump)
     phases = g.phases
     graph = g.graph
     _timed(phases, "build_operation_graph", graph.build_operation_graph, g.json)
@@ -203,6 +217,9 @@ def build(config: SdpaConfig, handle: Any) -> SdpaGraph:
     )
     _timed(phases, "check_support", graph.check_support, g.json)
     _timed(phases, "build_plans", graph.build_plans, g.json)
+    if not every_plan:  # execute() runs the plan build_plans() selected
+        g.workspace_bytes = graph.get_workspace_size()
+        return g
     g.plans = _enumerate_plans(graph, phases[-1].seconds)
     built = [p for p in g.plans if p.built]
     if not built:

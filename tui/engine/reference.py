@@ -141,9 +141,11 @@ def _chunks(config: SdpaConfig) -> tuple[int, int]:
     return 1, max(1, REFERENCE_CHUNK_BYTES // row_bytes)
 
 
-def reference_fp32(config: SdpaConfig, q: Any, k: Any, v: Any, bias: Any = None) -> Any:
+def reference_fp32(config: SdpaConfig, q: Any, k: Any, v: Any, bias: Any = None, dropout_mask: Any = None) -> Any:
     """softmax(q k^T * scale + bias + alibi + mask) v in fp32, as a contiguous (b, h_q, s_q, d_v)
-    tensor. A query row with no kept key (a padded row) outputs 0."""
+    tensor. A query row with no kept key (a padded row) outputs 0. With dropout, the softmax
+    weights are multiplied by `dropout_mask` (b, h_q, s_q, s_kv of 0 and 1, the mask cuDNN drew)
+    and scaled by 1/(1 - p); without a mask dropout is off."""
     import torch
 
     group = config.h_q // config.h_kv
@@ -163,6 +165,8 @@ def reference_fp32(config: SdpaConfig, q: Any, k: Any, v: Any, bias: Any = None)
                     if term is not None:
                         scores += term
                     p = torch.softmax(scores, dim=-1).nan_to_num_(0.0)  # all-masked row -> 0
+                    if dropout_mask is not None:
+                        p = p * dropout_mask[bi, h0:h1, r0:r1].float() / (1.0 - config.dropout)
                     out[bi, h0:h1, r0:r1] = torch.matmul(p, vf)
     return out
 

@@ -75,6 +75,7 @@ class _Entry:
     reference: Any = None
     torch_metrics: ErrorMetrics | None = None
     rows: Any = None  # the real query rows (padding), the only ones compared
+    check_graph: SdpaGraph | None = None  # with dropout: the same graph, also dumping its mask
 
     @property
     def o(self) -> Any:
@@ -199,6 +200,23 @@ class Engine:
             torch.cuda.empty_cache()
         return entry, False
 
+    def _dropout_mask(self, entry: _Entry, handle: Any) -> Any:
+        """Run the check graph (the same graph, also dumping the dropout mask it draws) once and
+        return the mask. The timed graph does not dump: writing the mask would slow it."""
+        import torch
+
+        config = entry.graph.config
+        if entry.check_graph is None:
+            entry.check_graph = build(config, handle, rng_dump=True, every_plan=False)
+        dims = (config.b, config.h_q, config.s_q, config.s_kv)
+        dump = torch.empty(dims, dtype=torch.float32, device="cuda")
+        out = torch.empty_like(entry.o)
+        data = {**entry.data, "o": out, "rng_dump": dump}
+        ws = torch.empty(max(entry.check_graph.workspace_bytes, 1), dtype=torch.uint8, device="cuda")
+        entry.check_graph.graph.execute(entry.check_graph.variant_pack(data), ws, handle=handle)
+        torch.cuda.synchronize()
+        return dump
+
     def clear_cache(self) -> None:
         self._cache.clear()
 
@@ -237,11 +255,18 @@ class Engine:
         accuracy = None
         if options.check:
             self._progress("checking")
+            note = ""
             if entry.reference is None:
-                entry.reference = reference_fp32(config, *entry.inputs())
-                entry.torch_metrics = compare(
-                    torch_sdpa(config, *entry.inputs()), entry.reference, atol, rtol, entry.rows
-                )
+                dropout_mask = self._dropout_mask(entry, handle) if config.dropout else None
+                entry.reference = reference_fp32(config, *entry.inputs(), dropout_mask=dropout_mask)
+                del dropout_mask
+                if not config.dropout:
+                    entry.torch_metrics = compare(
+                        torch_sdpa(config, *entry.inputs()), entry.reference, atol, rtol, entry.rows
+                    )
+            if config.dropout:
+                note = ("dropout on: the reference applies the mask cuDNN drew (dumped by the same graph with "
+                        "the same seed); torch's SDPA cannot apply that mask, so its error is not shown")
             accuracy = Accuracy(
                 reference=REFERENCE_NAME,
                 device="cuda",
@@ -250,6 +275,7 @@ class Engine:
                 cudnn=compare(output_of(g.heuristic_index), entry.reference, atol, rtol, entry.rows),
                 torch_lowp=entry.torch_metrics,
                 torch_backend="torch.nn.functional.scaled_dot_product_attention",
+                note=note,
             )
 
         plans: list[PlanResult] = []
@@ -314,6 +340,9 @@ def device_tensors(config: SdpaConfig, device: str, seed: int) -> dict[str, Any]
     data = {"q": q, "k": k, "v": v, "o": allocate(torch, config.o_dims, config.layout, q.dtype, device)}
     if bias is not None:
         data["bias"] = bias
+    if config.dropout:
+        data["seed"] = torch.full((1, 1, 1, 1), config.dropout_seed, dtype=torch.int64, device=device)
+        data["offset"] = torch.zeros((1, 1, 1, 1), dtype=torch.int64, device=device)
     if config.padded:
         for name, side in (("seq_len_q", 0), ("seq_len_kv", 1)):
             lens = [config.lengths(bi)[side] for bi in range(config.b)]
@@ -341,6 +370,9 @@ def cpu_reference_check(config: SdpaConfig, seed: int, reason: str) -> Accuracy:
             note=f"CPU only ({reason}): problem too large for the CPU reference "
             f"({config.flops() / 1e9:.1f} GFLOP > {CPU_REFERENCE_MAX_FLOPS / 1e9:.0f})",
         )
+    if config.dropout:
+        note += "; dropout is left off in the CPU check (the mask is drawn on the GPU)"
+        config = config.replace(dropout=0.0)
     q, k, v, bias = make_inputs(config, "cpu", seed)
     ref = reference_fp32(config, q, k, v, bias)
     rows = valid_rows(config, "cpu")

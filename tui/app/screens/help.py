@@ -26,6 +26,8 @@ last good results, marked stale.
   tensors (explicit mask, GQA expanded), the dtype's tolerance, and torch's own fp16/bf16
   SDPA against the same reference.
 - **Latency**: kernel time of each run since the app started, and per plan now.
+- **Mask**: which scores the configuration keeps (causal band, sliding window, real lengths),
+  per batch entry, downsampled to the pane.
 - **Environment**: GPU, driver, CUDA, torch, cuDNN (as the frontend loaded it and as torch
   reports it), frontend; or why there is no GPU.
 - **Graph**: the graph as cuDNN describes it (JSON).

@@ -73,6 +73,11 @@ class ConfigForm(VerticalScroll):
             yield Select([(x, x) for x in IMPLEMENTATIONS], value=c.implementation, allow_blank=False,
                          id="f-implementation", compact=True)
         yield Checkbox("ALiBi position biases", c.alibi, id="f-alibi", compact=True)
+        for name, value in (("dropout", c.dropout), ("dropout_seed", c.dropout_seed)):
+            with Horizontal(classes="field"):
+                yield Label(FIELD_LABELS[name], classes="field-label")
+                yield Input(f"{value:g}" if name == "dropout" else str(value), id=f"f-{name}", compact=True)
+            yield Label("", id=f"err-{name}", classes="field-error")
         yield Label("heuristic modes", classes="section-label")
         with Horizontal(classes="checks"):
             for mode in ("A", "B", "FALLBACK"):
@@ -103,6 +108,12 @@ class ConfigForm(VerticalScroll):
                 data["window"] = int(window)
             except ValueError:
                 errors["window"] = f"sliding window must be a whole number or blank (got {window!r})"
+        for name, kind in (("dropout", float), ("dropout_seed", int)):
+            text = self.query_one(f"#f-{name}", Input).value.strip() or "0"
+            try:
+                data[name] = kind(text)
+            except ValueError:
+                errors[name] = f"{FIELD_LABELS[name]} must be a number (got {text!r})"
         scale = self.query_one("#f-attn_scale", Input).value.strip()
         if scale:
             try:
@@ -158,6 +169,8 @@ class ConfigForm(VerticalScroll):
             for name in ("seq_lens_q", "seq_lens_kv"):
                 self.query_one(f"#f-{name}", Input).value = format_lengths(getattr(config, name))
             self.query_one("#f-alibi", Checkbox).value = config.alibi
+            self.query_one("#f-dropout", Input).value = f"{config.dropout:g}"
+            self.query_one("#f-dropout_seed", Input).value = str(config.dropout_seed)
             for m in ("A", "B", "FALLBACK"):
                 self.query_one(f"#f-heur-{m}", Checkbox).value = m in config.heuristics
         finally:
@@ -175,7 +188,7 @@ class ConfigForm(VerticalScroll):
                 shown.add(field)
             label.update(message)
             label.set_class(bool(message), "-visible")
-        for name in INT_FIELDS + ("attn_scale", "window", "seq_lens_q", "seq_lens_kv"):
+        for name in INT_FIELDS + ("attn_scale", "window", "seq_lens_q", "seq_lens_kv", "dropout", "dropout_seed"):
             self.query_one(f"#f-{name}", Input).set_class(name in errors, "-invalid")
         rest = [m for f, m in errors.items() if f not in shown]
         other = self.query_one("#err-b-memory", Label)
