@@ -153,5 +153,9 @@ def test_each_option_builds_and_matches(engine, changes):
     config = MASKED.replace(**changes)
     r = engine.run(config, RunOptions(autotune=False))
     assert r.status == "ok", r.message
-    assert r.accuracy.passed and r.accuracy.torch_lowp.nonfinite == 0
+    assert r.accuracy.passed
+    if config.dropout:  # torch cannot apply cuDNN's dropout mask: its error is not shown, and the note says why
+        assert r.accuracy.torch_lowp is None and "dropout" in r.accuracy.note
+    else:
+        assert r.accuracy.torch_lowp.nonfinite == 0
     assert r.plans and r.timing.median_us > 0
