@@ -33,51 +33,41 @@ class ConfigForm(VerticalScroll):
         self._initial = config or SdpaConfig()
         self._loading = False
 
+    @staticmethod
+    def _row(name: str, label: str, widget) -> ComposeResult:
+        """One field: its label and widget on a line, and the line for its problem below."""
+        with Horizontal(classes="field"):
+            yield Label(label, classes="field-label")
+            yield widget
+        yield Label("", id=f"err-{name}", classes="field-error")
+
+    @staticmethod
+    def _select(name: str, options, value) -> Select:
+        return Select(options, value=value, allow_blank=False, id=f"f-{name}", compact=True)
+
     def compose(self) -> ComposeResult:
         c = self._initial
         for name in INT_FIELDS:
-            with Horizontal(classes="field"):
-                yield Label(FIELD_LABELS[name], classes="field-label")
-                yield Input(str(getattr(c, name)), id=f"f-{name}", compact=True)
-            yield Label("", id=f"err-{name}", classes="field-error")
-        with Horizontal(classes="field"):
-            yield Label("dtype", classes="field-label")
-            yield Select([(d, d) for d in DTYPES], value=c.dtype, allow_blank=False, id="f-dtype", compact=True)
-        with Horizontal(classes="field"):
-            yield Label("layout", classes="field-label")
-            yield Select([(k, k) for k in LAYOUTS], value=c.layout, allow_blank=False, id="f-layout", compact=True)
-        with Horizontal(classes="field"):
-            yield Label("causal mask", classes="field-label")
-            yield Select([(CAUSAL_LABELS[m], m) for m in CAUSAL_MODES], value=c.causal, allow_blank=False,
-                         id="f-causal", compact=True)
-        yield Label("", id="err-causal", classes="field-error")
-        with Horizontal(classes="field"):
-            yield Label("scale (blank: 1/√d_qk)", classes="field-label")
-            yield Input("" if c.attn_scale is None else repr(c.attn_scale), id="f-attn_scale", compact=True)
-        yield Label("", id="err-attn_scale", classes="field-error")
-        with Horizontal(classes="field"):
-            yield Label("window (blank: none)", classes="field-label")
-            yield Input("" if c.window is None else str(c.window), id="f-window", compact=True)
-        yield Label("", id="err-window", classes="field-error")
+            yield from self._row(name, FIELD_LABELS[name], Input(str(getattr(c, name)), id=f"f-{name}", compact=True))
+        yield from self._row("dtype", "dtype", self._select("dtype", [(d, d) for d in DTYPES], c.dtype))
+        yield from self._row("layout", "layout", self._select("layout", [(k, k) for k in LAYOUTS], c.layout))
+        yield from self._row("causal", "causal mask",
+                             self._select("causal", [(CAUSAL_LABELS[m], m) for m in CAUSAL_MODES], c.causal))
+        scale = "" if c.attn_scale is None else repr(c.attn_scale)
+        yield from self._row("attn_scale", "scale (blank: 1/√d_qk)", Input(scale, id="f-attn_scale", compact=True))
+        window = "" if c.window is None else str(c.window)
+        yield from self._row("window", "window (blank: none)", Input(window, id="f-window", compact=True))
         for name in ("seq_lens_q", "seq_lens_kv"):
-            with Horizontal(classes="field"):
-                yield Label(FIELD_LABELS[name], classes="field-label")
-                yield Input(format_lengths(getattr(c, name)), id=f"f-{name}", compact=True,
-                            tooltip="full, random, ratio 0.5, or one length per batch entry: 512,384,...")
-            yield Label("", id=f"err-{name}", classes="field-error")
-        with Horizontal(classes="field"):
-            yield Label("bias", classes="field-label")
-            yield Select([(x, x) for x in BIAS_SHAPES], value=c.bias, allow_blank=False, id="f-bias", compact=True)
-        with Horizontal(classes="field"):
-            yield Label("implementation", classes="field-label")
-            yield Select([(x, x) for x in IMPLEMENTATIONS], value=c.implementation, allow_blank=False,
-                         id="f-implementation", compact=True)
+            widget = Input(format_lengths(getattr(c, name)), id=f"f-{name}", compact=True,
+                           tooltip="full, random, ratio 0.5, or one length per batch entry: 512,384,...")
+            yield from self._row(name, FIELD_LABELS[name], widget)
+        yield from self._row("bias", "bias", self._select("bias", [(x, x) for x in BIAS_SHAPES], c.bias))
+        yield from self._row("implementation", "implementation",
+                             self._select("implementation", [(x, x) for x in IMPLEMENTATIONS], c.implementation))
         yield Checkbox("ALiBi position biases", c.alibi, id="f-alibi", compact=True)
-        for name, value in (("dropout", c.dropout), ("dropout_seed", c.dropout_seed)):
-            with Horizontal(classes="field"):
-                yield Label(FIELD_LABELS[name], classes="field-label")
-                yield Input(f"{value:g}" if name == "dropout" else str(value), id=f"f-{name}", compact=True)
-            yield Label("", id=f"err-{name}", classes="field-error")
+        yield from self._row("dropout", FIELD_LABELS["dropout"], Input(f"{c.dropout:g}", id="f-dropout", compact=True))
+        yield from self._row("dropout_seed", FIELD_LABELS["dropout_seed"],
+                             Input(str(c.dropout_seed), id="f-dropout_seed", compact=True))
         yield Label("heuristic modes", classes="section-label")
         with Horizontal(classes="checks"):
             for mode in ("A", "B", "FALLBACK"):
