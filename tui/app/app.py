@@ -7,12 +7,14 @@ RunResult.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.timer import Timer
 from textual.widgets import Footer, Header, Select, TabbedContent, TabPane
 
@@ -196,6 +198,10 @@ class SdpaExplorerApp(App[None]):
 
     # ---- editing -----------------------------------------------------------------------------
     def on_config_edited(self, message: ConfigEdited) -> None:
+        with contextlib.suppress(NoMatches):  # a message queued before the screen went away (closing)
+            self._config_edited(message)
+
+    def _config_edited(self, message: ConfigEdited) -> None:
         if message.config is not None:
             self.query_one(MaskPane).show_config(message.config)
         if self._debounce is not None:
@@ -206,23 +212,29 @@ class SdpaExplorerApp(App[None]):
             fields = ", ".join(sorted(message.errors))
             self.status.set(f"not run: fix {fields}; the panes show the last good configuration (stale)")
             return
-        if (message.config, self._options()) == self._last_request:
+        options = self._options(message.l2_flush, message.autotune)
+        if (message.config, options) == self._last_request:
             self.query_one("#right").remove_class("-stale")
             return  # back to what was last run (or the form's own mount): nothing new to measure
         self._debounce = self.set_timer(DEBOUNCE_S, self.action_run)
 
-    def _options(self) -> RunOptions:
-        return RunOptions(timing=LIVE_TIMING(l2_flush=self.form.l2_flush), autotune=self.form.autotune)
+    @staticmethod
+    def _options(l2_flush: bool, autotune: bool) -> RunOptions:
+        return RunOptions(timing=LIVE_TIMING(l2_flush=l2_flush), autotune=autotune)
 
     def action_run(self) -> None:
-        config, errors = self.form.read()
+        try:
+            form = self.form
+        except NoMatches:
+            return  # a debounce timer firing while the app closes
+        config, errors = form.read()
         if config is None:
-            self.form.show_errors(errors)
+            form.show_errors(errors)
             self.status.set(f"not run: fix {', '.join(sorted(errors))}")
             return
         if self.client is None:
             return
-        options = self._options()
+        options = self._options(form.l2_flush, form.autotune)
         self._last_request = (config, options)
         self._submitted_at = time.perf_counter()
         self._latest = self.client.submit(config, options)

@@ -21,9 +21,13 @@ class EngineMessage(Message):
 
 
 class ConfigEdited(Message):
-    """The form changed: `config` is None when some field does not validate (see `errors`)."""
+    """The form changed: `config` is None when some field does not validate (see `errors`).
+    Carries the timing switches too, so handlers never have to query the form (which may be
+    gone by the time a queued message is handled)."""
 
-    def __init__(self, config: SdpaConfig | None, errors: dict[str, str]) -> None:
+    def __init__(self, config: SdpaConfig | None, errors: dict[str, str], l2_flush: bool, autotune: bool) -> None:
         super().__init__()
         self.config = config
         self.errors = errors
+        self.l2_flush = l2_flush
+        self.autotune = autotune

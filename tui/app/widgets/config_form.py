@@ -203,4 +203,4 @@ class ConfigForm(VerticalScroll):
             return
         config, errors = self.read()
         self.show_errors(errors)
-        self.post_message(ConfigEdited(config, errors))
+        self.post_message(ConfigEdited(config, errors, self.l2_flush, self.autotune))
