@@ -1,10 +1,10 @@
 """Sliding window, padding (variable lengths), ALiBi and bias: the reference against hand math."""
 
 import json
-import math
 
 import pytest
 import torch
+from handmath import hand_attention
 
 from tui.engine.config import SdpaConfig
 from tui.engine.graph import define_and_validate
@@ -18,22 +18,6 @@ from tui.engine.reference import (
     torch_sdpa,
     valid_rows,
 )
-
-
-def hand(q, k, v, scale, keep, add=lambda i, j: 0.0):
-    """One head with plain loops."""
-    out = []
-    for i in range(len(q)):
-        s = [sum(a * b for a, b in zip(q[i], k[j], strict=True)) * scale + add(i, j) if keep(i, j) else None
-             for j in range(len(k))]
-        kept = [x for x in s if x is not None]
-        if not kept:
-            out.append([0.0] * len(v[0]))
-            continue
-        m = max(kept)
-        w = [math.exp(x - m) if x is not None else 0.0 for x in s]
-        out.append([sum(w[j] * v[j][c] for j in range(len(v))) / sum(w) for c in range(len(v[0]))])
-    return torch.tensor(out)
 
 
 def tiny(c):
@@ -50,7 +34,7 @@ def test_sliding_window(causal):
     def keep(i, j):
         return (causal == "none" or j <= i + align) and j > i + align - 2
 
-    expected = hand(q[0, 0].tolist(), k[0, 0].tolist(), v[0, 0].tolist(), c.scale, keep)
+    expected = hand_attention(q[0, 0].tolist(), k[0, 0].tolist(), v[0, 0].tolist(), c.scale, keep)
     assert torch.allclose(reference_fp32(c, q, k, v)[0, 0], expected, atol=1e-5)
     mask = keep_mask(c, range(5), "cpu")
     assert mask.sum().item() == c.kept_pairs()
@@ -66,7 +50,7 @@ def test_padding_uses_each_batch_entrys_real_lengths(causal):
         lq, lkv = c.lengths(bi)
         align = lkv - lq if causal == "bottom_right" else 0
         for h in range(2):
-            expected = hand(q[bi, h, :lq].tolist(), k[bi, 0, :lkv].tolist(), v[bi, 0, :lkv].tolist(), c.scale,
+            expected = hand_attention(q[bi, h, :lq].tolist(), k[bi, 0, :lkv].tolist(), v[bi, 0, :lkv].tolist(), c.scale,
                             lambda i, j, a=align: causal == "none" or j <= i + a)
             assert torch.allclose(ref[bi, h, :lq], expected, atol=1e-5)
             assert torch.all(ref[bi, h, lq:] == 0)  # padded rows
@@ -100,7 +84,7 @@ def test_alibi_and_bias_are_added_to_the_scores():
             def add(i, j, bi=bi, h=h):
                 return float(bias[bi, 0, i, j]) + (j - i) * slopes[h]
 
-            expected = hand(q[bi, h].tolist(), k[bi, h].tolist(), v[bi, h].tolist(), c.scale, lambda i, j: j <= i, add)
+            expected = hand_attention(q[bi, h].tolist(), k[bi, h].tolist(), v[bi, h].tolist(), c.scale, lambda i, j: j <= i, add)
             assert torch.allclose(ref[bi, h], expected, atol=1e-5)
 
 

@@ -1,28 +1,11 @@
 """The reference is checked against arithmetic done by hand, so the check itself is trusted."""
 
-import math
-
 import pytest
 import torch
+from handmath import hand_attention
 
 from tui.engine.config import SdpaConfig
 from tui.engine.reference import TOLERANCES, compare, keep_mask, make_inputs, reference_fp32
-
-
-def _hand_attention(q, k, v, scale, keep):
-    """Plain Python loops over one head: softmax(q.k * scale) weighted sum of v."""
-    out = []
-    for i, qi in enumerate(q):
-        scores = [sum(a * b for a, b in zip(qi, kj, strict=True)) * scale if keep(i, j) else None for j, kj in enumerate(k)]
-        kept = [s for s in scores if s is not None]
-        if not kept:
-            out.append([0.0] * len(v[0]))
-            continue
-        m = max(kept)
-        w = [math.exp(s - m) if s is not None else 0.0 for s in scores]
-        z = sum(w)
-        out.append([sum(w[j] * v[j][c] for j in range(len(v))) / z for c in range(len(v[0]))])
-    return out
 
 
 @pytest.mark.parametrize("causal", ["none", "top_left", "bottom_right"])
@@ -36,7 +19,7 @@ def test_reference_matches_hand_computation(causal):
     def keep(i, j):
         return off is None or j <= i + off
 
-    expected = torch.tensor(_hand_attention(q[0, 0].tolist(), k[0, 0].tolist(), v[0, 0].tolist(), 0.5, keep))
+    expected = hand_attention(q[0, 0].tolist(), k[0, 0].tolist(), v[0, 0].tolist(), 0.5, keep)
     got = reference_fp32(c, q, k, v)
     assert torch.allclose(got[0, 0], expected, atol=1e-6)
 
