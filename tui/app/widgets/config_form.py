@@ -22,6 +22,15 @@ from ...engine.layouts import LAYOUTS
 from ..messages import ConfigEdited
 
 INT_FIELDS = ("b", "h_q", "h_kv", "s_q", "s_kv", "d_qk", "d_v")
+_REQUIRED = object()
+# text fields holding numbers: (type, value when blank; None: leave unset, _REQUIRED: an error)
+NUMBER_FIELDS = {
+    **{name: (int, _REQUIRED) for name in INT_FIELDS},
+    "attn_scale": (float, None),
+    "window": (int, None),
+    "dropout": (float, 0.0),
+    "dropout_seed": (int, 0),
+}
 CAUSAL_LABELS = {"none": "none", "top_left": "top-left", "bottom_right": "bottom-right"}
 
 
@@ -83,33 +92,20 @@ class ConfigForm(VerticalScroll):
         """The config the form shows, or None with the problem of each bad field."""
         data: dict = {}
         errors: dict[str, str] = {}
-        for name in INT_FIELDS:
+        for name, (kind, blank) in NUMBER_FIELDS.items():
             text = self.query_one(f"#f-{name}", Input).value.strip()
-            try:
-                data[name] = int(text)
-            except ValueError:
-                errors[name] = f"{FIELD_LABELS[name]} must be a whole number (got {text!r})"
-        for name in ("dtype", "layout", "causal", "bias", "implementation"):
-            data[name] = self.query_one(f"#f-{name}", Select).value
-        data["alibi"] = self.query_one("#f-alibi", Checkbox).value
-        window = self.query_one("#f-window", Input).value.strip()
-        if window:
-            try:
-                data["window"] = int(window)
-            except ValueError:
-                errors["window"] = f"sliding window must be a whole number or blank (got {window!r})"
-        for name, kind in (("dropout", float), ("dropout_seed", int)):
-            text = self.query_one(f"#f-{name}", Input).value.strip() or "0"
+            if not text and blank is not _REQUIRED:
+                if blank is not None:
+                    data[name] = blank
+                continue
             try:
                 data[name] = kind(text)
             except ValueError:
-                errors[name] = f"{FIELD_LABELS[name]} must be a number (got {text!r})"
-        scale = self.query_one("#f-attn_scale", Input).value.strip()
-        if scale:
-            try:
-                data["attn_scale"] = float(scale)
-            except ValueError:
-                errors["attn_scale"] = f"attention scale must be a number (got {scale!r})"
+                what = "a whole number" if kind is int else "a number"
+                errors[name] = f"{FIELD_LABELS[name]} must be {what} (got {text!r})"
+        for name in ("dtype", "layout", "causal", "bias", "implementation"):
+            data[name] = self.query_one(f"#f-{name}", Select).value
+        data["alibi"] = self.query_one("#f-alibi", Checkbox).value
         data["heuristics"] = [m for m in ("A", "B", "FALLBACK") if self.query_one(f"#f-heur-{m}", Checkbox).value]
         if errors:
             return None, errors
@@ -178,7 +174,7 @@ class ConfigForm(VerticalScroll):
                 shown.add(field)
             label.update(message)
             label.set_class(bool(message), "-visible")
-        for name in INT_FIELDS + ("attn_scale", "window", "seq_lens_q", "seq_lens_kv", "dropout", "dropout_seed"):
+        for name in (*NUMBER_FIELDS, "seq_lens_q", "seq_lens_kv"):
             self.query_one(f"#f-{name}", Input).set_class(name in errors, "-invalid")
         rest = [m for f, m in errors.items() if f not in shown]
         other = self.query_one("#err-b-memory", Label)
