@@ -115,3 +115,4 @@ def test_script_inputs_and_reference_are_the_engines(config):
     rows = rows.expand(config.o_dims) if rows is not None else torch.ones(config.o_dims, dtype=torch.bool)
     assert torch.allclose(ns["ref"][rows], ours[rows], atol=1e-5)
     assert ns["passed"]
+

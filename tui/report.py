@@ -118,6 +118,8 @@ def summary_text(result: RunResult) -> Text:
         text.append(f"\nhost overhead per execute() {us(result.host_overhead_us)}")
         if result.tflops:
             text.append(f"\n{result.tflops:.1f} TFLOPS, {result.bandwidth_gbs:.0f} GB/s of minimum I/O")
+        if result.autotune_verdict():
+            text.append(f"\nautotune: {result.autotune_verdict()}")
     if result.message:
         text.append(f"\n{result.message}", style="red" if not result.ok else "yellow")
     return text

@@ -155,6 +155,23 @@ class RunResult:
     def ok(self) -> bool:
         return self.status in (STATUS_OK, STATUS_CPU_ONLY)
 
+    def plan(self, index: int | None) -> PlanResult | None:
+        return next((p for p in self.plans if p.index == index), None)
+
+    def autotune_verdict(self) -> str:
+        """Whether timing every plan found one faster than the heuristic's pick, and by how much;
+        '' when fewer than two plans were timed."""
+        timed = [p for p in self.plans if p.timing is not None]
+        pick, fastest = self.plan(self.heuristic_plan), self.plan(self.fastest_plan)
+        if len(timed) < 2 or pick is None or fastest is None or pick.timing is None:
+            return ""
+        if fastest.index == pick.index:
+            return f"the heuristic's pick is the fastest of {len(timed)} timed plans"
+        ratio = pick.timing.median_us / fastest.timing.median_us
+        gain = f"{(ratio - 1) * 100:.1f}% faster" if ratio < 1.05 else f"{ratio:.2f}x faster"
+        noise = " (within run-to-run spread)" if fastest.timing.p90_us >= pick.timing.p10_us else ""
+        return f"plan {fastest.index} ({fastest.name}) is {gain} than the heuristic's pick{noise}"
+
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["config"] = self.config.to_dict()

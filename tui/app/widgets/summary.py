@@ -26,6 +26,8 @@ class SummaryPane(Static):
             t.append(f"  p10–p90 {us(result.timing.p10_us)}–{us(result.timing.p90_us)}")
             t.append(f"\nhost overhead per execute() {us(result.host_overhead_us)}")
             t.append(f"  L2 {'flushed' if result.timing.l2_flushed else 'warm'}")
+            if result.autotune_verdict():
+                t.append(f"\nautotune: {result.autotune_verdict()}", style="dim")
         else:
             t.append(f"FLOPs {result.flops / 1e9:.2f} G", style="bold")
         acc = result.accuracy
