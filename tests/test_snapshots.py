@@ -44,7 +44,7 @@ def test_field_error_marks_results_stale(snap_compare):
     async def run_before(pilot) -> None:
         await show_recorded(pilot)
         pilot.app.query_one("#f-h_kv").value = "5"
-        await pilot.pause()
+        await pilot.pause(0.3)  # the edit, its message, the error label and the stale marking all land
 
     assert snap_compare(recorded_app(), terminal_size=(120, 40), run_before=run_before)
 
