@@ -11,7 +11,7 @@ import pytest
 
 from tui.engine.config import SdpaConfig
 from tui.engine.graph import SDPA_KEYWORDS, define_and_validate, sdpa_kwargs
-from tui.engine.results import RunResult
+from tui.engine.results import SCHEMA_VERSION, RunResult
 
 
 def test_cpu_mode_result(cpu_engine):
@@ -58,7 +58,7 @@ def test_result_json_round_trip(cpu_engine):
     again = RunResult.from_json(r.to_json())
     assert again == r
     data = json.loads(r.to_json())
-    assert data["schema_version"] == "1.0" and data["config"]["b"] == 1
+    assert data["schema_version"] == SCHEMA_VERSION and data["config"]["b"] == 1
     data["schema_version"] = "2.0"
     with pytest.raises(ValueError, match="schema"):
         RunResult.from_dict(data)

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from tui.engine.config import SdpaConfig
-from tui.engine.results import RunResult
+from tui.engine.results import SCHEMA_VERSION, RunResult
 from tui.export import PLAN_COLUMNS, default_filename, render, script
 
 RECORDED = RunResult.from_json((Path(__file__).parent / "data" / "seed_h200.json").read_text())
@@ -67,7 +67,7 @@ def test_csv_export_has_every_plan_and_the_environment():
     assert all(r["gpu_name"] == "NVIDIA H200" and r["cudnn_backend_version"] == "9.19.0" for r in rows)
     heuristic = [r for r in rows if r["heuristic_pick"] == "True"]
     assert len(heuristic) == 1 and float(heuristic[0]["kernel_median_us"]) > 0
-    assert rows[0]["schema_version"] == RECORDED.schema_version
+    assert rows[0]["schema_version"] == SCHEMA_VERSION and {r["pass"] for r in rows} == {"forward"}
 
 
 def test_default_filenames_are_safe():

@@ -293,7 +293,7 @@ def script(config: SdpaConfig, seed: int = 0) -> str:
 
 
 PLAN_COLUMNS = (
-    "config", "dtype", "layout", "plan_index", "plan_name", "engine_id", "knobs", "workspace_bytes", "built",
+    "config", "dtype", "layout", "pass", "plan_index", "plan_name", "engine_id", "knobs", "workspace_bytes", "built",
     "build_error", "build_seconds", "kernel_median_us", "kernel_p10_us", "kernel_p90_us", "l2_flushed", "tflops",
     "max_abs_error", "matches", "heuristic_pick", "fastest",
 )
@@ -304,17 +304,20 @@ ENV_COLUMNS = (
 
 
 def plans_csv(result: RunResult) -> str:
-    """The plans table, one row a plan, with the environment on every row so that runs from
-    two machines can be concatenated and compared."""
+    """The plans table, one row a plan (the forward's, then the backward's), with the environment
+    on every row so that runs from two machines can be concatenated and compared."""
     buf = io.StringIO()
     writer = csv.writer(buf)
     writer.writerow((*PLAN_COLUMNS, *ENV_COLUMNS, "schema_version"))
     env = result.environment
     env_values = [getattr(env, c, "") if env else "" for c in ENV_COLUMNS]
-    for p in result.plans:
+    passes = [("forward", p) for p in result.plans]
+    if result.backward is not None:
+        passes += [("backward", p) for p in result.backward.plans]
+    for kind, p in passes:
         t = p.timing
         writer.writerow((
-            result.config.label(), result.config.dtype, result.config.layout, p.index, p.name,
+            result.config.label(), result.config.dtype, result.config.layout, kind, p.index, p.name,
             "" if p.engine_id is None else p.engine_id, ";".join(f"{k}={v}" for k, v in p.knobs.items()),
             "" if p.workspace_bytes is None else p.workspace_bytes, p.built, p.build_error,
             "" if p.build_seconds is None else f"{p.build_seconds:.6f}",

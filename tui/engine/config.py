@@ -16,8 +16,10 @@ from typing import Any
 
 from .layouts import LAYOUTS
 
-DTYPES = ("fp16", "bf16")
-DTYPE_BYTES = {"fp16": 2, "bf16": 2}
+DTYPES = ("fp16", "bf16", "fp8_e4m3")
+DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp8_e4m3": 1}
+FP8_DTYPES = ("fp8_e4m3",)
+OUT_DTYPES = ("auto", "fp16", "bf16", "fp8_e4m3")  # auto: the inputs' dtype
 CAUSAL_MODES = ("none", "top_left", "bottom_right")
 HEURISTIC_MODES = ("A", "B", "FALLBACK")
 BIAS_SHAPES = ("none", "1x1", "bx1", "1xh", "bxh")  # additive bias of shape (1|b, 1|h, s_q, s_kv)
@@ -56,6 +58,9 @@ FIELD_LABELS = {
     "implementation": "implementation",
     "dropout": "dropout probability",
     "dropout_seed": "dropout seed",
+    "out_dtype": "output dtype",
+    "backward": "backward pass",
+    "deterministic": "deterministic backward",
 }
 
 
@@ -80,7 +85,8 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class SdpaConfig:
-    """One forward SDPA problem. Logical dims are (b, h, s, d); `layout` is only strides."""
+    """One SDPA problem: the forward, and with `backward` the training step's backward too.
+    Logical dims are (b, h, s, d); `layout` is only strides."""
 
     b: int = 4
     h_q: int = 12
@@ -102,6 +108,9 @@ class SdpaConfig:
     implementation: str = "auto"
     dropout: float = 0.0  # probability of dropping a softmax weight (training); 0: off
     dropout_seed: int = 0  # Philox seed of the dropout mask
+    out_dtype: str = "auto"  # O's dtype; auto: the inputs' (FP8 inputs may ask for fp16/bf16 O)
+    backward: bool = False  # training: forward with softmax stats, then dQ, dK, dV
+    deterministic: bool = False  # ask the backward for a deterministic algorithm
 
     # ---- derived -------------------------------------------------------------------
     @property
@@ -123,6 +132,14 @@ class SdpaConfig:
     @property
     def o_dims(self) -> tuple[int, int, int, int]:
         return (self.b, self.h_q, self.s_q, self.d_v)
+
+    @property
+    def o_dtype(self) -> str:
+        return self.dtype if self.out_dtype == "auto" else self.out_dtype
+
+    @property
+    def fp8(self) -> bool:
+        return self.dtype in FP8_DTYPES
 
     @property
     def padded(self) -> bool:
@@ -164,20 +181,30 @@ class SdpaConfig:
         """Forward FLOPs: two matmuls over the kept scores of the real tokens only (softmax not counted)."""
         return 2 * self.h_q * self.kept_pairs() * (self.d_qk + self.d_v)
 
+    def backward_flops(self) -> int:
+        """Backward FLOPs, counted by the usual convention as 2.5x the forward's (five matmuls
+        against two, one of them recomputing the scores)."""
+        return int(2.5 * self.flops())
+
     def io_bytes(self) -> int:
-        """Minimum DRAM traffic: read Q, K, V once and write O once."""
-        elems = (
-            self.b * self.h_q * self.s_q * self.d_qk
-            + self.b * self.h_kv * self.s_kv * (self.d_qk + self.d_v)
-            + self.b * self.h_q * self.s_q * self.d_v
-        )
-        return elems * DTYPE_BYTES.get(self.dtype, 2)
+        """Minimum DRAM traffic of the forward: read Q, K, V once and write O once."""
+        qkv = self.b * self.h_q * self.s_q * self.d_qk + self.b * self.h_kv * self.s_kv * (self.d_qk + self.d_v)
+        o = self.b * self.h_q * self.s_q * self.d_v
+        return qkv * DTYPE_BYTES.get(self.dtype, 2) + o * DTYPE_BYTES.get(self.o_dtype, 2)
+
+    def backward_io_bytes(self) -> int:
+        """Minimum DRAM traffic of the backward: read Q, K, V, O, dO and the stats; write dQ, dK, dV."""
+        size = DTYPE_BYTES.get(self.dtype, 2)
+        qkv = self.b * self.h_q * self.s_q * self.d_qk + self.b * self.h_kv * self.s_kv * (self.d_qk + self.d_v)
+        o = self.b * self.h_q * self.s_q * self.d_v
+        return 2 * qkv * size + 2 * o * DTYPE_BYTES.get(self.o_dtype, 2) + self.b * self.h_q * self.s_q * 4
 
     def memory_estimate(self) -> int:
         """GPU bytes a checked run needs: the tensors, their fp32 reference copies,
         torch's own output for comparison and the reference's score chunk."""
-        elems = self.io_bytes() // DTYPE_BYTES.get(self.dtype, 2)
         out_elems = self.b * self.h_q * self.s_q * self.d_v
+        in_elems = self.b * self.h_q * self.s_q * self.d_qk + self.b * self.h_kv * self.s_kv * (self.d_qk + self.d_v)
+        elems = in_elems + out_elems
         # low-precision tensors + fp32 copies of q/k/v/o + reference out (fp32) + torch out
         gqa = self.b * self.h_q * self.s_kv * (self.d_qk + self.d_v) * 4 if self.h_q != self.h_kv else 0
         scores = self.s_q * self.s_kv
@@ -187,7 +214,13 @@ class SdpaConfig:
         # torch's own SDPA is given an explicit mask when the mask is more than plain causal
         torch_mask = self.b * self.h_q * scores * 2 if (self.window or self.padded or self.alibi or bias) else 0
         dump = self.b * self.h_q * scores * 4 if self.dropout else 0  # the dropout mask cuDNN dumps for the check
-        return elems * 2 + elems * 4 + out_elems * (4 + 2) + gqa + bias + torch_mask + dump + REFERENCE_CHUNK_BYTES
+        need = elems * 2 + elems * 4 + out_elems * (4 + 2) + gqa + bias + torch_mask + dump + REFERENCE_CHUNK_BYTES
+        if self.backward:
+            # dO, dQ/dK/dV (cuDNN's, torch's and the fp32 reference's), the stats, and the
+            # reference's autograd: one chunk's scores kept for its backward, plus GQA copies
+            need += out_elems * (2 + 4) + elems * (2 + 2 + 4) + self.b * self.h_q * self.s_q * 4
+            need += 3 * REFERENCE_CHUNK_BYTES + gqa
+        return need
 
     # ---- validation -----------------------------------------------------------------
     def validate(self, gpu_memory_bytes: int | None = None) -> list[FieldError]:
@@ -291,6 +324,21 @@ class SdpaConfig:
             errors.append(FieldError("dropout", f"dropout probability must be at least 0 and below 1 (got {self.dropout!r})"))
         if isinstance(self.dropout_seed, bool) or not isinstance(self.dropout_seed, int) or self.dropout_seed < 0:
             errors.append(FieldError("dropout_seed", f"dropout seed must be a whole number >= 0 (got {self.dropout_seed!r})"))
+        if self.out_dtype not in OUT_DTYPES:
+            errors.append(FieldError(
+                "out_dtype", f"output dtype must be one of {', '.join(OUT_DTYPES)} (got {self.out_dtype!r})"
+            ))
+        elif self.dtype in DTYPES and not self.fp8 and self.o_dtype != self.dtype:
+            errors.append(FieldError(
+                "out_dtype", f"{self.dtype} inputs give {self.dtype} output; only FP8 inputs may choose (got {self.out_dtype})"
+            ))
+        for name in ("backward", "deterministic"):
+            if not isinstance(getattr(self, name), bool):
+                errors.append(FieldError(name, f"{FIELD_LABELS[name]} must be true or false (got {getattr(self, name)!r})"))
+        if self.deterministic is True and self.backward is False:
+            errors.append(FieldError(
+                "deterministic", "the deterministic option is for the backward pass: turn the backward pass on"
+            ))
         if self.implementation not in IMPLEMENTATIONS:
             errors.append(FieldError(
                 "implementation", f"implementation must be one of {', '.join(IMPLEMENTATIONS)} (got {self.implementation!r})"
@@ -356,6 +404,10 @@ class SdpaConfig:
             extras += f" {self.implementation}"
         if self.dropout:
             extras += f" drop{self.dropout:g}"
+        if self.out_dtype != "auto" and self.o_dtype != self.dtype:
+            extras += f" out-{self.o_dtype}"
+        if self.backward:
+            extras += " +bwd" + ("-det" if self.deterministic else "")
         return f"b{self.b} h{heads} s{seq} d{dim} {self.dtype} {self.layout}{causal}{extras}"
 
 
@@ -449,11 +501,11 @@ def _coerce(key: str, value: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, int):
             raise TypeError(f"dropout_seed must be a whole number (got {value!r})")
         return value
-    if key == "alibi":
+    if key in ("alibi", "backward", "deterministic"):
         if not isinstance(value, bool):
-            raise TypeError(f"alibi must be true or false (got {value!r})")
+            raise TypeError(f"{key} must be true or false (got {value!r})")
         return value
-    if key in ("dtype", "layout", "causal", "bias", "implementation"):
+    if key in ("dtype", "layout", "causal", "bias", "implementation", "out_dtype"):
         if not isinstance(value, str):
             raise TypeError(f"{key} must be text (got {value!r})")
         value = value.strip()
@@ -463,7 +515,8 @@ def _coerce(key: str, value: Any) -> Any:
             return value.lower().replace("-", "_")
         if key == "bias":
             return value.lower().replace(",", "x").replace("*", "x")
-        return value.lower()
+        value = value.lower()
+        return "fp8_e4m3" if value in ("fp8", "e4m3") else value
     return value
 
 

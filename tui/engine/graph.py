@@ -36,14 +36,37 @@ PHASE_NOTES = {
     "build_plans": "finalises the heuristic's first buildable plan (JIT compile on a cold process)",
 }
 
-# The names of graph.sdpa keywords this product sets. The frontend accepts any
-# keyword silently, so a misspelling would change nothing and say nothing: every
-# keyword goes through sdpa_kwargs(), and a test checks these against the binding.
-SDPA_KEYWORDS = frozenset(
-    {"name", "q", "k", "v", "is_inference", "generate_stats", "attn_scale", "use_causal_mask",
-     "use_causal_mask_bottom_right", "diagonal_alignment", "diagonal_band_left_bound", "use_padding_mask",
-     "seq_len_q", "seq_len_kv", "use_alibi_mask", "bias", "implementation", "dropout", "rng_dump"}
-)
+# The keywords this product sets on each SDPA operation. The frontend accepts any keyword
+# silently, so a misspelling (or an option an operation lacks) would change nothing and say
+# nothing: every keyword goes through sdpa_kwargs(), which refuses an option the operation
+# has no keyword for, and a test checks these sets against the binding.
+_MASK_KEYWORDS = {"name", "q", "k", "v", "attn_scale", "use_causal_mask", "use_causal_mask_bottom_right",
+                  "diagonal_alignment", "use_padding_mask", "seq_len_q", "seq_len_kv", "dropout"}
+OP_KEYWORDS: dict[str, frozenset[str]] = {
+    "sdpa": frozenset(_MASK_KEYWORDS | {"generate_stats", "diagonal_band_left_bound", "use_alibi_mask", "bias",
+                                         "implementation", "rng_dump"}),
+    "sdpa_backward": frozenset(_MASK_KEYWORDS | {"o", "dO", "stats", "diagonal_band_left_bound", "use_alibi_mask",
+                                                  "bias", "use_deterministic_algorithm"}),
+    "sdpa_fp8": frozenset(_MASK_KEYWORDS | {"generate_stats", "left_bound", "use_alibi_mask", "bias", "implementation",
+                                             "rng_dump", "descale_q", "descale_k", "descale_v", "descale_s", "scale_s",
+                                             "scale_o"}),
+    "sdpa_fp8_backward": frozenset(_MASK_KEYWORDS | {
+        "o", "dO", "stats", "left_bound", "use_deterministic_algorithm", "descale_q", "descale_k", "descale_v",
+        "descale_o", "descale_dO", "descale_s", "descale_dP", "scale_s", "scale_dQ", "scale_dK", "scale_dV",
+        "scale_dP"}),
+}
+SDPA_KEYWORDS = OP_KEYWORDS["sdpa"]
+
+# The scale tensors of the FP8 operations, fp32 (1, 1, 1, 1) each, and the amax each one writes.
+FP8_FORWARD_SCALES = ("descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o")
+FP8_BACKWARD_SCALES = ("descale_q", "descale_k", "descale_v", "descale_o", "descale_dO", "descale_s", "descale_dP",
+                       "scale_s", "scale_dQ", "scale_dK", "scale_dV", "scale_dP")
+FP8_FORWARD_AMAX = ("amax_o",)
+FP8_BACKWARD_AMAX = ("amax_dq", "amax_dk", "amax_dv", "amax_dp")
+
+
+class UnsupportedOption(Exception):
+    """The configuration asks for an option the chosen SDPA operation has no keyword for."""
 
 
 class GraphBuildError(Exception):
@@ -59,20 +82,34 @@ class GraphBuildError(Exception):
         self.graph_json = graph_json
 
 
-def cudnn_data_type(cudnn: Any, dtype: str) -> Any:
-    return {"fp16": cudnn.data_type.HALF, "bf16": cudnn.data_type.BFLOAT16}[dtype]
-
-
 def heuristic_modes(cudnn: Any, names: tuple[str, ...]) -> list[Any]:
     return [getattr(cudnn.heur_mode, n) for n in names]
 
 
-def sdpa_kwargs(config: SdpaConfig, tensors: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The keywords of graph.sdpa for this config; `tensors` are the graph's q, k, v and the
-    optional seq_len_q, seq_len_kv and bias tensors (absent: the option keywords only)."""
+def op_name(config: SdpaConfig, backward: bool = False) -> str:
+    return ("sdpa_fp8" if config.fp8 else "sdpa") + ("_backward" if backward else "")
+
+
+_OPTION_WORDS = {"use_alibi_mask": "ALiBi", "bias": "an additive bias", "implementation": "an implementation choice",
+                 "rng_dump": "a dropout mask dump", "left_bound": "a sliding window",
+                 "diagonal_band_left_bound": "a sliding window"}
+
+
+def sdpa_kwargs(config: SdpaConfig, tensors: dict[str, Any] | None = None, op: str = "sdpa") -> dict[str, Any]:
+    """The keywords of `op` (sdpa, sdpa_backward, sdpa_fp8, sdpa_fp8_backward) for this config;
+    `tensors` are the graph tensors the op reads (q, k, v, ... and the optional seq_len_q,
+    seq_len_kv, bias, seed, offset and scale tensors; absent: the option keywords only).
+    Raises UnsupportedOption when the config needs a keyword the op does not have."""
     import cudnn
 
-    kw: dict[str, Any] = {"name": "sdpa", "is_inference": True, "attn_scale": config.scale}
+    backward = op.endswith("_backward")
+    kw: dict[str, Any] = {"name": op, "attn_scale": config.scale}
+    if not backward:
+        kw["generate_stats"] = config.backward
+        if config.implementation != "auto":
+            kw["implementation"] = getattr(cudnn.attention_implementation, config.implementation.upper())
+    elif config.deterministic:
+        kw["use_deterministic_algorithm"] = True
     tensors = dict(tensors or {})
     seed, offset = tensors.pop("seed", None), tensors.pop("offset", None)
     kw.update(tensors)
@@ -83,31 +120,30 @@ def sdpa_kwargs(config: SdpaConfig, tensors: dict[str, Any] | None = None) -> di
     elif config.causal == "bottom_right":
         kw["use_causal_mask_bottom_right"] = True
     if config.window:
-        kw["diagonal_band_left_bound"] = config.window
+        kw["left_bound" if config.fp8 else "diagonal_band_left_bound"] = config.window
         if config.causal == "none":
             kw["diagonal_alignment"] = cudnn.diagonal_alignment.TOP_LEFT
     if config.padded:
         kw["use_padding_mask"] = True
     if config.alibi:
         kw["use_alibi_mask"] = True
-    if config.implementation != "auto":
-        kw["implementation"] = getattr(cudnn.attention_implementation, config.implementation.upper())
-    unknown = set(kw) - SDPA_KEYWORDS
-    assert not unknown, f"sdpa keywords not declared in SDPA_KEYWORDS: {unknown}"
+    known = OP_KEYWORDS[op]
+    missing = [k for k in kw if k not in known]
+    if missing:
+        what = _OPTION_WORDS.get(missing[0], repr(missing[0]))
+        raise UnsupportedOption(f"{op} has no option for {what}")
     return kw
 
 
 @dataclass
 class SdpaGraph:
-    """A defined (and possibly built) graph with the tensor handles needed to run it."""
+    """A defined (and possibly built) graph with its tensors by name, the names the device
+    tensors carry too (q, k, v, o, stats, dO, dQ ... and the options' extras)."""
 
     config: SdpaConfig
     graph: Any
-    q: Any
-    k: Any
-    v: Any
-    o: Any
-    extras: dict[str, Any] = field(default_factory=dict)  # seq_len_q, seq_len_kv, bias graph tensors
+    tensors: dict[str, Any]
+    kind: str = "forward"  # or "backward"
     phases: list[PhaseTiming] = field(default_factory=list)
     plans: list[PlanResult] = field(default_factory=list)
     heuristic_index: int | None = None
@@ -120,10 +156,8 @@ class SdpaGraph:
             return f'{{"error": "graph could not be described: {exc}"}}'
 
     def variant_pack(self, data: dict[str, Any]) -> dict[Any, Any]:
-        """Graph tensors -> device tensors, from the device tensors by name (q, k, v, o, extras)."""
-        pack = {self.q: data["q"], self.k: data["k"], self.v: data["v"], self.o: data["o"]}
-        pack.update({t: data[name] for name, t in self.extras.items()})
-        return pack
+        """Graph tensors -> device tensors, matched by name."""
+        return {t: data[name] for name, t in self.tensors.items()}
 
 
 def _timed(phases: list[PhaseTiming], name: str, fn: Callable[[], Any], graph_json: Callable[[], str]) -> Any:
@@ -134,7 +168,7 @@ def _timed(phases: list[PhaseTiming], name: str, fn: Callable[[], Any], graph_js
         result = fn()
     except Exception as exc:
         dt = time.perf_counter() - t0
-        unsupported = isinstance(exc, cudnn.cudnnGraphNotSupportedError)
+        unsupported = isinstance(exc, cudnn.cudnnGraphNotSupportedError | UnsupportedOption)
         message = str(exc).strip() or type(exc).__name__
         phases.append(PhaseTiming(name, dt, PHASE_NOTES[name], ok=False, error=message))
         raise GraphBuildError(name, message, unsupported, phases, graph_json()) from exc
@@ -142,42 +176,117 @@ def _timed(phases: list[PhaseTiming], name: str, fn: Callable[[], Any], graph_js
     return result
 
 
-def define(config: SdpaConfig, handle: Any = None, rng_dump: bool = False) -> SdpaGraph:
-    """Describe the problem to cuDNN, tensors named like the math (q, k, v, o). With
-    `rng_dump`, the graph also writes the dropout mask it drew (to check the output)."""
-    import cudnn
+def cudnn_dtype(cudnn: Any, dtype: str) -> Any:
+    return {"fp16": cudnn.data_type.HALF, "bf16": cudnn.data_type.BFLOAT16, "fp8_e4m3": cudnn.data_type.FP8_E4M3,
+            "fp32": cudnn.data_type.FLOAT, "int32": cudnn.data_type.INT32, "int64": cudnn.data_type.INT64}[dtype]
 
-    io = cudnn_data_type(cudnn, config.dtype)
-    graph = cudnn.pygraph(
-        io_data_type=io,
-        intermediate_data_type=cudnn.data_type.FLOAT,
-        compute_data_type=cudnn.data_type.FLOAT,
-        handle=handle,
-    )
-    layout = config.layout
-    q = graph.tensor(name="q", dim=config.q_dims, stride=strides(config.q_dims, layout), data_type=io)
-    k = graph.tensor(name="k", dim=config.k_dims, stride=strides(config.k_dims, layout), data_type=io)
-    v = graph.tensor(name="v", dim=config.v_dims, stride=strides(config.v_dims, layout), data_type=io)
-    extras: dict[str, Any] = {}
-    if config.padded:
-        for name in ("seq_len_q", "seq_len_kv"):
-            extras[name] = graph.tensor(
-                name=name, dim=(config.b, 1, 1, 1), stride=(1, 1, 1, 1), data_type=cudnn.data_type.INT32
-            )
-    if config.dropout:
-        for name in ("seed", "offset"):
-            extras[name] = graph.tensor(name=name, dim=(1, 1, 1, 1), stride=(1, 1, 1, 1), data_type=cudnn.data_type.INT64)
-        if rng_dump:
-            dims = (config.b, config.h_q, config.s_q, config.s_kv)
-            extras["rng_dump"] = graph.tensor(
-                name="rng_dump", dim=dims, stride=strides(dims, "BHSD"), data_type=cudnn.data_type.FLOAT
-            )
-    if config.bias != "none":
-        dims = bias_dims(config)
-        extras["bias"] = graph.tensor(name="bias", dim=dims, stride=strides(dims, "BHSD"), data_type=io)
-    o, _stats = graph.sdpa(**sdpa_kwargs(config, {"q": q, "k": k, "v": v, **extras}))
-    o.set_output(True).set_dim(config.o_dims).set_stride(strides(config.o_dims, layout)).set_data_type(io)
-    return SdpaGraph(config, graph, q, k, v, o, extras)
+
+class _Builder:
+    """Declares a graph's tensors by name with the strides of their layout, so the graph and
+    the device tensors (runner.device_tensors) agree on every name, shape and dtype."""
+
+    def __init__(self, config: SdpaConfig, handle: Any):
+        import cudnn
+
+        self.cudnn = cudnn
+        self.config = config
+        # the io type is the type of the 16-bit tensors; FP8 graphs declare every type explicitly
+        io = "bf16" if config.o_dtype == "bf16" else "fp16"
+        self.graph = cudnn.pygraph(
+            io_data_type=cudnn_dtype(cudnn, io),
+            intermediate_data_type=cudnn.data_type.FLOAT,
+            compute_data_type=cudnn.data_type.FLOAT,
+            handle=handle,
+        )
+        self.tensors: dict[str, Any] = {}
+
+    def input(self, name: str, dims: tuple[int, ...], dtype: str, layout: str = "BHSD") -> Any:
+        t = self.graph.tensor(name=name, dim=dims, stride=strides(dims, layout), data_type=cudnn_dtype(self.cudnn, dtype))
+        self.tensors[name] = t
+        return t
+
+    def output(self, name: str, t: Any, dims: tuple[int, ...], dtype: str, layout: str = "BHSD") -> Any:
+        t.set_output(True).set_dim(dims).set_stride(strides(dims, layout)).set_data_type(cudnn_dtype(self.cudnn, dtype))
+        self.tensors[name] = t
+        return t
+
+    def options(self, rng_dump: bool = False) -> dict[str, Any]:
+        """The option tensors the config asks for: lengths, dropout seed and offset, bias."""
+        c = self.config
+        out: dict[str, Any] = {}
+        if c.padded:
+            for name in ("seq_len_q", "seq_len_kv"):
+                out[name] = self.input(name, (c.b, 1, 1, 1), "int32")
+        if c.dropout:
+            for name in ("seed", "offset"):
+                out[name] = self.input(name, (1, 1, 1, 1), "int64")
+            if rng_dump:
+                out["rng_dump"] = self.input("rng_dump", (c.b, c.h_q, c.s_q, c.s_kv), "fp32")
+        if c.bias != "none":
+            out["bias"] = self.input("bias", bias_dims(c), c.dtype if not c.fp8 else "fp16")
+        return out
+
+    def scales(self, names: tuple[str, ...]) -> list[Any]:
+        return [self.input(n, (1, 1, 1, 1), "fp32") for n in names]
+
+    def qkv(self, dtype: str) -> tuple[Any, Any, Any]:
+        c = self.config
+        return (self.input("q", c.q_dims, dtype, c.layout), self.input("k", c.k_dims, dtype, c.layout),
+                self.input("v", c.v_dims, dtype, c.layout))
+
+    def done(self, kind: str) -> SdpaGraph:
+        return SdpaGraph(self.config, self.graph, self.tensors, kind)
+
+
+def stats_dims(config: SdpaConfig) -> tuple[int, int, int, int]:
+    return (config.b, config.h_q, config.s_q, 1)
+
+
+def define(config: SdpaConfig, handle: Any = None, rng_dump: bool = False) -> SdpaGraph:
+    """Describe the forward to cuDNN, tensors named like the math (q, k, v, o, stats). With
+    `rng_dump`, the graph also writes the dropout mask it drew (to check the output). FP8
+    graphs read per-tensor descales and write O's amax; Amax_S stays virtual: the frontend
+    documents scale_s from its bound (448 for E4M3), and declaring it would limit the engines."""
+    c = config
+    b = _Builder(c, handle)
+    q, k, v = b.qkv(c.dtype)
+    extras = b.options(rng_dump)
+    op = op_name(c)
+    if c.fp8:
+        scales = dict(zip(FP8_FORWARD_SCALES, b.scales(FP8_FORWARD_SCALES), strict=True))
+        o, stats, _amax_s, amax_o = b.graph.sdpa_fp8(**sdpa_kwargs(c, {"q": q, "k": k, "v": v, **extras, **scales}, op))
+        b.output("amax_o", amax_o, (1, 1, 1, 1), "fp32")
+    else:
+        o, stats = b.graph.sdpa(**sdpa_kwargs(c, {"q": q, "k": k, "v": v, **extras}, op))
+    b.output("o", o, c.o_dims, c.o_dtype, c.layout)
+    if c.backward:
+        b.output("stats", stats, stats_dims(c), "fp32")
+    return b.done("forward")
+
+
+def define_backward(config: SdpaConfig, handle: Any = None) -> SdpaGraph:
+    """Describe the backward: from q, k, v, o, dO and the forward's softmax stats to dQ, dK,
+    dV (and, for FP8, their amax and dP's), with the forward's masks and dropout."""
+    c = config
+    b = _Builder(c, handle)
+    q, k, v = b.qkv(c.dtype)
+    o = b.input("o", c.o_dims, c.o_dtype, c.layout)
+    d_o = b.input("dO", c.o_dims, c.o_dtype, c.layout)
+    stats = b.input("stats", stats_dims(c), "fp32")
+    extras = b.options()
+    op = op_name(c, backward=True)
+    tensors = {"q": q, "k": k, "v": v, "o": o, "dO": d_o, "stats": stats, **extras}
+    if c.fp8:
+        scales = dict(zip(FP8_BACKWARD_SCALES, b.scales(FP8_BACKWARD_SCALES), strict=True))
+        dq, dk, dv, *amaxes = b.graph.sdpa_fp8_backward(**sdpa_kwargs(c, {**tensors, **scales}, op))
+        for name, t in zip(FP8_BACKWARD_AMAX, amaxes, strict=True):
+            b.output(name, t, (1, 1, 1, 1), "fp32")
+    else:
+        dq, dk, dv = b.graph.sdpa_backward(**sdpa_kwargs(c, tensors, op))
+    b.output("dQ", dq, c.q_dims, c.dtype, c.layout)
+    b.output("dK", dk, c.k_dims, c.dtype, c.layout)
+    b.output("dV", dv, c.v_dims, c.dtype, c.layout)
+    return b.done("backward")
 
 
 def bias_dims(config: SdpaConfig) -> tuple[int, int, int, int]:
@@ -185,7 +294,9 @@ def bias_dims(config: SdpaConfig) -> tuple[int, int, int, int]:
             config.s_q, config.s_kv)
 
 
-def define_and_validate(config: SdpaConfig, handle: Any = None, rng_dump: bool = False) -> SdpaGraph:
+def define_and_validate(
+    config: SdpaConfig, handle: Any = None, rng_dump: bool = False, backward: bool = False
+) -> SdpaGraph:
     """The phases that need no GPU: enough to hear cuDNN's own verdict on shapes and options."""
     phases: list[PhaseTiming] = []
     holder: dict[str, SdpaGraph] = {}
@@ -193,19 +304,23 @@ def define_and_validate(config: SdpaConfig, handle: Any = None, rng_dump: bool =
     def json_so_far() -> str:
         return holder["g"].json() if "g" in holder else ""
 
-    holder["g"] = _timed(phases, "define", lambda: define(config, handle, rng_dump), json_so_far)
+    define_fn = (lambda: define_backward(config, handle)) if backward else (lambda: define(config, handle, rng_dump))
+    holder["g"] = _timed(phases, "define", define_fn, json_so_far)
     g = holder["g"]
     _timed(phases, "validate", g.graph.validate, json_so_far)
     g.phases = phases
     return g
 
 
-def build(config: SdpaConfig, handle: Any, rng_dump: bool = False, every_plan: bool = True) -> SdpaGraph:
+def build(
+    config: SdpaConfig, handle: Any, rng_dump: bool = False, every_plan: bool = True, backward: bool = False
+) -> SdpaGraph:
     """All six phases, then every candidate plan described and built (needs a GPU). Without
-    `every_plan` only the heuristic's pick is built (a graph used only to check)."""
+    `every_plan` only the heuristic's pick is built (a graph used only to check). With
+    `backward`, the backward graph of the config's training step."""
     import cudnn
 
-    g = define_and_validate(config, handle, rng_dump)
+    g = define_and_validate(config, handle, rng_dump, backward)
     phases = g.phases
     graph = g.graph
     _timed(phases, "build_operation_graph", graph.build_operation_graph, g.json)

@@ -16,33 +16,83 @@ from .config import REFERENCE_CHUNK_BYTES, SdpaConfig
 from .layouts import allocate
 from .results import ErrorMetrics
 
-# (atol, rtol). fp16 is the seed's; bf16 has 8 mantissa bits against fp16's 11, so its
-# rounding of O alone is ~8x larger: we allow 4x the absolute and torch's bf16 rtol.
+# (atol, rtol) of the output. fp16 is the seed's; bf16 has 8 mantissa bits against fp16's 11,
+# so its rounding of O alone is ~8x larger: we allow 4x the absolute and torch's bf16 rtol.
+# FP8 (E4M3, 3 mantissa bits) scales each tensor by its amax, so its error scales with the
+# tensor's range: atol there is a fraction of max |reference| (2^-4, half an E4M3 step at the
+# top of the range), rtol one E4M3 step. Measured on the H200: ~3.6-4% of max |O|.
 TOLERANCES: dict[str, tuple[float, float]] = {
     "fp16": (5e-3, 3e-3),
     "bf16": (2e-2, 1.6e-2),
+    "fp8_e4m3": (2**-4, 2**-3),
 }
+# Gradients are sums over a whole sequence, so their size grows with it: atol is a fraction of
+# max |reference gradient| for every dtype. About 4-8x what the H200 gave (bf16: 0.3-0.4% of
+# the max, fp16 0.05%), so a wrong mask or a missing term fails and rounding does not.
+GRAD_TOLERANCES: dict[str, tuple[float, float]] = {
+    "fp16": (2**-8, 2**-7),
+    "bf16": (2**-5, 2**-4),
+    "fp8_e4m3": (2**-3, 2**-2),
+}
+RELATIVE_ATOL = ("fp8_e4m3",)  # dtypes whose output atol is a fraction of max |reference|
+FP8_MAX = 448.0  # largest finite E4M3 value
 
 REFERENCE_NAME = "fp32 math on the same logical tensors (explicit mask, GQA expanded, TF32 off)"
 
 
 def torch_dtype(torch: Any, dtype: str) -> Any:
-    return {"fp16": torch.float16, "bf16": torch.bfloat16}[dtype]
+    return {"fp16": torch.float16, "bf16": torch.bfloat16, "fp8_e4m3": torch.float8_e4m3fn, "fp32": torch.float32}[dtype]
+
+
+def tolerance(config: SdpaConfig, ref: Any, grad: bool = False) -> tuple[float, float]:
+    """(atol, rtol) for comparing with `ref`, the atol made absolute where it is relative."""
+    atol, rtol = (GRAD_TOLERANCES if grad else TOLERANCES)[config.dtype]
+    if grad or config.dtype in RELATIVE_ATOL:
+        atol = atol * max(float(ref.abs().max().item()), 1e-30)
+    return atol, rtol
 
 
 def make_inputs(config: SdpaConfig, device: str, seed: int = 0) -> tuple[Any, Any, Any, Any]:
     """Random q, k, v in the config's dtype, stored in its layout (logical dims b, h, s, d), and
-    the bias (or None), drawn in that order from one seeded generator."""
+    the bias (or None), drawn in that order from one seeded generator. For FP8 configs q, k, v
+    are fp32, the values before quantisation (see quantise)."""
     import torch
 
     gen = torch.Generator(device=device).manual_seed(seed)
-    dt = torch_dtype(torch, config.dtype)
+    dt = torch_dtype(torch, "fp32" if config.fp8 else config.dtype)
     out = []
     for dims in (config.q_dims, config.k_dims, config.v_dims):
         t = allocate(torch, dims, config.layout, dt, device)
         t.copy_(torch.randn(dims, generator=gen, device=device, dtype=torch.float32))
         out.append(t)
     return out[0], out[1], out[2], make_bias(config, gen, device)
+
+
+def quantise(x: Any, fp8_max: float = FP8_MAX) -> tuple[Any, float]:
+    """x scaled by fp8_max / amax(x) and rounded to E4M3, in x's layout, with the descale
+    that turns it back (per-tensor scaling, as FP8 training recipes do)."""
+    import torch
+
+    amax = float(x.abs().max().item()) if x.numel() else 0.0
+    scale = fp8_max / amax if amax > 0 else 1.0
+    x8 = torch.empty_like(x, dtype=torch.float8_e4m3fn)
+    x8.copy_(x * scale)
+    return x8, 1.0 / scale
+
+
+def dequantise(x8: Any, descale: Any) -> Any:
+    """The fp32 values an FP8 tensor stands for: the values cuDNN computes with."""
+    return x8.float() * descale
+
+
+def random_like(config: SdpaConfig, dims: tuple[int, int, int, int], device: str, seed: int) -> Any:
+    """A seeded N(0, 1) tensor of logical `dims` in the config's layout (fp32 for FP8 configs)."""
+    import torch
+
+    gen = torch.Generator(device=device).manual_seed(seed)
+    t = allocate(torch, dims, config.layout, torch_dtype(torch, "fp32" if config.fp8 else config.dtype), device)
+    t.copy_(torch.randn(dims, generator=gen, device=device, dtype=torch.float32))
+    return t
 
 
 def keep_mask(config: SdpaConfig, rows: range, device: Any, batch: int = 0) -> Any:
@@ -96,14 +146,16 @@ def additive_terms(config: SdpaConfig, batch: int, heads: range, rows: range, bi
     return term
 
 
-def valid_rows(config: SdpaConfig, device: Any) -> Any:
-    """(b, 1, s_q, 1) True for real query rows; None without padding. Padded rows are not compared."""
+def valid_rows(config: SdpaConfig, device: Any, side: int = 0) -> Any:
+    """(b, 1, s, 1) True for real rows of the query side (side 0) or the key/value side (1); None
+    without padding. Padded rows are not compared (cuDNN does not promise to write them)."""
     import torch
 
     if not config.padded:
         return None
-    lq = torch.tensor([config.lengths(bi)[0] for bi in range(config.b)], device=device).view(-1, 1, 1, 1)
-    return torch.arange(config.s_q, device=device).view(1, 1, -1, 1) < lq
+    s = config.s_kv if side else config.s_q
+    lens = torch.tensor([config.lengths(bi)[side] for bi in range(config.b)], device=device).view(-1, 1, 1, 1)
+    return torch.arange(s, device=device).view(1, 1, -1, 1) < lens
 
 
 def make_bias(config: SdpaConfig, gen: Any, device: str) -> Any:
@@ -114,7 +166,14 @@ def make_bias(config: SdpaConfig, gen: Any, device: str) -> Any:
         return None
     from .graph import bias_dims
 
-    return torch.randn(bias_dims(config), generator=gen, device=device, dtype=torch.float32).to(torch_dtype(torch, config.dtype))
+    return torch.randn(bias_dims(config), generator=gen, device=device, dtype=torch.float32).to(
+        torch_dtype(torch, bias_dtype(config))
+    )
+
+
+def bias_dtype(config: SdpaConfig) -> str:
+    """The bias is stored in the 16-bit io type (fp16 next to FP8 inputs)."""
+    return "fp16" if config.fp8 else config.dtype
 
 
 @contextlib.contextmanager
@@ -141,6 +200,37 @@ def _chunks(config: SdpaConfig) -> tuple[int, int]:
     return 1, max(1, REFERENCE_CHUNK_BYTES // row_bytes)
 
 
+def _blocks(config: SdpaConfig, device: Any) -> Any:
+    """(batch, heads, rows, kv heads) steps that keep one step's fp32 scores under the budget."""
+    import torch
+
+    group = config.h_q // config.h_kv
+    heads_step, rows_step = _chunks(config)
+    for bi in range(config.b):
+        for h0 in range(0, config.h_q, heads_step):
+            h1 = min(h0 + heads_step, config.h_q)
+            kv_heads = torch.arange(h0, h1, device=device) // group  # GQA: query head -> kv head
+            for r0 in range(0, config.s_q, rows_step):
+                yield bi, range(h0, h1), range(r0, min(r0 + rows_step, config.s_q)), kv_heads
+
+
+def _attend(config: SdpaConfig, bi: int, heads: range, rows: range, qb: Any, kb: Any, vb: Any, bias: Any,
+            dropout_mask: Any) -> Any:
+    """One block of softmax(q k^T * scale + terms) v in fp32; differentiable. A row with no kept
+    key (a padded row) outputs 0 and passes no gradient."""
+    import torch
+
+    scores = torch.matmul(qb, kb.transpose(-1, -2)) * config.scale
+    term = additive_terms(config, bi, heads, rows, bias, qb.device)
+    if term is not None:
+        scores = scores + term
+    empty = ~torch.isfinite(scores.amax(dim=-1, keepdim=True))
+    p = torch.softmax(scores.masked_fill(empty, 0.0), dim=-1).masked_fill(empty, 0.0)
+    if dropout_mask is not None:
+        p = p * dropout_mask[bi, heads.start:heads.stop, rows.start:rows.stop].float() / (1.0 - config.dropout)
+    return torch.matmul(p, vb)
+
+
 def reference_fp32(config: SdpaConfig, q: Any, k: Any, v: Any, bias: Any = None, dropout_mask: Any = None) -> Any:
     """softmax(q k^T * scale + bias + alibi + mask) v in fp32, as a contiguous (b, h_q, s_q, d_v)
     tensor. A query row with no kept key (a padded row) outputs 0. With dropout, the softmax
@@ -148,27 +238,42 @@ def reference_fp32(config: SdpaConfig, q: Any, k: Any, v: Any, bias: Any = None,
     and scaled by 1/(1 - p); without a mask dropout is off."""
     import torch
 
-    group = config.h_q // config.h_kv
     out = torch.empty(config.o_dims, dtype=torch.float32, device=q.device)
-    heads_step, rows_step = _chunks(config)
     with _full_fp32(), torch.no_grad():
-        for bi in range(config.b):
-            for h0 in range(0, config.h_q, heads_step):
-                h1 = min(h0 + heads_step, config.h_q)
-                kv_heads = torch.arange(h0, h1, device=q.device) // group  # GQA: query head -> kv head
-                kf = k[bi].index_select(0, kv_heads).float()
-                vf = v[bi].index_select(0, kv_heads).float()
-                for r0 in range(0, config.s_q, rows_step):
-                    r1 = min(r0 + rows_step, config.s_q)
-                    scores = torch.matmul(q[bi, h0:h1, r0:r1].float(), kf.transpose(-1, -2)) * config.scale
-                    term = additive_terms(config, bi, range(h0, h1), range(r0, r1), bias, q.device)
-                    if term is not None:
-                        scores += term
-                    p = torch.softmax(scores, dim=-1).nan_to_num_(0.0)  # all-masked row -> 0
-                    if dropout_mask is not None:
-                        p = p * dropout_mask[bi, h0:h1, r0:r1].float() / (1.0 - config.dropout)
-                    out[bi, h0:h1, r0:r1] = torch.matmul(p, vf)
+        for bi, heads, rows, kv_heads in _blocks(config, q.device):
+            kf = k[bi].index_select(0, kv_heads).float()
+            vf = v[bi].index_select(0, kv_heads).float()
+            qb = q[bi, heads.start:heads.stop, rows.start:rows.stop].float()
+            out[bi, heads.start:heads.stop, rows.start:rows.stop] = _attend(
+                config, bi, heads, rows, qb, kf, vf, bias, dropout_mask
+            )
     return out
+
+
+def reference_grads(
+    config: SdpaConfig, q: Any, k: Any, v: Any, d_o: Any, bias: Any = None, dropout_mask: Any = None
+) -> tuple[Any, Any, Any]:
+    """dQ, dK, dV of the reference for the output gradient `d_o`, by torch fp32 autograd, one
+    block of query rows and heads at a time (so the scores never exist whole); GQA's kv heads
+    sum the gradients of the query heads that share them. Contiguous fp32 (b, h, s, d)."""
+    import torch
+
+    dq = torch.zeros(config.q_dims, dtype=torch.float32, device=q.device)
+    dk = torch.zeros(config.k_dims, dtype=torch.float32, device=q.device)
+    dv = torch.zeros(config.v_dims, dtype=torch.float32, device=q.device)
+    with _full_fp32(), torch.enable_grad():
+        for bi, heads, rows, kv_heads in _blocks(config, q.device):
+            hs, rs = slice(heads.start, heads.stop), slice(rows.start, rows.stop)
+            qb = q[bi, hs, rs].float().requires_grad_()
+            kf = k[bi].float().requires_grad_()
+            vf = v[bi].float().requires_grad_()
+            o = _attend(config, bi, heads, rows, qb, kf.index_select(0, kv_heads), vf.index_select(0, kv_heads),
+                        bias, dropout_mask)
+            gq, gk, gv = torch.autograd.grad(o, (qb, kf, vf), d_o[bi, hs, rs].float())
+            dq[bi, hs, rs] = gq
+            dk[bi] += gk
+            dv[bi] += gv
+    return dq, dk, dv
 
 
 def torch_sdpa(config: SdpaConfig, q: Any, k: Any, v: Any, bias: Any = None) -> Any:
@@ -198,6 +303,43 @@ def torch_sdpa(config: SdpaConfig, q: Any, k: Any, v: Any, bias: Any = None) -> 
                 )
                 out[bi : bi + 1, :, r0:r1] = o.nan_to_num(0.0)
         return out
+
+
+def torch_sdpa_grads(config: SdpaConfig, q: Any, k: Any, v: Any, d_o: Any, bias: Any = None) -> Any:
+    """torch's own low-precision SDPA backward on the same tensors (dQ, dK, dV in fp32), the peer
+    cuDNN's gradients are compared with; None with padding, where torch's masked-out rows give
+    NaN gradients rather than the zeros cuDNN's lengths mean."""
+    import torch
+    import torch.nn.functional as F
+
+    if config.padded:
+        return None
+    kwargs: dict[str, Any] = {"scale": config.scale}
+    if config.h_q != config.h_kv:
+        kwargs["enable_gqa"] = True
+    plain = not (config.window or config.alibi or bias is not None)
+    dq = torch.zeros(config.q_dims, dtype=torch.float32, device=q.device)
+    dk = torch.zeros(config.k_dims, dtype=torch.float32, device=q.device)
+    dv = torch.zeros(config.v_dims, dtype=torch.float32, device=q.device)
+    _, rows_step = _chunks(config)
+    for bi in range(config.b):
+        for r0 in range(0, config.s_q, rows_step):
+            r1 = min(r0 + rows_step, config.s_q)
+            qb = q[bi : bi + 1, :, r0:r1].detach().requires_grad_()
+            kb, vb = k[bi : bi + 1].detach().requires_grad_(), v[bi : bi + 1].detach().requires_grad_()
+            whole = r0 == 0 and r1 == config.s_q
+            if plain and whole and (config.causal == "none"):
+                o = F.scaled_dot_product_attention(qb, kb, vb, **kwargs)
+            elif plain and whole and (config.causal == "top_left" or config.s_q == config.s_kv):
+                o = F.scaled_dot_product_attention(qb, kb, vb, is_causal=True, **kwargs)
+            else:
+                term = additive_terms(config, bi, range(0, config.h_q), range(r0, r1), bias, q.device)
+                o = F.scaled_dot_product_attention(qb, kb, vb, attn_mask=term.to(q.dtype).unsqueeze(0), **kwargs)
+            gq, gk, gv = torch.autograd.grad(o, (qb, kb, vb), d_o[bi : bi + 1, :, r0:r1])
+            dq[bi, :, r0:r1] = gq[0].float()
+            dk[bi] += gk[0].float()
+            dv[bi] += gv[0].float()
+    return dq, dk, dv
 
 
 def compare(out: Any, ref: Any, atol: float, rtol: float, rows: Any = None) -> ErrorMetrics:

@@ -15,7 +15,7 @@ from typing import Any
 
 from .config import SdpaConfig
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"  # 1.1: backward and fp8 (absent in 1.0 files: read as None)
 
 # What `status` of a RunResult can be.
 STATUS_OK = "ok"  # built, ran, and (if checked) matched the reference
@@ -108,6 +108,53 @@ class Accuracy:
 
 
 @dataclass(frozen=True)
+class Fp8Scaling:
+    """The per-tensor scales an FP8 graph read and the amax values it wrote, beside the same
+    maxima of the fp32 reference (an amax the kernel computed wrongly shows here)."""
+
+    recipe: str  # how the scales were chosen
+    scales: dict[str, float] = field(default_factory=dict)  # descale_q ... scale_o (scale_dQ ...)
+    amax: dict[str, float] = field(default_factory=dict)  # amax_o (amax_dq, amax_dk, amax_dv, amax_dp)
+    reference_amax: dict[str, float] = field(default_factory=dict)  # max |reference| of the same tensors
+
+
+@dataclass(frozen=True)
+class BackwardResult:
+    """The training step's backward: its own graph, plans, kernel time, and dQ, dK, dV against
+    fp32 autograd on the same logical tensors and the same output gradient."""
+
+    status: str = STATUS_OK
+    message: str = ""
+    deterministic: bool = False
+    phases: tuple[PhaseTiming, ...] = ()
+    plans: tuple[PlanResult, ...] = ()
+    heuristic_plan: int | None = None
+    fastest_plan: int | None = None
+    timing: TimingStats | None = None
+    host_overhead_us: float | None = None
+    tflops: float | None = None  # at 2.5x the forward's FLOPs
+    flops: int = 0
+    io_bytes: int = 0
+    bandwidth_gbs: float | None = None
+    reference: str = ""
+    rtol: float = 0.0
+    atol: dict[str, float] = field(default_factory=dict)  # per gradient: a share of its max |reference|
+    gradients: dict[str, ErrorMetrics] = field(default_factory=dict)  # dQ, dK, dV: cuDNN against the reference
+    torch_gradients: dict[str, ErrorMetrics] = field(default_factory=dict)  # torch's low-precision backward
+    torch_backend: str = ""
+    bitwise_repeatable: bool | None = None  # two executions gave identical dQ, dK, dV
+    fp8: Fp8Scaling | None = None
+    note: str = ""
+    graph_json: str = ""
+
+    @property
+    def passed(self) -> bool | None:
+        if not self.gradients:
+            return None
+        return all(m.mismatched == 0 and m.nonfinite == 0 for m in self.gradients.values())
+
+
+@dataclass(frozen=True)
 class Environment:
     gpu_available: bool
     unavailable_reason: str = ""
@@ -149,6 +196,8 @@ class RunResult:
     graph_json: str = ""
     environment: Environment | None = None
     wall_seconds: float = 0.0
+    fp8: Fp8Scaling | None = None  # FP8 forward: scales and amax
+    backward: BackwardResult | None = None  # with config.backward
     schema_version: str = SCHEMA_VERSION
 
     @property
@@ -161,16 +210,15 @@ class RunResult:
     def autotune_verdict(self) -> str:
         """Whether timing every plan found one faster than the heuristic's pick, and by how much;
         '' when fewer than two plans were timed."""
-        timed = [p for p in self.plans if p.timing is not None]
-        pick, fastest = self.plan(self.heuristic_plan), self.plan(self.fastest_plan)
-        if len(timed) < 2 or pick is None or fastest is None or pick.timing is None:
-            return ""
-        if fastest.index == pick.index:
-            return f"the heuristic's pick is the fastest of {len(timed)} timed plans"
-        ratio = pick.timing.median_us / fastest.timing.median_us
-        gain = f"{(ratio - 1) * 100:.1f}% faster" if ratio < 1.05 else f"{ratio:.2f}x faster"
-        noise = " (within run-to-run spread)" if fastest.timing.p90_us >= pick.timing.p10_us else ""
-        return f"plan {fastest.index} ({fastest.name}) is {gain} than the heuristic's pick{noise}"
+        return autotune_verdict(self.plans, self.heuristic_plan, self.fastest_plan)
+
+    @property
+    def step_us(self) -> float | None:
+        """Forward plus backward kernel time of the heuristic's plans: one training step of attention."""
+        b = self.backward
+        if self.timing is None or b is None or b.timing is None:
+            return None
+        return self.timing.median_us + b.timing.median_us
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -198,11 +246,36 @@ class RunResult:
             d["accuracy"] = Accuracy(**a)
         if d.get("environment"):
             d["environment"] = Environment(**d["environment"])
+        d["fp8"] = Fp8Scaling(**d["fp8"]) if d.get("fp8") else None
+        if d.get("backward"):
+            b = dict(d["backward"])
+            b["phases"] = tuple(PhaseTiming(**p) for p in b.get("phases", ()))
+            b["plans"] = tuple(_plan_from_dict(p) for p in b.get("plans", ()))
+            b["timing"] = _timing(b.get("timing"))
+            b["gradients"] = {k: ErrorMetrics(**m) for k, m in b.get("gradients", {}).items()}
+            b["torch_gradients"] = {k: ErrorMetrics(**m) for k, m in b.get("torch_gradients", {}).items()}
+            b["fp8"] = Fp8Scaling(**b["fp8"]) if b.get("fp8") else None
+            d["backward"] = BackwardResult(**b)
         return cls(**d)
 
     @classmethod
     def from_json(cls, text: str) -> RunResult:
         return cls.from_dict(json.loads(text))
+
+
+def autotune_verdict(plans: tuple[PlanResult, ...], heuristic_plan: int | None, fastest_plan: int | None) -> str:
+    """Whether timing every plan found one faster than the heuristic's pick, and by how much."""
+    timed = [p for p in plans if p.timing is not None]
+    by_index = {p.index: p for p in plans}
+    pick, fastest = by_index.get(heuristic_plan), by_index.get(fastest_plan)
+    if len(timed) < 2 or pick is None or fastest is None or pick.timing is None:
+        return ""
+    if fastest.index == pick.index:
+        return f"the heuristic's pick is the fastest of {len(timed)} timed plans"
+    ratio = pick.timing.median_us / fastest.timing.median_us
+    gain = f"{(ratio - 1) * 100:.1f}% faster" if ratio < 1.05 else f"{ratio:.2f}x faster"
+    noise = " (within run-to-run spread)" if fastest.timing.p90_us >= pick.timing.p10_us else ""
+    return f"plan {fastest.index} ({fastest.name}) is {gain} than the heuristic's pick{noise}"
 
 
 def _timing(d: dict[str, Any] | None) -> TimingStats | None:
