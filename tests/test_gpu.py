@@ -159,3 +159,121 @@ def test_each_option_builds_and_matches(engine, changes):
     else:
         assert r.accuracy.torch_lowp.nonfinite == 0
     assert r.plans and r.timing.median_us > 0
+
+
+# ---- the backward pass -------------------------------------------------------------------
+TRAIN = SdpaConfig(b=2, h_q=16, h_kv=4, s_q=1024, s_kv=1024, d_qk=128, d_v=128, dtype="bf16", backward=True)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"dtype": "fp16", "h_kv": 16},
+        {"deterministic": True},
+        {"causal": "bottom_right", "s_q": 512},
+        {"window": 256},
+        {"seq_lens_q": (1024, 300), "seq_lens_kv": (1024, 800)},
+        {"alibi": True, "h_kv": 16},
+        {"bias": "1xh", "h_kv": 16},
+        {"dropout": 0.1, "dropout_seed": 7},
+        {"d_qk": 192},
+        {"d_qk": 256, "d_v": 256},
+    ],
+    ids=["causal", "fp16-mha", "deterministic", "br", "window", "padding", "alibi", "bias", "dropout", "d192-128", "d256"],
+)
+def test_backward_builds_and_matches_autograd(engine, changes):
+    config = TRAIN.replace(**changes)
+    r = engine.run(config, RunOptions(autotune=False))
+    assert r.status == "ok", r.message
+    b = r.backward
+    assert b.status == "ok" and b.passed, b.message
+    assert set(b.gradients) == {"dQ", "dK", "dV"}
+    assert all(m.nonfinite == 0 and m.max_abs > 0 for m in b.gradients.values())
+    assert b.plans and b.timing.median_us > 0 and b.tflops > 0
+    assert [p.name for p in b.phases] == list(graphmod.PHASES)
+    assert b.flops == int(2.5 * config.flops())
+    if config.deterministic:
+        assert b.bitwise_repeatable is True
+    if not (config.dropout or config.padded):
+        assert set(b.torch_gradients) == {"dQ", "dK", "dV"}
+
+
+def test_backward_kernel_time_agrees_with_the_profiler(engine):
+    engine.run(TRAIN, RunOptions(autotune=False))
+    r = engine.run(TRAIN, RunOptions(autotune=False))
+    prof_us, _kernels = profiler_kernel_time(engine.executor(TRAIN, backward=True))
+    assert 0.9 <= r.backward.timing.median_us / prof_us <= 1.1, (r.backward.timing.median_us, prof_us)
+
+
+def test_backward_refusal_is_a_result(engine):
+    r = engine.run(TRAIN.replace(d_qk=512, d_v=512), RunOptions(autotune=False))
+    assert r.status == "unsupported" and r.backward.status == "unsupported"
+    assert r.timing is not None  # the forward still ran and was timed
+    assert "256" in r.backward.message
+
+
+# ---- FP8 ------------------------------------------------------------------------------------
+FP8 = SdpaConfig(b=2, h_q=16, h_kv=16, s_q=1024, s_kv=1024, d_qk=128, d_v=128, dtype="fp8_e4m3", causal="none")
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{}, {"causal": "top_left"}, {"causal": "top_left", "window": 128}, {"seq_lens_q": (1024, 512), "seq_lens_kv": (1024, 700)},
+     {"h_kv": 4}, {"d_qk": 64, "d_v": 64}],
+    ids=["plain", "causal", "window", "padding", "gqa", "d64"],
+)
+def test_fp8_forward_matches_and_reports_amax(engine, changes):
+    config = FP8.replace(**changes)
+    r = engine.run(config, RunOptions(autotune=False))
+    assert r.status == "ok", r.message
+    assert r.accuracy.passed and r.accuracy.cudnn.max_abs > 0
+    assert r.fp8.amax["amax_o"] == pytest.approx(r.fp8.reference_amax["amax_o"], rel=2e-2)
+    assert r.fp8.scales["scale_o"] == pytest.approx(448 / r.fp8.amax["amax_o"], rel=1e-3)
+    assert r.tflops > 0
+
+
+@pytest.mark.parametrize("changes", [{"out_dtype": "bf16"}, {"causal": "bottom_right"}], ids=["bf16-out", "br"])
+def test_fp8_hopper_refusals_say_blackwell(engine, changes):
+    r = engine.run(FP8.replace(**changes), RunOptions(autotune=False))
+    if torch.cuda.get_device_capability()[0] >= 10:
+        pytest.skip("Blackwell supports this")
+    assert r.status == "unsupported" and "Blackwell" in r.message
+
+
+@pytest.mark.parametrize("changes", [{}, {"causal": "top_left"}, {"deterministic": True}], ids=["plain", "causal", "det"])
+def test_fp8_backward_matches_autograd(engine, changes):
+    config = FP8.replace(backward=True, **changes)
+    r = engine.run(config, RunOptions(autotune=False))
+    assert r.status == "ok", r.message
+    b = r.backward
+    assert b.passed, b.gradients
+    for name in ("dq", "dk", "dv"):
+        assert b.fp8.amax[f"amax_{name}"] == pytest.approx(b.fp8.reference_amax[f"amax_{name}"], rel=5e-2)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [TRAIN.replace(b=1, s_q=512, s_kv=512), TRAIN.replace(b=1, s_q=512, s_kv=512, dropout=0.1, deterministic=True),
+     FP8.replace(b=1, s_q=512, s_kv=512, causal="top_left"), FP8.replace(b=1, s_q=512, s_kv=512, backward=True)],
+    ids=["train", "train-dropout-det", "fp8", "fp8-train"],
+)
+def test_exported_training_and_fp8_scripts_run(engine, tmp_path, config):
+    import json
+    import subprocess
+    import sys
+
+    from tui.export import script
+
+    r = engine.run(config, RunOptions(autotune=False))
+    assert r.status == "ok", r.message
+    path = tmp_path / "repro.py"
+    path.write_text(script(config))
+    proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    figures = json.loads(proc.stdout.strip().splitlines()[-1].removeprefix("RESULT "))
+    assert figures["passed"], figures
+    assert 0.7 <= figures["kernel_us"] / r.timing.median_us <= 1.4, (figures, r.timing.median_us)
+    if config.backward:
+        assert figures["grad_passed"], figures
+        assert 0.7 <= figures["backward_kernel_us"] / r.backward.timing.median_us <= 1.4

@@ -18,6 +18,7 @@ from .engine.config import (
     CAUSAL_MODES,
     DTYPES,
     IMPLEMENTATIONS,
+    OUT_DTYPES,
     ConfigError,
     SdpaConfig,
     parse_lengths,
@@ -83,6 +84,12 @@ def config_options(fn):
                      help="cuDNN's attention implementation (default auto)"),
         click.option("--dropout", type=float, help="dropout probability (checked against the mask cuDNN drew)"),
         click.option("--dropout-seed", "dropout_seed", type=int, help="seed of the dropout mask"),
+        click.option("--out-dtype", "out_dtype", type=click.Choice(OUT_DTYPES, case_sensitive=False),
+                     help="O's dtype (default auto: the inputs'); FP8 inputs may ask for fp16/bf16"),
+        click.option("--backward/--no-backward", default=None,
+                     help="the training step: forward with softmax stats, then dQ, dK, dV"),
+        click.option("--deterministic/--no-deterministic", default=None,
+                     help="ask the backward for a deterministic algorithm (checked: two executions, identical bits)"),
     ]
     for name, helptext in _FIELD_OPTIONS.items():
         opts.append(click.option(f"--{name.replace('_', '-')}", name, type=int, help=helptext))
@@ -111,7 +118,7 @@ def config_from_options(values: dict) -> SdpaConfig:
         if values.get(short) is not None:
             data.update(dict.fromkeys(pair, values[short]))
     for key in (*_FIELD_OPTIONS, "dtype", "layout", "causal", "attn_scale", "heuristics", "window", "alibi",
-                "bias", "implementation", "dropout", "dropout_seed"):
+                "bias", "implementation", "dropout", "dropout_seed", "out_dtype", "backward", "deterministic"):
         if values.get(key) is not None:
             data[key] = values[key]
     try:
@@ -256,14 +263,21 @@ def check(replays, l2_flush, seed, preset_names, as_json) -> None:
         passed += ok
         acc = result.accuracy.cudnn if result.accuracy else None
         plan = result.plans[result.heuristic_plan].name if result.heuristic_plan is not None else "-"
+        bwd = result.backward
+        bwd_us = bwd.timing.median_us if bwd is not None and bwd.timing else None
+        grad_err = max((m.max_abs for m in bwd.gradients.values()), default=None) if bwd is not None else None
         rows.append({"case": name, "config": config.to_dict(), "label": config.label(), "status": result.status,
                      "message": result.message, "kernel_us": result.timing.median_us if result.timing else None,
-                     "tflops": result.tflops, "max_abs_error": acc.max_abs if acc else None, "plan": plan})
+                     "tflops": result.tflops, "max_abs_error": acc.max_abs if acc else None, "plan": plan,
+                     "backward_kernel_us": bwd_us, "backward_tflops": bwd.tflops if bwd is not None else None,
+                     "grad_max_abs_error": grad_err})
         if not as_json:
             mark = "[green]PASS[/green]" if ok else "[red]FAIL[/red]"
             detail = (f"{us(result.timing.median_us if result.timing else None):>11}  "
                       f"{(result.tflops or 0):6.1f} TFLOPS  max abs err {acc.max_abs if acc else float('nan'):.2e}  "
                       f"plan {plan}")
+            if bwd_us is not None:
+                detail += f"  backward {us(bwd_us)} {(bwd.tflops or 0):.1f} TFLOPS grad err {grad_err or 0:.2e}"
             console.print(f"{mark} {name:20} {config.label():42} "
                           f"{detail if ok else result.status + ': ' + result.message}")
     failed = len(cases) - passed
