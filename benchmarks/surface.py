@@ -1,4 +1,5 @@
-"""One line per SDPA option: does it build, how many plans, kernel time, max error.
+"""One line per SDPA option: does it build, how many plans, kernel time, max error; for the
+training cases also the backward's plans, kernel time, TFLOPS and worst gradient error.
 
     python -m benchmarks.surface [--json OUT]
 """
@@ -29,6 +30,22 @@ CASES = {
     "dropout 0.1": BASE.replace(dropout=0.1, dropout_seed=42),
     "implementation composite": BASE.replace(implementation="composite"),
     "implementation unified": BASE.replace(implementation="unified"),
+    "fp8": BASE.replace(dtype="fp8_e4m3", causal="none"),
+    "fp8 causal": BASE.replace(dtype="fp8_e4m3"),
+    "fp8 large (b2 h16 s4096)": BASE.replace(dtype="fp8_e4m3", causal="none", s_q=4096, s_kv=4096),
+    "fp8 causal bottom-right": BASE.replace(dtype="fp8_e4m3", causal="bottom_right"),
+    "fp8 bf16 output": BASE.replace(dtype="fp8_e4m3", out_dtype="bf16"),
+    "backward": GQA.replace(backward=True),
+    "backward deterministic": GQA.replace(backward=True, deterministic=True),
+    "backward window": GQA.replace(backward=True, window=512),
+    "backward padding": GQA.replace(backward=True, seq_lens_q=(2048, 700), seq_lens_kv=(2048, 1500)),
+    "backward alibi": BASE.replace(backward=True, alibi=True),
+    "backward bias 1xh": BASE.replace(backward=True, bias="1xh"),
+    "backward dropout": BASE.replace(backward=True, dropout=0.1, dropout_seed=42),
+    "backward d 192/128": BASE.replace(backward=True, d_qk=192),
+    "backward d 256": BASE.replace(backward=True, d_qk=256, d_v=256),
+    "backward fp8": BASE.replace(backward=True, dtype="fp8_e4m3"),
+    "backward fp8 deterministic": BASE.replace(backward=True, dtype="fp8_e4m3", deterministic=True),
 }
 
 
@@ -51,10 +68,27 @@ def main() -> None:
             "max_abs_error": acc.max_abs if acc else None,
             "message": r.message,
         }
+        b = r.backward
+        if b is not None:
+            row.update(
+                backward_plans=len(b.plans),
+                backward_kernel_us=round(b.timing.median_us, 2) if b.timing else None,
+                backward_tflops=round(b.tflops, 1) if b.tflops else None,
+                grad_max_abs_error={k: m.max_abs for k, m in b.gradients.items()},
+                grad_atol=b.atol,
+                bitwise_repeatable=b.bitwise_repeatable,
+            )
+        if r.fp8 is not None:
+            row.update(amax=r.fp8.amax, reference_amax=r.fp8.reference_amax)
         rows.append(row)
         err = f"{row['max_abs_error']:.2e}" if row["max_abs_error"] is not None else "-"
-        print(f"{name:26} {r.status:12} plans {row['plans']:2}  kernel {row['kernel_us']} us  "
-              f"{row['tflops']} TFLOPS  max abs err {err}  {r.message[:120]}", flush=True)
+        line = (f"{name:26} {r.status:12} plans {row['plans']:2}  kernel {row['kernel_us']} us  "
+                f"{row['tflops']} TFLOPS  max abs err {err}")
+        if b is not None and b.timing:
+            grads = " ".join(f"{k} {m.max_abs:.1e}/{b.atol[k]:.1e}" for k, m in b.gradients.items())
+            line += (f" | bwd plans {row['backward_plans']} {row['backward_kernel_us']} us "
+                     f"{row['backward_tflops']} TFLOPS err/atol {grads} repeatable {b.bitwise_repeatable}")
+        print(f"{line}  {r.message[:160]}", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=2)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import warnings
 from typing import Any
 
 from .config import REFERENCE_CHUNK_BYTES, SdpaConfig
@@ -269,7 +270,9 @@ def reference_grads(
             vf = v[bi].float().requires_grad_()
             o = _attend(config, bi, heads, rows, qb, kf.index_select(0, kv_heads), vf.index_select(0, kv_heads),
                         bias, dropout_mask)
-            gq, gk, gv = torch.autograd.grad(o, (qb, kf, vf), d_o[bi, hs, rs].float())
+            with warnings.catch_warnings():  # autograd's worker thread starts without a current CUDA context
+                warnings.filterwarnings("ignore", message="Attempting to run cuBLAS")
+                gq, gk, gv = torch.autograd.grad(o, (qb, kf, vf), d_o[bi, hs, rs].float())
             dq[bi, hs, rs] = gq
             dk[bi] += gk
             dv[bi] += gv
@@ -335,7 +338,9 @@ def torch_sdpa_grads(config: SdpaConfig, q: Any, k: Any, v: Any, d_o: Any, bias:
             else:
                 term = additive_terms(config, bi, range(0, config.h_q), range(r0, r1), bias, q.device)
                 o = F.scaled_dot_product_attention(qb, kb, vb, attn_mask=term.to(q.dtype).unsqueeze(0), **kwargs)
-            gq, gk, gv = torch.autograd.grad(o, (qb, kb, vb), d_o[bi : bi + 1, :, r0:r1])
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="Attempting to run cuBLAS")
+                gq, gk, gv = torch.autograd.grad(o, (qb, kb, vb), d_o[bi : bi + 1, :, r0:r1])
             dq[bi, :, r0:r1] = gq[0].float()
             dk[bi] += gk[0].float()
             dv[bi] += gv[0].float()
