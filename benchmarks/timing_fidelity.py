@@ -1,6 +1,7 @@
 """Does the tool's kernel time agree with the profiler's?
 
-For a small (~6 us), the seed (~28 us) and a large (~0.5 ms) problem, prints the
+For a small (~6 us), the seed (~28 us), a large (~0.5 ms) and an FP8 problem, and the
+backward of two training steps, prints the
 engine's kernel time (CUPTI over CUDA-graph replays), torch.profiler's kernel time for
 plain eager execute() calls of the same plan, their ratio (target 0.95-1.05), the graph
 replay's wall time per execution, the event-pair-per-launch reading the tool refuses
@@ -22,6 +23,9 @@ CASES = {
     "small": SdpaConfig(b=1, h_q=8, h_kv=8, s_q=256, s_kv=256, d_qk=64, d_v=64, causal="none"),
     "seed": SdpaConfig(),
     "large": SdpaConfig(b=2, h_q=32, h_kv=8, s_q=4096, s_kv=4096, d_qk=128, d_v=128, dtype="bf16", causal="top_left"),
+    "fp8": SdpaConfig(b=2, h_q=16, h_kv=16, s_q=4096, s_kv=4096, d_qk=128, d_v=128, dtype="fp8_e4m3", causal="none"),
+    "seed+bwd": SdpaConfig(backward=True),
+    "large+bwd": SdpaConfig(b=2, h_q=32, h_kv=8, s_q=4096, s_kv=4096, d_qk=128, d_v=128, dtype="bf16", backward=True),
 }
 
 
@@ -41,16 +45,28 @@ def event_pair_us(run, calls: int = 20) -> float:
     return times[len(times) // 2]
 
 
-def measure(name: str, config: SdpaConfig, engine: Engine) -> dict:
+def measure(name: str, config: SdpaConfig, engine: Engine) -> list[dict]:
+    """One row for the forward, and with a backward one more for it."""
     result = engine.run(config, RunOptions(autotune=False, check=False, timing=TimingOptions(replays=30)))
     if result.timing is None:
-        return {"case": name, "status": result.status, "message": result.message}
-    run = engine.executor(config)
+        return [{"case": name, "status": result.status, "message": result.message}]
+    rows = [_row(name, config, result, engine.executor(config))]
+    b = result.backward
+    if b is not None:
+        if b.timing is None:
+            rows.append({"case": f"{name} bwd", "status": b.status, "message": b.message})
+        else:
+            rows.append(_row(f"{name} bwd", config, b, engine.executor(config, backward=True)))
+    return rows
+
+
+def _row(name: str, config: SdpaConfig, result, run) -> dict:
+    """`result` is a RunResult or a BackwardResult: both carry plans, timing and TFLOPS."""
     prof_us, kernels = profiler_kernel_time(run, calls=30)
     return {
         "case": name,
         "config": config.label(),
-        "plan": result.plans[result.heuristic_plan].name,
+        "plan": next(p.name for p in result.plans if p.index == result.heuristic_plan),
         "kernel_us": round(result.timing.median_us, 2),
         "graph_replay_us": round(result.timing.replay_us or 0, 2),
         "spread_pct": round(result.timing.spread_pct, 1),
@@ -71,17 +87,17 @@ def main() -> None:
     env = engine.environment()
     if not env.gpu_available:
         raise SystemExit(f"needs a GPU: {env.unavailable_reason}")
-    rows = [measure(name, cfg, engine) for name, cfg in CASES.items()]
+    rows = [row for name, cfg in CASES.items() for row in measure(name, cfg, engine)]
     print(f"{env.gpu_name}, cuDNN {env.cudnn_backend_version}, torch {env.torch_version}")
-    head = (f"{'case':6} {'kernel us':>10} {'profiler us':>12} {'ratio':>6} {'replay us':>10} "
+    head = (f"{'case':14} {'kernel us':>10} {'profiler us':>12} {'ratio':>6} {'replay us':>10} "
             f"{'event-pair us':>14} {'host us':>8} {'TFLOPS':>7}  plan")
     print(head)
     for r in rows:
         if "ratio" not in r:
-            print(f"{r['case']:6} {r['status']}: {r['message']}")
+            print(f"{r['case']:14} {r['status']}: {r['message']}")
             continue
         print(
-            f"{r['case']:6} {r['kernel_us']:>10} {r['profiler_us']:>12} {r['ratio']:>6} {r['graph_replay_us']:>10} "
+            f"{r['case']:14} {r['kernel_us']:>10} {r['profiler_us']:>12} {r['ratio']:>6} {r['graph_replay_us']:>10} "
             f"{r['event_pair_us']:>14} {r['host_overhead_us']:>8} {r['tflops']:>7}  {r['plan']}"
         )
     if args.json:
