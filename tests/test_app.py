@@ -7,7 +7,8 @@ import signal
 import time
 
 import pytest
-from textual.widgets import Input
+from test_snapshots import FP8, RECORDED, TRAINING
+from textual.widgets import Checkbox, Input, Select
 
 from tui.app import make_app
 from tui.engine.config import SdpaConfig
@@ -221,3 +222,114 @@ async def test_mask_fields_reach_the_config_and_the_mask_view():
         await pilot.pause()
         config, _ = app.form.read()
         assert (config.alibi, config.bias, config.window) == (True, "bxh", 8)
+
+
+@pytest.mark.asyncio
+async def test_training_fields_reach_the_config_and_load_from_a_preset():
+    app = make_app(SMALL, start_engine=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.query_one("#f-dtype", Select).value = "fp8_e4m3"
+        app.query_one("#f-out_dtype", Select).value = "fp8_e4m3"
+        app.query_one("#f-backward", Checkbox).value = True
+        app.query_one("#f-deterministic", Checkbox).value = True
+        await pilot.pause()
+        config, errors = app.form.read()
+        assert errors == {}
+        assert (config.dtype, config.out_dtype, config.backward, config.deterministic) == ("fp8_e4m3", "fp8_e4m3", True, True)
+        assert app.query_one("#mask").config == config  # the ConfigEdited the form posted carried it
+        assert not app.query_one("#right").has_class("-stale")
+        app.form.load(SMALL)
+        await pilot.pause()
+        assert app.form.read()[0] == SMALL
+        preset = SMALL.replace(dtype="fp8_e4m3", backward=True, deterministic=True)
+        app.form.load(preset)
+        await pilot.pause()
+        assert app.form.read()[0] == preset and app.query_one("#f-backward", Checkbox).value is True
+
+
+@pytest.mark.asyncio
+async def test_deterministic_without_backward_shows_the_field_error():
+    app = make_app(SMALL.replace(backward=True), start_engine=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.query_one("#f-deterministic", Checkbox).value = True
+        await pilot.pause()
+        assert app.form.read()[0].deterministic is True
+        app.action_toggle_backward()  # the palette's command
+        await pilot.pause()
+        error = app.query_one("#err-deterministic")
+        assert "turn the backward pass on" in str(error.render()) and error.has_class("-visible")
+        assert app.query_one("#f-deterministic").has_class("-invalid")
+        assert app.query_one("#right").has_class("-stale")
+        app.query_one("#f-out_dtype", Select).value = "bf16"  # fp16 inputs cannot choose their output
+        await pilot.pause()
+        assert "only FP8 inputs may choose" in str(app.query_one("#err-out_dtype").render())
+
+
+@pytest.mark.asyncio
+async def test_a_cpu_training_step_shows_the_backward_graph_and_torchs_gradients():
+    """A real engine result: without a GPU the backward graph is still defined and validated,
+    and torch's own backward is checked against fp32 autograd on the CPU."""
+    app = make_app(SMALL.replace(backward=True), environment_override=NO_GPU)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.result is not None)
+        b = app.result.backward
+        assert b is not None and b.status == "cpu_only" and set(b.torch_gradients) == {"dQ", "dK", "dV"}
+        assert app.query_one("#backward-phases-table").display
+        assert app.query_one("#backward-phases-table").row_count == len(b.phases) == 2
+        assert "backward graph: total" in str(app.query_one("#backward-phases-head").render())
+        grads = app.query_one("#gradients-table")
+        assert grads.row_count == 3
+        assert [str(c) for c in grads.get_row_at(0)][:1] == ["dQ"] and str(grads.get_row_at(0)[-1]) == "pass"
+        assert str(grads.get_row_at(0)[4]) == "not run"  # cuDNN's backward did not run
+        assert "cuDNN's backward did not run" in str(app.query_one("#gradients-head").render())
+        assert "SDPA_BWD" in app.query_one("#backward-graph-json").content.code
+        assert "torch fp16 (CPU) dQ/dK/dV max abs err" in str(app.query_one("#summary").render())
+        assert not app.query_one("#fp8-table").display
+
+
+@pytest.mark.asyncio
+async def test_a_gpu_training_step_fills_the_backward_tables():
+    result = TRAINING  # llama3-8b-train, recorded on the H200
+    b = result.backward
+    app = make_app(result.config, start_engine=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.show_result(result)
+        await pilot.pause()
+        summary = str(app.query_one("#summary").render())
+        assert f"backward {b.timing.median_us / 1000:.3f} ms" in summary and f"{b.tflops:.1f} TFLOPS" in summary
+        assert f"step fwd+bwd {result.step_us / 1000:.3f} ms" in summary
+        worst = max(m.max_abs for m in b.gradients.values())
+        assert f"dQ/dK/dV max abs err {worst:.2e} PASS" in summary
+        table = app.query_one("#backward-plans-table")
+        assert table.display and table.row_count == len(b.plans) == 2
+        marks = [str(table.get_row_at(i)[1]) for i in range(table.row_count)]
+        assert marks[b.heuristic_plan].startswith("H") and sum("*" in m for m in marks) == 1
+        assert app.query_one("#plans-table").row_count == len(result.plans)  # the forward's are still there
+        table.focus()
+        await pilot.press("down")
+        assert str(app.query_one("#plan-detail").render()).startswith(f"backward plan 1: {b.plans[1].name}")
+        assert app.query_one("#backward-phases-table").row_count == 6
+        grads = app.query_one("#gradients-table")
+        assert grads.row_count == 3 and str(grads.get_row_at(2)[2]) == f"{b.gradients['dV'].max_abs:.2e}"
+        assert app.query_one("#latency").backward_history == [(1, b.timing.median_us)]
+        assert not app.query_one("#fp8-table").display
+        app.show_result(RECORDED)  # a forward-only result hides the backward's sections again
+        await pilot.pause()
+        assert not app.query_one("#backward-plans-table").display and not app.query_one("#gradients-table").display
+
+
+@pytest.mark.asyncio
+async def test_an_fp8_result_shows_the_scaling_block():
+    result = FP8  # llama3-70b-fp8-prefill, recorded on the H200
+    app = make_app(result.config, start_engine=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.show_result(result)
+        await pilot.pause()
+        amax, ref = result.fp8.amax["amax_o"], result.fp8.reference_amax["amax_o"]
+        assert f"amax_o {amax:.4g} (reference {ref:.4g})" in str(app.query_one("#summary").render())
+        head = str(app.query_one("#fp8-head").render())
+        assert "per-tensor" in head and f"scale_o {result.fp8.scales['scale_o']:.4g}" in head
+        table = app.query_one("#fp8-table")
+        rows = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
+        assert rows == [["forward", "amax_o", f"{amax:.4g}", f"{ref:.4g}", f"{amax / ref:.3f}"]]
+        assert app.query_one("#f-dtype", Select).value == "fp8_e4m3"

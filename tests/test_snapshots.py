@@ -16,6 +16,10 @@ from tui.engine.results import RunResult
 RECORDED = RunResult.from_json((Path(__file__).parent / "data" / "seed_h200.json").read_text())
 
 
+TRAINING = RunResult.from_json((Path(__file__).parent / "data" / "train_h200.json").read_text())  # llama3-8b-train
+FP8 = RunResult.from_json((Path(__file__).parent / "data" / "fp8_h200.json").read_text())  # llama3-70b-fp8-prefill
+
+
 def recorded_app():
     return make_app(RECORDED.config, start_engine=False)
 
@@ -65,3 +69,21 @@ def test_mask_of_a_padded_sliding_window_batch(snap_compare):
         await pilot.pause()
 
     assert snap_compare(make_app(config, start_engine=False), terminal_size=(120, 40), run_before=run_before)
+
+
+@pytest.mark.parametrize(
+    "result,tab",
+    [(TRAINING, "plans"), (TRAINING, "accuracy"), (TRAINING, "phases"), (FP8, "accuracy")],
+    ids=["training-plans", "training-accuracy", "training-phases", "fp8-accuracy"],
+)
+def test_training_step_and_fp8(snap_compare, result, tab):
+    """Recorded on the H200: the Llama-3-8B training step (both plan tables, both graphs' phases,
+    the gradients) and the Llama-3-70B FP8 prefill (scales, amax against the reference)."""
+
+    async def run_before(pilot) -> None:
+        pilot.app.show_result(result)
+        await pilot.pause()
+        pilot.app.query_one("#tabs").active = f"tab-{tab}"
+        await pilot.pause()
+
+    assert snap_compare(make_app(result.config, start_engine=False), terminal_size=(120, 40), run_before=run_before)

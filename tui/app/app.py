@@ -13,10 +13,10 @@ from pathlib import Path
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.css.query import NoMatches
 from textual.timer import Timer
-from textual.widgets import Footer, Header, Select, TabbedContent, TabPane
+from textual.widgets import Checkbox, Footer, Header, Select, TabbedContent, TabPane
 
 from ..engine.config import SdpaConfig
 from ..engine.process import EngineClient, EngineDied, EngineEvent, EngineProgress, EngineReady, EngineResult
@@ -108,7 +108,8 @@ class SdpaExplorerApp(App[None]):
         with Horizontal(id="main"):
             yield ConfigForm(self.initial_config, id="form")
             with Vertical(id="right"):
-                yield SummaryPane("waiting for the first result ...", id="summary")
+                with VerticalScroll(id="headline"):  # scrolls when a training step's lines outgrow 24 rows
+                    yield SummaryPane("waiting for the first result ...", id="summary")
                 with TabbedContent(initial="tab-plans", id="tabs"):
                     for title, pane in TABS:
                         name = title.lower()
@@ -246,6 +247,10 @@ class SdpaExplorerApp(App[None]):
     def action_toggle_causal(self) -> None:
         select = self.query_one("#f-causal", Select)
         select.value = "none" if select.value != "none" else "top_left"
+
+    def action_toggle_backward(self) -> None:
+        switch = self.query_one("#f-backward", Checkbox)
+        switch.value = not switch.value
 
     # ---- presets and exports ---------------------------------------------------------------
     def reload_presets(self) -> None:

@@ -1,4 +1,4 @@
-"""The command palette's entries: run, switch layout, toggle causal, quit."""
+"""The command palette's entries: run, switch layout, toggle causal or the backward pass, quit."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ class ExplorerCommands(Provider):
         cmds = [
             ("Run again", app.action_run, "rebuild nothing, run and measure the current configuration"),
             ("Toggle causal mask", app.action_toggle_causal, "none <-> top-left causal"),
+            ("Toggle backward pass", app.action_toggle_backward, "forward only <-> training step (dQ, dK, dV)"),
             ("Quit", app.action_quit, "leave the explorer"),
             ("Help", app.action_help, "what each pane means"),
             ("Presets ...", app.action_presets, "pick a model's shape"),

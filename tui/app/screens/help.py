@@ -21,16 +21,29 @@ last good results, marked stale.
   `build_operation_graph` does nothing for SDPA, `create_execution_plans` lowers and asks the
   heuristic, `build_plans` compiles. A cache hit means the graph was built earlier.
 - **Plans**: every candidate plan. `H` the heuristic's pick, `*` the fastest measured.
-  Select a row for its knobs, workspace, notes and timing detail.
+  Select a row for its knobs, workspace, notes and timing detail. With the backward pass on,
+  the backward graph's plans follow in a second table, with its own autotune verdict.
 - **Accuracy**: max abs / max rel / mean abs error against fp32 math on the same logical
   tensors (explicit mask, GQA expanded), the dtype's tolerance, and torch's own fp16/bf16
-  SDPA against the same reference.
-- **Latency**: kernel time of each run since the app started, and per plan now.
+  SDPA against the same reference. With the backward pass on: dQ, dK, dV against fp32
+  autograd (same inputs, same dO), each with its atol, beside torch's own backward. With
+  FP8: the recipe, the scales each graph read, and the amax it wrote beside the reference's.
+- **Latency**: kernel time of each run since the app started, and per plan now
+  (backward plans labelled `bwd`).
 - **Mask**: which scores the configuration keeps (causal band, sliding window, real lengths),
   per batch entry, downsampled to the pane.
 - **Environment**: GPU, driver, CUDA, torch, cuDNN (as the frontend loaded it and as torch
   reports it), frontend; or why there is no GPU.
-- **Graph**: the graph as cuDNN describes it (JSON).
+- **Graph**: the graph as cuDNN describes it (JSON); the backward graph below it.
+
+## Training step and FP8
+- **out dtype**: O's dtype; `auto` is the inputs'. Only FP8 inputs may choose another
+  (fp16/bf16 O from FP8 inputs is Blackwell-only; Hopper refuses it).
+- **backward**: the forward also writes the softmax stats, then a second graph gives dQ, dK,
+  dV. The headline shows the backward's kernel time, TFLOPS (2.5x the forward's FLOPs), the
+  step (forward + backward) and the gradients' verdict.
+- **deterministic backward**: asks cuDNN for a deterministic algorithm (backward only); two
+  executions are compared bit for bit.
 
 ## Kernel time and host overhead
 **Kernel time** is GPU time only: N executions captured in a CUDA graph, replayed, and the
@@ -59,7 +72,7 @@ class HelpScreen(ModalScreen[None]):
             "| Ctrl+O | presets: filter as you type, Enter loads and runs |",
             "| Ctrl+S | save the form as your preset |",
             "| Ctrl+E | export: reproduction script, JSON or CSV |",
-            "| Ctrl+P | command palette: run, presets, layouts, toggle causal, export, quit |",
+            "| Ctrl+P | command palette: run, presets, layouts, toggle causal or backward, export, quit |",
             "| F1 | this help |", "| Ctrl+Q | quit |",
             "| Tab / Shift+Tab | move between fields and panes |",
         ]

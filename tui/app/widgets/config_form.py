@@ -12,6 +12,7 @@ from ...engine.config import (
     DTYPES,
     FIELD_LABELS,
     IMPLEMENTATIONS,
+    OUT_DTYPES,
     ConfigError,
     SdpaConfig,
     format_lengths,
@@ -32,6 +33,13 @@ NUMBER_FIELDS = {
     "dropout_seed": (int, 0),
 }
 CAUSAL_LABELS = {"none": "none", "top_left": "top-left", "bottom_right": "bottom-right"}
+SELECT_FIELDS = ("dtype", "out_dtype", "layout", "causal", "bias", "implementation")
+# on/off fields of the config, each a checkbox with its problem shown below it
+SWITCH_FIELDS = {
+    "alibi": "ALiBi position biases",
+    "backward": "backward: dQ, dK, dV",
+    "deterministic": "deterministic backward",
+}
 
 
 class ConfigForm(VerticalScroll):
@@ -54,11 +62,19 @@ class ConfigForm(VerticalScroll):
     def _select(name: str, options, value) -> Select:
         return Select(options, value=value, allow_blank=False, id=f"f-{name}", compact=True)
 
+    @staticmethod
+    def _switch(name: str, value: bool) -> ComposeResult:
+        """An on/off field: its checkbox, and the line for its problem below."""
+        yield Checkbox(SWITCH_FIELDS[name], value, id=f"f-{name}", compact=True)
+        yield Label("", id=f"err-{name}", classes="field-error")
+
     def compose(self) -> ComposeResult:
         c = self._initial
         for name in INT_FIELDS:
             yield from self._row(name, FIELD_LABELS[name], Input(str(getattr(c, name)), id=f"f-{name}", compact=True))
         yield from self._row("dtype", "dtype", self._select("dtype", [(d, d) for d in DTYPES], c.dtype))
+        yield from self._row("out_dtype", "out dtype", self._select(
+            "out_dtype", [(d, d) for d in OUT_DTYPES], c.out_dtype))
         yield from self._row("layout", "layout", self._select("layout", [(k, k) for k in LAYOUTS], c.layout))
         yield from self._row("causal", "causal mask",
                              self._select("causal", [(CAUSAL_LABELS[m], m) for m in CAUSAL_MODES], c.causal))
@@ -73,10 +89,12 @@ class ConfigForm(VerticalScroll):
         yield from self._row("bias", "bias", self._select("bias", [(x, x) for x in BIAS_SHAPES], c.bias))
         yield from self._row("implementation", "implementation",
                              self._select("implementation", [(x, x) for x in IMPLEMENTATIONS], c.implementation))
-        yield Checkbox("ALiBi position biases", c.alibi, id="f-alibi", compact=True)
+        yield from self._switch("alibi", c.alibi)
         yield from self._row("dropout", FIELD_LABELS["dropout"], Input(f"{c.dropout:g}", id="f-dropout", compact=True))
         yield from self._row("dropout_seed", FIELD_LABELS["dropout_seed"],
                              Input(str(c.dropout_seed), id="f-dropout_seed", compact=True))
+        yield from self._switch("backward", c.backward)
+        yield from self._switch("deterministic", c.deterministic)
         yield Label("heuristic modes", classes="section-label")
         with Horizontal(classes="checks"):
             for mode in ("A", "B", "FALLBACK"):
@@ -103,9 +121,10 @@ class ConfigForm(VerticalScroll):
             except ValueError:
                 what = "a whole number" if kind is int else "a number"
                 errors[name] = f"{FIELD_LABELS[name]} must be {what} (got {text!r})"
-        for name in ("dtype", "layout", "causal", "bias", "implementation"):
+        for name in SELECT_FIELDS:
             data[name] = self.query_one(f"#f-{name}", Select).value
-        data["alibi"] = self.query_one("#f-alibi", Checkbox).value
+        for name in SWITCH_FIELDS:
+            data[name] = self.query_one(f"#f-{name}", Checkbox).value
         data["heuristics"] = [m for m in ("A", "B", "FALLBACK") if self.query_one(f"#f-heur-{m}", Checkbox).value]
         if errors:
             return None, errors
@@ -148,13 +167,14 @@ class ConfigForm(VerticalScroll):
         try:
             for name in INT_FIELDS:
                 self.query_one(f"#f-{name}", Input).value = str(getattr(config, name))
-            for name in ("dtype", "layout", "causal", "bias", "implementation"):
+            for name in SELECT_FIELDS:
                 self.query_one(f"#f-{name}", Select).value = getattr(config, name)
+            for name in SWITCH_FIELDS:
+                self.query_one(f"#f-{name}", Checkbox).value = getattr(config, name)
             self.query_one("#f-attn_scale", Input).value = "" if config.attn_scale is None else repr(config.attn_scale)
             self.query_one("#f-window", Input).value = "" if config.window is None else str(config.window)
             for name in ("seq_lens_q", "seq_lens_kv"):
                 self.query_one(f"#f-{name}", Input).value = format_lengths(getattr(config, name))
-            self.query_one("#f-alibi", Checkbox).value = config.alibi
             self.query_one("#f-dropout", Input).value = f"{config.dropout:g}"
             self.query_one("#f-dropout_seed", Input).value = str(config.dropout_seed)
             for m in ("A", "B", "FALLBACK"):
@@ -176,6 +196,8 @@ class ConfigForm(VerticalScroll):
             label.set_class(bool(message), "-visible")
         for name in (*NUMBER_FIELDS, "seq_lens_q", "seq_lens_kv"):
             self.query_one(f"#f-{name}", Input).set_class(name in errors, "-invalid")
+        for name in SWITCH_FIELDS:
+            self.query_one(f"#f-{name}", Checkbox).set_class(name in errors, "-invalid")
         rest = [m for f, m in errors.items() if f not in shown]
         other = self.query_one("#err-b-memory", Label)
         other.update("\n".join(rest))
