@@ -445,13 +445,21 @@ max_abs, output_passed = compare(o_values, ref, real_rows(lens_q, S_Q, o_dims), 
 %bwd,fp8%grad_amax = {{name: float(amax["amax_" + name].item()) for name in ("dQ", "dK", "dV", "dP")}}
 
 
-def kernel_time_us(graph, pack, workspace, replays=20, per_replay=20):
+def kernel_time_us(graph, pack, workspace, replays=20, target_replay_ms=2.0):
     stream = torch.cuda.Stream()
     cudnn.set_stream(handle, stream.cuda_stream)
     with torch.cuda.stream(stream):
         for _ in range(3):
             graph.execute(pack, workspace, handle=handle)
-    stream.synchronize()
+        # a rough per-call figure, only to size the graph: about 2 ms of work per replay
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record(stream)
+        for _ in range(5):
+            graph.execute(pack, workspace, handle=handle)
+        end.record(stream)
+    end.synchronize()
+    rough_us = max(start.elapsed_time(end) * 1000 / 5, 1.0)
+    per_replay = int(min(200, max(3, target_replay_ms * 1000 / rough_us)))
     cuda_graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(cuda_graph, stream=stream):
         for _ in range(per_replay):

@@ -691,7 +691,11 @@ def backward_tensors(config: SdpaConfig, forward: dict[str, Any], device: str, s
     dt = torch_dtype(torch, config.dtype)
     if config.fp8:
         one = lambda x: torch.full((1, 1, 1, 1), x, dtype=torch.float32, device=device)  # noqa: E731
-        d_o, descale = quantise(d_o)
+        descale = 1.0
+        if config.o_dtype == "fp8_e4m3":  # dO comes in O's dtype
+            d_o, descale = quantise(d_o)
+        else:
+            d_o = d_o.to(torch_dtype(torch, config.o_dtype))
         data.update(descale_dO=one(descale), descale_o=one(1.0 / float(forward["scale_o"].item())))
         data.update({n: one(1.0) for n in ("scale_dQ", "scale_dK", "scale_dV", "scale_dP", "descale_dP")})
         data.update({n: one(0.0) for n in FP8_BACKWARD_AMAX})
