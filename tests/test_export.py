@@ -302,19 +302,13 @@ def test_every_variant_compiles_and_keeps_no_tags(dtype, out_dtype, backward, de
 def test_exported_fp8_and_training_scripts_run_and_agree_with_the_engine(tmp_path, config):
     """Same seed, same logical inputs, same recipe, same plan: the script's errors are the engine's
     (gradients up to the order of a non-deterministic accumulation), and so are its kernel times."""
-    import json
-    import subprocess
-    import sys
+    from exported import run_exported_script
 
     from tui.engine.runner import Engine, RunOptions
 
     r = Engine(cache_size=1).run(config, RunOptions(autotune=False))
     assert r.status == "ok", r.message
-    path = tmp_path / "repro.py"
-    path.write_text(script(config))
-    proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    figures = json.loads(proc.stdout.strip().splitlines()[-1].removeprefix("RESULT "))
+    figures = run_exported_script(tmp_path, config)
     assert figures["passed"]
     assert figures["max_abs_error"] == pytest.approx(r.accuracy.cudnn.max_abs, rel=1e-3, abs=1e-6)
     assert 0.8 <= figures["kernel_us"] / r.timing.median_us <= 1.25, (figures, r.timing.median_us)

@@ -109,21 +109,14 @@ def test_check_passes_over_the_smoke_set_and_every_builtin_preset():
      "gpt2-dropout"],
 )
 def test_exported_script_runs_and_agrees_with_the_engine(engine, tmp_path, preset):
-    import json
-    import subprocess
-    import sys
+    from exported import run_exported_script
 
-    from tui.export import script
     from tui.presets import find
 
     config = find(preset).config
     r = engine.run(config, RunOptions(autotune=False))
     assert r.status == "ok", r.message
-    path = tmp_path / "repro.py"
-    path.write_text(script(config))
-    proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    figures = json.loads(proc.stdout.strip().splitlines()[-1].removeprefix("RESULT "))
+    figures = run_exported_script(tmp_path, config)
     assert figures["passed"]
     # same seed, same logical inputs, same plan: the same output, so the same error
     assert figures["max_abs_error"] == pytest.approx(r.accuracy.cudnn.max_abs, rel=1e-3, abs=1e-6)
@@ -250,30 +243,3 @@ def test_fp8_backward_matches_autograd(engine, changes):
     assert b.passed, b.gradients
     for name in ("dq", "dk", "dv"):
         assert b.fp8.amax[f"amax_{name}"] == pytest.approx(b.fp8.reference_amax[f"amax_{name}"], rel=5e-2)
-
-
-@pytest.mark.parametrize(
-    "config",
-    [TRAIN.replace(b=1, s_q=512, s_kv=512), TRAIN.replace(b=1, s_q=512, s_kv=512, dropout=0.1, deterministic=True),
-     FP8.replace(b=1, s_q=512, s_kv=512, causal="top_left"), FP8.replace(b=1, s_q=512, s_kv=512, backward=True)],
-    ids=["train", "train-dropout-det", "fp8", "fp8-train"],
-)
-def test_exported_training_and_fp8_scripts_run(engine, tmp_path, config):
-    import json
-    import subprocess
-    import sys
-
-    from tui.export import script
-
-    r = engine.run(config, RunOptions(autotune=False))
-    assert r.status == "ok", r.message
-    path = tmp_path / "repro.py"
-    path.write_text(script(config))
-    proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    figures = json.loads(proc.stdout.strip().splitlines()[-1].removeprefix("RESULT "))
-    assert figures["passed"], figures
-    assert 0.7 <= figures["kernel_us"] / r.timing.median_us <= 1.4, (figures, r.timing.median_us)
-    if config.backward:
-        assert figures["grad_passed"], figures
-        assert 0.7 <= figures["backward_kernel_us"] / r.backward.timing.median_us <= 1.4
