@@ -208,3 +208,16 @@ def test_cli_flags_reach_the_config_and_bad_combinations_name_the_option():
     assert bad.exit_code == 2 and "--deterministic" in bad.output
     bad = runner.invoke(main, ["run", "--out-dtype", "bf16"])
     assert bad.exit_code == 2 and "--out-dtype" in bad.output
+
+
+def test_a_long_reference_reports_its_progress(monkeypatch):
+    """The engine process counts silence as a hang: the reference says how far it is."""
+    config = TINY.replace(backward=True)
+    q, k, v, _ = make_inputs(config, "cpu", 0)
+    d_o = random_like(config, config.o_dims, "cpu", 1)
+    monkeypatch.setattr(refmod, "REFERENCE_CHUNK_BYTES", 40 * 4 * 6)  # 6 rows of one head: 2 * 4 * 4 = 32 blocks
+    clock = iter(range(0, 10_000, 2))  # every block looks 2 s long
+    monkeypatch.setattr(refmod.time, "perf_counter", lambda: next(clock))
+    shares: list[float] = []
+    reference_grads(config, q, k, v, d_o, progress=shares.append)
+    assert len(shares) == 32 and shares == sorted(shares) and shares[-1] == 1.0

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import math
+import time
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 from .config import REFERENCE_CHUNK_BYTES, SdpaConfig
@@ -201,18 +203,25 @@ def _chunks(config: SdpaConfig) -> tuple[int, int]:
     return 1, max(1, REFERENCE_CHUNK_BYTES // row_bytes)
 
 
-def _blocks(config: SdpaConfig, device: Any) -> Any:
-    """(batch, heads, rows, kv heads) steps that keep one step's fp32 scores under the budget."""
+def _blocks(config: SdpaConfig, device: Any, progress: Callable[[float], None] | None = None) -> Any:
+    """(batch, heads, rows, kv heads) steps that keep one step's fp32 scores under the budget.
+    `progress` hears the share done, at most once a second: a long reference is not a hang."""
     import torch
 
     group = config.h_q // config.h_kv
     heads_step, rows_step = _chunks(config)
+    total = config.b * math.ceil(config.h_q / heads_step) * math.ceil(config.s_q / rows_step)
+    done, last = 0, time.perf_counter()
     for bi in range(config.b):
         for h0 in range(0, config.h_q, heads_step):
             h1 = min(h0 + heads_step, config.h_q)
             kv_heads = torch.arange(h0, h1, device=device) // group  # GQA: query head -> kv head
             for r0 in range(0, config.s_q, rows_step):
                 yield bi, range(h0, h1), range(r0, min(r0 + rows_step, config.s_q)), kv_heads
+                done += 1
+                if progress is not None and time.perf_counter() - last >= 1.0:
+                    progress(done / total)
+                    last = time.perf_counter()
 
 
 def _attend(config: SdpaConfig, bi: int, heads: range, rows: range, qb: Any, kb: Any, vb: Any, bias: Any,
@@ -232,7 +241,10 @@ def _attend(config: SdpaConfig, bi: int, heads: range, rows: range, qb: Any, kb:
     return torch.matmul(p, vb)
 
 
-def reference_fp32(config: SdpaConfig, q: Any, k: Any, v: Any, bias: Any = None, dropout_mask: Any = None) -> Any:
+def reference_fp32(
+    config: SdpaConfig, q: Any, k: Any, v: Any, bias: Any = None, dropout_mask: Any = None,
+    progress: Callable[[float], None] | None = None,
+) -> Any:
     """softmax(q k^T * scale + bias + alibi + mask) v in fp32, as a contiguous (b, h_q, s_q, d_v)
     tensor. A query row with no kept key (a padded row) outputs 0. With dropout, the softmax
     weights are multiplied by `dropout_mask` (b, h_q, s_q, s_kv of 0 and 1, the mask cuDNN drew)
@@ -241,7 +253,7 @@ def reference_fp32(config: SdpaConfig, q: Any, k: Any, v: Any, bias: Any = None,
 
     out = torch.empty(config.o_dims, dtype=torch.float32, device=q.device)
     with _full_fp32(), torch.no_grad():
-        for bi, heads, rows, kv_heads in _blocks(config, q.device):
+        for bi, heads, rows, kv_heads in _blocks(config, q.device, progress):
             kf = k[bi].index_select(0, kv_heads).float()
             vf = v[bi].index_select(0, kv_heads).float()
             qb = q[bi, heads.start:heads.stop, rows.start:rows.stop].float()
@@ -252,7 +264,8 @@ def reference_fp32(config: SdpaConfig, q: Any, k: Any, v: Any, bias: Any = None,
 
 
 def reference_grads(
-    config: SdpaConfig, q: Any, k: Any, v: Any, d_o: Any, bias: Any = None, dropout_mask: Any = None
+    config: SdpaConfig, q: Any, k: Any, v: Any, d_o: Any, bias: Any = None, dropout_mask: Any = None,
+    progress: Callable[[float], None] | None = None,
 ) -> tuple[Any, Any, Any]:
     """dQ, dK, dV of the reference for the output gradient `d_o`, by torch fp32 autograd, one
     block of query rows and heads at a time (so the scores never exist whole); GQA's kv heads
@@ -263,7 +276,7 @@ def reference_grads(
     dk = torch.zeros(config.k_dims, dtype=torch.float32, device=q.device)
     dv = torch.zeros(config.v_dims, dtype=torch.float32, device=q.device)
     with _full_fp32(), torch.enable_grad():
-        for bi, heads, rows, kv_heads in _blocks(config, q.device):
+        for bi, heads, rows, kv_heads in _blocks(config, q.device, progress):
             hs, rs = slice(heads.start, heads.stop), slice(rows.start, rows.stop)
             qb = q[bi, hs, rs].float().requires_grad_()
             kf = k[bi].float().requires_grad_()

@@ -390,7 +390,8 @@ class Engine:
         note = ""
         if entry.reference is None:
             dropout_mask = self._dropout_mask(entry, handle) if config.dropout else None
-            entry.reference = reference_fp32(config, *entry.inputs(), dropout_mask=dropout_mask)
+            entry.reference = reference_fp32(config, *entry.inputs(), dropout_mask=dropout_mask,
+                                             progress=lambda share: self._progress(f"checking: reference {share:.0%}"))
             entry.dropout_mask = dropout_mask if config.backward else None
             del dropout_mask
             if not config.dropout:
@@ -507,7 +508,9 @@ class Engine:
             if bentry.reference is None:
                 q, k, v, bias = entry.inputs()
                 d_o = values(config, bentry.data, "dO")
-                bentry.reference = reference_grads(config, q, k, v, d_o, bias, entry.dropout_mask)
+                bentry.reference = reference_grads(
+                    config, q, k, v, d_o, bias, entry.dropout_mask,
+                    progress=lambda share: self._progress(f"checking the backward: autograd {share:.0%}"))
                 if not config.dropout:
                     tq, tk, tv, tbias = torch_inputs(entry)
                     t_do = d_o.to(tq.dtype)
