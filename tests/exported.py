@@ -7,7 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tui.engine.config import SdpaConfig
+from tui.engine.results import RunResult
 from tui.export import script
 
 
@@ -17,3 +20,16 @@ def run_exported_script(folder: Path, config: SdpaConfig) -> dict:
     proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1].removeprefix("RESULT "))
+
+
+def assert_script_agrees(folder: Path, result: RunResult) -> dict:
+    """Same seed, same logical inputs, same plan: the script's output error is the engine's and
+    its kernel times are close to the engine's. Returns the script's figures for more checks."""
+    figures = run_exported_script(folder, result.config)
+    assert figures["passed"], figures
+    assert figures["max_abs_error"] == pytest.approx(result.accuracy.cudnn.max_abs, rel=1e-3, abs=1e-6)
+    assert 0.8 <= figures["kernel_us"] / result.timing.median_us <= 1.25, (figures, result.timing.median_us)
+    if result.config.backward:
+        assert figures["grad_passed"], figures
+        assert 0.8 <= figures["backward_kernel_us"] / result.backward.timing.median_us <= 1.25, figures
+    return figures

@@ -302,25 +302,21 @@ def test_every_variant_compiles_and_keeps_no_tags(dtype, out_dtype, backward, de
 def test_exported_fp8_and_training_scripts_run_and_agree_with_the_engine(tmp_path, config):
     """Same seed, same logical inputs, same recipe, same plan: the script's errors are the engine's
     (gradients up to the order of a non-deterministic accumulation), and so are its kernel times."""
-    from exported import run_exported_script
+    from exported import assert_script_agrees
 
     from tui.engine.runner import Engine, RunOptions
 
     r = Engine(cache_size=1).run(config, RunOptions(autotune=False))
     assert r.status == "ok", r.message
-    figures = run_exported_script(tmp_path, config)
-    assert figures["passed"]
-    assert figures["max_abs_error"] == pytest.approx(r.accuracy.cudnn.max_abs, rel=1e-3, abs=1e-6)
-    assert 0.8 <= figures["kernel_us"] / r.timing.median_us <= 1.25, (figures, r.timing.median_us)
+    figures = assert_script_agrees(tmp_path, r)
     if config.fp8:
         assert figures["amax_o"] == pytest.approx(r.fp8.amax["amax_o"], rel=1e-3)
         assert figures["reference_max_abs"] == pytest.approx(r.fp8.reference_amax["amax_o"], rel=1e-4)
     if config.backward:
         b = r.backward
-        assert figures["grad_passed"] and figures["deterministic"] == config.deterministic
+        assert figures["deterministic"] == config.deterministic
         for name in ("dQ", "dK", "dV"):
             assert figures["grad_max_abs_error"][name] == pytest.approx(b.gradients[name].max_abs, rel=1e-2), name
             assert figures["grad_atol"][name] == pytest.approx(b.atol[name], rel=1e-4), name
-        assert 0.8 <= figures["backward_kernel_us"] / b.timing.median_us <= 1.25, (figures, b.timing.median_us)
         if config.deterministic:
             assert figures["bitwise_repeatable"] and b.bitwise_repeatable

@@ -9,6 +9,7 @@ validation, the graph's JSON, FLOPs and bytes, and a torch CPU reference run.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import time
 from collections import OrderedDict
@@ -18,7 +19,15 @@ from typing import Any
 
 from . import environment as envmod
 from .config import SdpaConfig
-from .graph import FP8_BACKWARD_AMAX, FP8_FORWARD_AMAX, GraphBuildError, SdpaGraph, build, define_and_validate
+from .graph import (
+    FP8_BACKWARD_AMAX,
+    FP8_FORWARD_AMAX,
+    FP8_FORWARD_SCALES,
+    GraphBuildError,
+    SdpaGraph,
+    build,
+    define_and_validate,
+)
 from .layouts import allocate
 from .reference import (
     FP8_MAX,
@@ -94,6 +103,7 @@ class _Entry:
     rows: Any = None  # the real query rows (padding), the only ones compared
     check_graph: SdpaGraph | None = None  # with dropout: the same graph, also dumping its mask
     dropout_mask: Any = None  # kept for the backward's reference (training with dropout)
+    tolerance: tuple[float, float] = (0.0, 0.0)  # (atol, rtol) against the reference, set with it
     backward: _BackwardEntry | None = None
 
     @property
@@ -118,6 +128,7 @@ class _BackwardEntry:
     workspace: Any
     reference: tuple[Any, Any, Any] | None = None
     torch_metrics: dict[str, ErrorMetrics] | None = None
+    tolerances: dict[str, tuple[float, float]] = field(default_factory=dict)  # per gradient, set with the reference
     rows: tuple[Any, Any] = (None, None)  # real query rows, real key/value rows
     scaled: bool = False  # FP8: the output scales were set from a warm-up execution's amax
 
@@ -227,14 +238,10 @@ class Engine:
     def _validate_backward_cpu(self, config: SdpaConfig, options: RunOptions, env: Environment) -> BackwardResult:
         """Without a GPU: cuDNN's own validation of the backward graph, and torch's low-precision
         backward checked against fp32 autograd on the CPU for small problems."""
-        common = dict(deterministic=config.deterministic, flops=config.backward_flops(),
-                      io_bytes=config.backward_io_bytes())
         try:
             g = define_and_validate(config, backward=True)
         except GraphBuildError as exc:
-            return BackwardResult(status=STATUS_UNSUPPORTED if exc.unsupported else STATUS_ERROR,
-                                  message=f"{exc.phase}: {exc.message}", phases=tuple(exc.phases),
-                                  graph_json=exc.graph_json, **common)
+            return backward_refused(config, exc)
         note = f"CPU only ({env.unavailable_reason}): cuDNN's backward did not run"
         metrics: dict[str, ErrorMetrics] = {}
         atols: dict[str, float] = {}
@@ -252,7 +259,7 @@ class Engine:
                 " (dropout left off)" if config.dropout else "")
         return BackwardResult(status=STATUS_CPU_ONLY, phases=tuple(g.phases), graph_json=g.json(), note=note,
                               reference=GRAD_REFERENCE_NAME if metrics else "", torch_gradients=metrics, atol=atols,
-                              rtol=rtol, torch_backend="torch SDPA backward (CPU)", **common)
+                              rtol=rtol, torch_backend="torch SDPA backward (CPU)", **backward_counts(config))
 
     # ---- GPU mode ---------------------------------------------------------------------------
     def _entry(self, config: SdpaConfig, seed: int) -> tuple[_Entry, bool]:
@@ -379,8 +386,7 @@ class Engine:
             bandwidth_gbs=config.io_bytes() / (timing.median_us * 1e-6) / 1e9 if timing else None,
             accuracy=accuracy,
             graph_json=g.json(),
-            fp8=fp8_scaling(entry.data, ("descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o"),
-                            FP8_FORWARD_AMAX, {"amax_o": entry.reference}) if config.fp8 else None,
+            fp8=fp8_scaling(entry.data, FP8_FORWARD_SCALES, FP8_FORWARD_AMAX, {"amax_o": entry.reference}) if config.fp8 else None,
             backward=backward,
             **base,
         )
@@ -394,11 +400,11 @@ class Engine:
                                              progress=lambda share: self._progress(f"checking: reference {share:.0%}"))
             entry.dropout_mask = dropout_mask if config.backward else None
             del dropout_mask
+            entry.tolerance = tolerance(config, entry.reference)
             if not config.dropout:
-                atol, rtol = tolerance(config, entry.reference)
-                entry.torch_metrics = compare(torch_sdpa(config, *torch_inputs(entry)), entry.reference, atol, rtol,
-                                              entry.rows)
-        atol, rtol = tolerance(config, entry.reference)
+                entry.torch_metrics = compare(torch_sdpa(config, *torch_inputs(entry)), entry.reference,
+                                              *entry.tolerance, entry.rows)
+        atol, rtol = entry.tolerance
         if config.dropout:
             note = ("dropout on: the reference applies the mask cuDNN drew (dumped by the same graph with "
                     "the same seed); torch's SDPA cannot apply that mask, so its error is not shown")
@@ -467,14 +473,10 @@ class Engine:
     def _run_backward(self, entry: _Entry, options: RunOptions, base: dict) -> BackwardResult:
         """The training step's backward; a backward cuDNN refuses is a result, not an exception."""
         config = entry.graph.config
-        common = dict(deterministic=config.deterministic, flops=config.backward_flops(),
-                      io_bytes=config.backward_io_bytes())
         try:
             bentry = self._backward_entry(entry, options.seed)
         except GraphBuildError as exc:
-            return BackwardResult(status=STATUS_UNSUPPORTED if exc.unsupported else STATUS_ERROR,
-                                  message=f"{exc.phase}: {exc.message}", phases=tuple(exc.phases),
-                                  graph_json=exc.graph_json, **common)
+            return backward_refused(config, exc)
         g = bentry.graph
         handle = self._cudnn_handle()
         pack, ws = bentry.pack, bentry.workspace
@@ -511,20 +513,22 @@ class Engine:
                 bentry.reference = reference_grads(
                     config, q, k, v, d_o, bias, entry.dropout_mask,
                     progress=lambda share: self._progress(f"checking the backward: autograd {share:.0%}"))
+                bentry.tolerances = {n: tolerance(config, ref, grad=True)
+                                     for n, ref in zip(GRADIENTS, bentry.reference, strict=True)}
                 if not config.dropout:
                     tq, tk, tv, tbias = torch_inputs(entry)
                     t_do = d_o.to(tq.dtype)
                     grads = torch_sdpa_grads(config, tq, tk, tv, t_do, tbias)
                     if grads is not None:
-                        bentry.torch_metrics = self._compare_grads(config, grads, bentry)[0]
-            gradients, atol, rtol = self._compare_grads(config, grads_of(g.heuristic_index), bentry)
+                        bentry.torch_metrics = self._compare_grads(grads, bentry)[0]
+            gradients, atol, rtol = self._compare_grads(grads_of(g.heuristic_index), bentry)
             if config.dropout:
                 note = "dropout on: the reference applies the mask cuDNN drew in the forward; torch's error is not shown"
             elif config.padded:
                 note = "padding: torch's backward gives NaN on fully masked rows, so its error is not shown"
 
         def check_plan(index: int) -> tuple[float, bool]:
-            metrics = self._compare_grads(config, grads_of(index), bentry)[0]
+            metrics = self._compare_grads(grads_of(index), bentry)[0]
             return max(m.max_abs for m in metrics.values()), all(
                 m.mismatched == 0 and m.nonfinite == 0 for m in metrics.values())
 
@@ -539,7 +543,6 @@ class Engine:
         timing = plans_timing(plans, g.heuristic_index)
         status, message = STATUS_OK, ""
         result = BackwardResult(
-            deterministic=config.deterministic,
             phases=tuple(g.phases),
             plans=tuple(plans),
             heuristic_plan=g.heuristic_index,
@@ -547,8 +550,6 @@ class Engine:
             timing=timing,
             host_overhead_us=host_overhead_us(run_plan(g.heuristic_index)) if timing else None,
             tflops=_tflops(config.backward_flops(), timing.median_us) if timing else None,
-            flops=config.backward_flops(),
-            io_bytes=config.backward_io_bytes(),
             bandwidth_gbs=config.backward_io_bytes() / (timing.median_us * 1e-6) / 1e9 if timing else None,
             reference=GRAD_REFERENCE_NAME if options.check else "",
             rtol=rtol,
@@ -563,6 +564,7 @@ class Engine:
             if config.fp8 else None,
             note=note,
             graph_json=g.json(),
+            **backward_counts(config),
         )
         if result.passed is False:
             worst = max(GRADIENTS, key=lambda n: gradients[n].mismatched)
@@ -576,12 +578,10 @@ class Engine:
         return dataclasses.replace(result, status=status, message=message)
 
     @staticmethod
-    def _compare_grads(
-        config: SdpaConfig, grads: Any, bentry: _BackwardEntry
-    ) -> tuple[dict[str, ErrorMetrics], dict[str, float], float]:
+    def _compare_grads(grads: Any, bentry: _BackwardEntry) -> tuple[dict[str, ErrorMetrics], dict[str, float], float]:
         metrics, atols, rtol = {}, {}, 0.0
         for name, got, ref in zip(GRADIENTS, grads, bentry.reference, strict=True):
-            atol, rtol = tolerance(config, ref, grad=True)
+            atol, rtol = bentry.tolerances[name]
             rows = bentry.rows[0] if name == "dQ" else bentry.rows[1]
             metrics[name] = compare(got, ref, atol, rtol, rows)
             atols[name] = atol
@@ -655,6 +655,25 @@ def fp8_scaling(data: dict[str, Any], scales: tuple[str, ...], amax: tuple[str, 
     )
 
 
+def scalar(value: float, device: str) -> Any:
+    """A scale or amax tensor of an FP8 graph: fp32 (1, 1, 1, 1)."""
+    import torch
+
+    return torch.full((1, 1, 1, 1), value, dtype=torch.float32, device=device)
+
+
+def backward_counts(config: SdpaConfig) -> dict[str, Any]:
+    """What a BackwardResult says of the config whatever happened: the option, FLOPs and bytes."""
+    return dict(deterministic=config.deterministic, flops=config.backward_flops(), io_bytes=config.backward_io_bytes())
+
+
+def backward_refused(config: SdpaConfig, exc: GraphBuildError) -> BackwardResult:
+    """A backward graph that did not build: cuDNN's words, the phases up to the failure."""
+    return BackwardResult(status=STATUS_UNSUPPORTED if exc.unsupported else STATUS_ERROR,
+                          message=f"{exc.phase}: {exc.message}", phases=tuple(exc.phases),
+                          graph_json=exc.graph_json, **backward_counts(config))
+
+
 def device_tensors(config: SdpaConfig, device: str, seed: int) -> dict[str, Any]:
     """Everything the forward graph reads and writes, by name: q, k, v, o, and the stats,
     lengths, bias, dropout seed and FP8 scales when the config has them."""
@@ -663,7 +682,7 @@ def device_tensors(config: SdpaConfig, device: str, seed: int) -> dict[str, Any]
     q, k, v, bias = make_inputs(config, device, seed)
     data = {"q": q, "k": k, "v": v}
     if config.fp8:
-        one = lambda x: torch.full((1, 1, 1, 1), x, dtype=torch.float32, device=device)  # noqa: E731
+        one = functools.partial(scalar, device=device)
         for name in ("q", "k", "v"):
             data[name], descale = quantise(data[name])
             data[f"descale_{name}"] = one(descale)
@@ -693,7 +712,7 @@ def backward_tensors(config: SdpaConfig, forward: dict[str, Any], device: str, s
     d_o = random_like(config, config.o_dims, device, seed + 1)
     dt = torch_dtype(torch, config.dtype)
     if config.fp8:
-        one = lambda x: torch.full((1, 1, 1, 1), x, dtype=torch.float32, device=device)  # noqa: E731
+        one = functools.partial(scalar, device=device)
         descale = 1.0
         if config.o_dtype == "fp8_e4m3":  # dO comes in O's dtype
             d_o, descale = quantise(d_o)
