@@ -48,7 +48,12 @@ def test_field_error_marks_results_stale(snap_compare):
     async def run_before(pilot) -> None:
         await show_recorded(pilot)
         pilot.app.query_one("#f-h_kv").value = "5"
-        await pilot.pause(0.3)  # the edit, its message, the error label and the stale marking all land
+        right = pilot.app.query_one("#right")
+        for _ in range(200):  # wait for the edit, its message and the stale marking, however busy the machine
+            await pilot.pause(0.05)
+            if right.has_class("-stale") and str(pilot.app.status.render()).startswith("not run"):
+                break
+        await pilot.pause()
 
     assert snap_compare(recorded_app(), terminal_size=(120, 40), run_before=run_before)
 
