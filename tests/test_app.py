@@ -333,3 +333,27 @@ async def test_an_fp8_result_shows_the_scaling_block():
         rows = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
         assert rows == [["forward", "amax_o", f"{amax:.4g}", f"{ref:.4g}", f"{amax / ref:.3f}"]]
         assert app.query_one("#f-dtype", Select).value == "fp8_e4m3"
+
+
+@pytest.mark.asyncio
+async def test_the_form_says_each_change_once():
+    """Mounting or loading sets every field, each posting its own change: the app must hear of
+    the new configuration once, not once per field (each message redraws the mask view)."""
+    from tui.app.messages import ConfigEdited
+
+    heard: list[ConfigEdited] = []
+    app = make_app(SMALL, start_engine=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause(0.2)
+        original = app._config_edited
+        app._config_edited = lambda message: (heard.append(message), original(message))
+        preset = SMALL.replace(h_q=8, h_kv=2, s_kv=128, window=32, backward=True)
+        app.form.load(preset)
+        await pilot.pause(0.2)
+        assert [m.config for m in heard] == [preset]
+        app.form.load(preset)  # the same again: nothing new to say
+        await pilot.pause(0.2)
+        assert len(heard) == 1
+        await set_field(pilot, app, "h_kv", "3")
+        await set_field(pilot, app, "h_kv", "3")
+        assert len(heard) == 2 and heard[-1].config is None and "h_kv" in heard[-1].errors

@@ -43,12 +43,12 @@ SWITCH_FIELDS = {
 
 
 class ConfigForm(VerticalScroll):
-    """Edits an SdpaConfig; posts ConfigEdited on every change."""
+    """Edits an SdpaConfig; posts ConfigEdited whenever what the form reads changes."""
 
     def __init__(self, config: SdpaConfig | None = None, **kwargs) -> None:
         super().__init__(**kwargs)
         self._initial = config or SdpaConfig()
-        self._loading = False
+        self._posted: tuple | None = None  # what the last ConfigEdited said
 
     @staticmethod
     def _row(name: str, label: str, widget) -> ComposeResult:
@@ -162,26 +162,22 @@ class ConfigForm(VerticalScroll):
         return self.query_one("#f-autotune", Checkbox).value
 
     def load(self, config: SdpaConfig) -> None:
-        """Show `config` in the form (one ConfigEdited follows, not one per field)."""
-        self._loading = True
-        try:
-            for name in INT_FIELDS:
-                self.query_one(f"#f-{name}", Input).value = str(getattr(config, name))
-            for name in SELECT_FIELDS:
-                self.query_one(f"#f-{name}", Select).value = getattr(config, name)
-            for name in SWITCH_FIELDS:
-                self.query_one(f"#f-{name}", Checkbox).value = getattr(config, name)
-            self.query_one("#f-attn_scale", Input).value = "" if config.attn_scale is None else repr(config.attn_scale)
-            self.query_one("#f-window", Input).value = "" if config.window is None else str(config.window)
-            for name in ("seq_lens_q", "seq_lens_kv"):
-                self.query_one(f"#f-{name}", Input).value = format_lengths(getattr(config, name))
-            self.query_one("#f-dropout", Input).value = f"{config.dropout:g}"
-            self.query_one("#f-dropout_seed", Input).value = str(config.dropout_seed)
-            for m in ("A", "B", "FALLBACK"):
-                self.query_one(f"#f-heur-{m}", Checkbox).value = m in config.heuristics
-        finally:
-            self._loading = False
-        self.call_after_refresh(self._edited)
+        """Show `config` in the form. Each field set posts its own change; `_edited` turns them
+        into one ConfigEdited, since every one of them reads the same finished form."""
+        for name in INT_FIELDS:
+            self.query_one(f"#f-{name}", Input).value = str(getattr(config, name))
+        for name in SELECT_FIELDS:
+            self.query_one(f"#f-{name}", Select).value = getattr(config, name)
+        for name in SWITCH_FIELDS:
+            self.query_one(f"#f-{name}", Checkbox).value = getattr(config, name)
+        self.query_one("#f-attn_scale", Input).value = "" if config.attn_scale is None else repr(config.attn_scale)
+        self.query_one("#f-window", Input).value = "" if config.window is None else str(config.window)
+        for name in ("seq_lens_q", "seq_lens_kv"):
+            self.query_one(f"#f-{name}", Input).value = format_lengths(getattr(config, name))
+        self.query_one("#f-dropout", Input).value = f"{config.dropout:g}"
+        self.query_one("#f-dropout_seed", Input).value = str(config.dropout_seed)
+        for m in ("A", "B", "FALLBACK"):
+            self.query_one(f"#f-heur-{m}", Checkbox).value = m in config.heuristics
 
     def show_errors(self, errors: dict[str, str]) -> None:
         shown = set()
@@ -217,8 +213,10 @@ class ConfigForm(VerticalScroll):
         self._edited()
 
     def _edited(self) -> None:
-        if self._loading:
-            return
         config, errors = self.read()
+        state = (config, errors, self.l2_flush, self.autotune)
+        if state == self._posted:
+            return  # mounting or loading changes every field at once: one message says it all
+        self._posted = state
         self.show_errors(errors)
-        self.post_message(ConfigEdited(config, errors, self.l2_flush, self.autotune))
+        self.post_message(ConfigEdited(*state))
