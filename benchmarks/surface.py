@@ -19,7 +19,9 @@ CASES = {
     "window bottom-right": GQA.replace(s_q=1024, causal="bottom_right", window=512),
     "window no causal": GQA.replace(causal="none", window=512),
     "padding": GQA.replace(seq_lens_q=(2048, 700), seq_lens_kv=(2048, 1500)),
-    "padding bottom-right": GQA.replace(causal="bottom_right", seq_lens_q=(100, 700), seq_lens_kv=(2048, 1500)),
+    "padding bottom-right": GQA.replace(
+        causal="bottom_right", seq_lens_q=(100, 700), seq_lens_kv=(2048, 1500)
+    ),
     "decode s_q=1": GQA.replace(s_q=1, s_kv=8192, causal="bottom_right"),
     "alibi": BASE.replace(alibi=True),
     "bias 1x1": BASE.replace(bias="1x1", causal="none"),
@@ -82,12 +84,16 @@ def main() -> None:
             row.update(amax=r.fp8.amax, reference_amax=r.fp8.reference_amax)
         rows.append(row)
         err = f"{row['max_abs_error']:.2e}" if row["max_abs_error"] is not None else "-"
-        line = (f"{name:26} {r.status:12} plans {row['plans']:2}  kernel {row['kernel_us']} us  "
-                f"{row['tflops']} TFLOPS  max abs err {err}")
+        line = (
+            f"{name:26} {r.status:12} plans {row['plans']:2}  kernel {row['kernel_us']} us  "
+            f"{row['tflops']} TFLOPS  max abs err {err}"
+        )
         if b is not None and b.timing:
             grads = " ".join(f"{k} {m.max_abs:.1e}/{b.atol[k]:.1e}" for k, m in b.gradients.items())
-            line += (f" | bwd plans {row['backward_plans']} {row['backward_kernel_us']} us "
-                     f"{row['backward_tflops']} TFLOPS err/atol {grads} repeatable {b.bitwise_repeatable}")
+            line += (
+                f" | bwd plans {row['backward_plans']} {row['backward_kernel_us']} us "
+                f"{row['backward_tflops']} TFLOPS err/atol {grads} repeatable {b.bitwise_repeatable}"
+            )
         print(f"{line}  {r.message[:160]}", flush=True)
     if args.json:
         with open(args.json, "w") as f:

@@ -22,10 +22,16 @@ from tui.engine.timing import TimingOptions, profiler_kernel_time
 CASES = {
     "small": SdpaConfig(b=1, h_q=8, h_kv=8, s_q=256, s_kv=256, d_qk=64, d_v=64, causal="none"),
     "seed": SdpaConfig(),
-    "large": SdpaConfig(b=2, h_q=32, h_kv=8, s_q=4096, s_kv=4096, d_qk=128, d_v=128, dtype="bf16", causal="top_left"),
-    "fp8": SdpaConfig(b=2, h_q=16, h_kv=16, s_q=4096, s_kv=4096, d_qk=128, d_v=128, dtype="fp8_e4m3", causal="none"),
+    "large": SdpaConfig(
+        b=2, h_q=32, h_kv=8, s_q=4096, s_kv=4096, d_qk=128, d_v=128, dtype="bf16", causal="top_left"
+    ),
+    "fp8": SdpaConfig(
+        b=2, h_q=16, h_kv=16, s_q=4096, s_kv=4096, d_qk=128, d_v=128, dtype="fp8_e4m3", causal="none"
+    ),
     "seed+bwd": SdpaConfig(backward=True),
-    "large+bwd": SdpaConfig(b=2, h_q=32, h_kv=8, s_q=4096, s_kv=4096, d_qk=128, d_v=128, dtype="bf16", backward=True),
+    "large+bwd": SdpaConfig(
+        b=2, h_q=32, h_kv=8, s_q=4096, s_kv=4096, d_qk=128, d_v=128, dtype="bf16", backward=True
+    ),
 }
 
 
@@ -89,8 +95,10 @@ def main() -> None:
         raise SystemExit(f"needs a GPU: {env.unavailable_reason}")
     rows = [row for name, cfg in CASES.items() for row in measure(name, cfg, engine)]
     print(f"{env.gpu_name}, cuDNN {env.cudnn_backend_version}, torch {env.torch_version}")
-    head = (f"{'case':14} {'kernel us':>10} {'profiler us':>12} {'ratio':>6} {'replay us':>10} "
-            f"{'event-pair us':>14} {'host us':>8} {'TFLOPS':>7}  plan")
+    head = (
+        f"{'case':14} {'kernel us':>10} {'profiler us':>12} {'ratio':>6} {'replay us':>10} "
+        f"{'event-pair us':>14} {'host us':>8} {'TFLOPS':>7}  plan"
+    )
     print(head)
     for r in rows:
         if "ratio" not in r:

@@ -34,5 +34,7 @@ def cpu_engine():
     from tui.engine.environment import collect
     from tui.engine.runner import Engine
 
-    env = dataclasses.replace(collect(), gpu_available=False, unavailable_reason="CPU mode requested by the test")
+    env = dataclasses.replace(
+        collect(), gpu_available=False, unavailable_reason="CPU mode requested by the test"
+    )
     return Engine(environment=env)

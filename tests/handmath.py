@@ -10,8 +10,10 @@ def hand_attention(q, k, v, scale, keep, add=lambda i, j: 0.0):
     with no kept key is 0. q, k, v are lists of rows."""
     out = []
     for i in range(len(q)):
-        s = [sum(a * b for a, b in zip(q[i], k[j], strict=True)) * scale + add(i, j) if keep(i, j) else None
-             for j in range(len(k))]
+        s = [
+            sum(a * b for a, b in zip(q[i], k[j], strict=True)) * scale + add(i, j) if keep(i, j) else None
+            for j in range(len(k))
+        ]
         kept = [x for x in s if x is not None]
         if not kept:
             out.append([0.0] * len(v[0]))

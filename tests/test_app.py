@@ -235,7 +235,12 @@ async def test_training_fields_reach_the_config_and_load_from_a_preset():
         await pilot.pause()
         config, errors = app.form.read()
         assert errors == {}
-        assert (config.dtype, config.out_dtype, config.backward, config.deterministic) == ("fp8_e4m3", "fp8_e4m3", True, True)
+        assert (config.dtype, config.out_dtype, config.backward, config.deterministic) == (
+            "fp8_e4m3",
+            "fp8_e4m3",
+            True,
+            True,
+        )
         assert app.query_one("#mask").config == config  # the ConfigEdited the form posted carried it
         assert not app.query_one("#right").has_class("-stale")
         app.form.load(SMALL)
@@ -296,7 +301,9 @@ async def test_a_gpu_training_step_fills_the_backward_tables():
         app.show_result(result)
         await pilot.pause()
         summary = str(app.query_one("#summary").render())
-        assert f"backward {b.timing.median_us / 1000:.3f} ms" in summary and f"{b.tflops:.1f} TFLOPS" in summary
+        assert (
+            f"backward {b.timing.median_us / 1000:.3f} ms" in summary and f"{b.tflops:.1f} TFLOPS" in summary
+        )
         assert f"step fwd+bwd {result.step_us / 1000:.3f} ms" in summary
         worst = max(m.max_abs for m in b.gradients.values())
         assert f"dQ/dK/dV max abs err {worst:.2e} PASS" in summary
@@ -315,7 +322,10 @@ async def test_a_gpu_training_step_fills_the_backward_tables():
         assert not app.query_one("#fp8-table").display
         app.show_result(RECORDED)  # a forward-only result hides the backward's sections again
         await pilot.pause()
-        assert not app.query_one("#backward-plans-table").display and not app.query_one("#gradients-table").display
+        assert (
+            not app.query_one("#backward-plans-table").display
+            and not app.query_one("#gradients-table").display
+        )
 
 
 @pytest.mark.asyncio

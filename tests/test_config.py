@@ -44,8 +44,20 @@ def test_memory_estimate_is_checked_against_the_gpu():
 
 
 def test_dict_round_trip():
-    c = SdpaConfig(b=2, h_q=32, h_kv=8, s_q=1, s_kv=8192, d_qk=192, d_v=128, dtype="bf16",
-                   layout="SBHD", causal="bottom_right", attn_scale=0.1, heuristics=("B",))
+    c = SdpaConfig(
+        b=2,
+        h_q=32,
+        h_kv=8,
+        s_q=1,
+        s_kv=8192,
+        d_qk=192,
+        d_v=128,
+        dtype="bf16",
+        layout="SBHD",
+        causal="bottom_right",
+        attn_scale=0.1,
+        heuristics=("B",),
+    )
     d = c.to_dict()
     assert all(isinstance(v, (int, float, str, list)) for v in d.values())  # TOML/JSON friendly
     assert SdpaConfig.from_dict(d) == c
@@ -61,7 +73,9 @@ def test_from_dict_rejects_unknown_keys_and_wrong_types_by_name():
 
 
 def test_from_dict_normalises_text():
-    c = SdpaConfig.from_dict({"layout": "bhsd", "causal": "Bottom-Right", "dtype": "BF16", "heuristics": "a+fallback"})
+    c = SdpaConfig.from_dict(
+        {"layout": "bhsd", "causal": "Bottom-Right", "dtype": "BF16", "heuristics": "a+fallback"}
+    )
     assert (c.layout, c.causal, c.dtype, c.heuristics) == ("BHSD", "bottom_right", "bf16", ("A", "FALLBACK"))
 
 
@@ -90,16 +104,21 @@ def test_kept_pairs_count_exactly_the_unmasked_scores(s_q, s_kv, causal, window)
 @pytest.mark.parametrize("causal", ["none", "top_left", "bottom_right"])
 @pytest.mark.parametrize("window", [None, 3])
 def test_kept_pairs_with_padding_count_only_real_tokens(causal, window):
-    c = SdpaConfig(b=3, s_q=9, s_kv=12, causal=causal, window=window, seq_lens_q=(9, 4, 1), seq_lens_kv=(12, 7, 3))
+    c = SdpaConfig(
+        b=3, s_q=9, s_kv=12, causal=causal, window=window, seq_lens_q=(9, 4, 1), seq_lens_kv=(12, 7, 3)
+    )
     assert c.validate() == []
     assert c.kept_pairs() == _brute_kept(c)
     assert c.flops() == 2 * c.h_q * _brute_kept(c) * (c.d_qk + c.d_v)
 
 
 def test_mask_fields_validate_with_their_names():
-    errors = {e.field: e.message for e in SdpaConfig(
-        b=2, window=0, seq_lens_q=(5,), seq_lens_kv=(1, 9999), bias="2x2", implementation="fast"
-    ).validate()}
+    errors = {
+        e.field: e.message
+        for e in SdpaConfig(
+            b=2, window=0, seq_lens_q=(5,), seq_lens_kv=(1, 9999), bias="2x2", implementation="fast"
+        ).validate()
+    }
     assert "at least 1" in errors["window"]
     assert "one length per batch entry: 2 (got 1)" in errors["seq_lens_q"]
     assert "between 1 and 1024 (got 9999)" in errors["seq_lens_kv"]
@@ -122,8 +141,15 @@ def test_parse_lengths():
 
 
 def test_new_fields_round_trip_through_a_dict():
-    c = SdpaConfig(b=2, window=64, seq_lens_q=(10, 20), seq_lens_kv=(30, 40), alibi=True, bias="bx1",
-                   implementation="unified")
+    c = SdpaConfig(
+        b=2,
+        window=64,
+        seq_lens_q=(10, 20),
+        seq_lens_kv=(30, 40),
+        alibi=True,
+        bias="bx1",
+        implementation="unified",
+    )
     d = c.to_dict()
     assert d["seq_lens_q"] == [10, 20] and d["window"] == 64
     assert SdpaConfig.from_dict(d) == c
@@ -142,5 +168,7 @@ def test_flops_of_the_seed_and_a_gqa_decode_step():
 
 def test_label():
     assert SdpaConfig().label() == "b4 h12 s1024 d64 fp16 BSHD causal"
-    assert SdpaConfig(h_q=32, h_kv=8, s_q=1, s_kv=64, d_qk=192, d_v=128, causal="none").label() == \
-        "b4 h32/8 s1x64 d192/128 fp16 BSHD"
+    assert (
+        SdpaConfig(h_q=32, h_kv=8, s_q=1, s_kv=64, d_qk=192, d_v=128, causal="none").label()
+        == "b4 h32/8 s1x64 d192/128 fp16 BSHD"
+    )

@@ -81,7 +81,9 @@ def test_sdpa_keywords_exist_in_the_binding():
         assert set(sdpa_kwargs(SdpaConfig(causal=causal))) <= SDPA_KEYWORDS
 
 
-@pytest.mark.parametrize("causal,param", [("top_left", "use_causal_mask"), ("bottom_right", "use_causal_mask_bottom_right")])
+@pytest.mark.parametrize(
+    "causal,param", [("top_left", "use_causal_mask"), ("bottom_right", "use_causal_mask_bottom_right")]
+)
 def test_causal_mode_reaches_the_graph(causal, param):
     g = define_and_validate(SdpaConfig(causal=causal, s_q=512, s_kv=1024))
     params = json.loads(g.json())["nodes"][0]["params"]

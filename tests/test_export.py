@@ -15,17 +15,31 @@ RECORDED = RunResult.from_json((Path(__file__).parent / "data" / "seed_h200.json
     "config",
     [
         SdpaConfig(),
-        SdpaConfig(b=1, h_q=32, h_kv=8, s_q=1, s_kv=8192, d_qk=128, d_v=128, dtype="bf16", causal="bottom_right"),
+        SdpaConfig(
+            b=1, h_q=32, h_kv=8, s_q=1, s_kv=8192, d_qk=128, d_v=128, dtype="bf16", causal="bottom_right"
+        ),
         SdpaConfig(layout="SBHD", causal="none", d_qk=192, d_v=128, heuristics=("B",), attn_scale=0.1),
-        SdpaConfig(b=2, window=256, seq_lens_q=(1024, 77), seq_lens_kv=(1024, 300), alibi=True, bias="bxh",
-                   implementation="unified", dropout=0.1, dropout_seed=7),
+        SdpaConfig(
+            b=2,
+            window=256,
+            seq_lens_q=(1024, 77),
+            seq_lens_kv=(1024, 300),
+            alibi=True,
+            bias="bxh",
+            implementation="unified",
+            dropout=0.1,
+            dropout_seed=7,
+        ),
     ],
 )
 def test_script_compiles_and_carries_the_configuration(config):
     text = script(config)
     compile(text, "repro.py", "exec")
     c = config
-    assert f"B, H_Q, H_KV, S_Q, S_KV, D_QK, D_V = {c.b}, {c.h_q}, {c.h_kv}, {c.s_q}, {c.s_kv}, {c.d_qk}, {c.d_v}" in text
+    assert (
+        f"B, H_Q, H_KV, S_Q, S_KV, D_QK, D_V = {c.b}, {c.h_q}, {c.h_kv}, {c.s_q}, {c.s_kv}, {c.d_qk}, {c.d_v}"
+        in text
+    )
     assert f'LAYOUT, MEMORY_ORDER = "{c.layout}"' in text
     assert f"ATTN_SCALE = {c.scale!r}" in text
     assert ", ".join(f"cudnn.heur_mode.{m}" for m in c.heuristics) in text
@@ -44,7 +58,10 @@ def test_script_strides_and_reference_agree_with_the_engine():
         namespace: dict = {}
         start = text.index("def strides(dims):")
         end = text.index("def allocate(dims")
-        exec(text[text.index("LAYOUT, MEMORY_ORDER"):text.index("\n", text.index("LAYOUT, MEMORY_ORDER"))], namespace)
+        exec(
+            text[text.index("LAYOUT, MEMORY_ORDER") : text.index("\n", text.index("LAYOUT, MEMORY_ORDER"))],
+            namespace,
+        )
         exec(text[start:end], namespace)
         assert namespace["strides"]((2, 3, 5, 8)) == strides((2, 3, 5, 8), layout)
 
@@ -83,7 +100,7 @@ def cpu_namespace(config, dropout_mask=None):
     import torch
 
     text = script(config).replace('"cuda"', '"cpu"')
-    head = text[text.index("B, H_Q, H_KV"):text.index("# ---- cuDNN")]
+    head = text[text.index("B, H_Q, H_KV") : text.index("# ---- cuDNN")]
     ns: dict = {"torch": torch, "cudnn": __import__("cudnn"), "math": __import__("math")}
     exec(head, ns)
     ns["dropout_mask"] = dropout_mask
@@ -117,11 +134,33 @@ def engine_inputs(config):
     "config",
     [
         SdpaConfig(b=2, h_q=4, h_kv=2, s_q=48, s_kv=64, d_qk=16, d_v=8, causal="bottom_right", layout="SBHD"),
-        SdpaConfig(b=2, h_q=4, h_kv=2, s_q=64, s_kv=64, d_qk=16, d_v=16, window=9, seq_lens_q=(64, 20),
-                   seq_lens_kv=(64, 33), alibi=True, bias="bx1"),
+        SdpaConfig(
+            b=2,
+            h_q=4,
+            h_kv=2,
+            s_q=64,
+            s_kv=64,
+            d_qk=16,
+            d_v=16,
+            window=9,
+            seq_lens_q=(64, 20),
+            seq_lens_kv=(64, 33),
+            alibi=True,
+            bias="bx1",
+        ),
         SdpaConfig(b=1, h_q=2, h_kv=2, s_q=32, s_kv=32, d_qk=16, d_v=16, dropout=0.25),
-        SdpaConfig(b=2, h_q=4, h_kv=2, s_q=32, s_kv=48, d_qk=16, d_v=16, dtype="fp8_e4m3", causal="top_left",
-                   layout="BHSD"),
+        SdpaConfig(
+            b=2,
+            h_q=4,
+            h_kv=2,
+            s_q=32,
+            s_kv=48,
+            d_qk=16,
+            d_v=16,
+            dtype="fp8_e4m3",
+            causal="top_left",
+            layout="BHSD",
+        ),
     ],
     ids=["causal-br", "all-masks", "dropout", "fp8"],
 )
@@ -137,7 +176,10 @@ def test_script_inputs_and_reference_are_the_engines(config):
     (q, k, v, bias, _), stored = engine_inputs(config)
     for name, ours in zip("qkv", stored, strict=False):
         assert ns[name].dtype == ours.dtype and ns[name].stride() == ours.stride()
-        assert torch.equal(ns[name].view(torch.uint8) if config.fp8 else ns[name], ours.view(torch.uint8) if config.fp8 else ours)
+        assert torch.equal(
+            ns[name].view(torch.uint8) if config.fp8 else ns[name],
+            ours.view(torch.uint8) if config.fp8 else ours,
+        )
     assert (bias is None and ns["bias"] is None) or torch.equal(ns["bias"], bias)
     ref = ns["reference"]()
     ours = reference_fp32(config, q, k, v, bias, mask)
@@ -155,10 +197,35 @@ def test_script_inputs_and_reference_are_the_engines(config):
     "config",
     [
         SdpaConfig(b=2, h_q=4, h_kv=2, s_q=32, s_kv=48, d_qk=16, d_v=8, causal="bottom_right", backward=True),
-        SdpaConfig(b=2, h_q=4, h_kv=4, s_q=64, s_kv=64, d_qk=16, d_v=16, window=9, seq_lens_q=(64, 20),
-                   seq_lens_kv=(64, 33), alibi=True, bias="bxh", dropout=0.2, backward=True, layout="SBHD"),
-        SdpaConfig(b=1, h_q=4, h_kv=1, s_q=40, s_kv=40, d_qk=16, d_v=16, dtype="fp8_e4m3", backward=True,
-                   deterministic=True),
+        SdpaConfig(
+            b=2,
+            h_q=4,
+            h_kv=4,
+            s_q=64,
+            s_kv=64,
+            d_qk=16,
+            d_v=16,
+            window=9,
+            seq_lens_q=(64, 20),
+            seq_lens_kv=(64, 33),
+            alibi=True,
+            bias="bxh",
+            dropout=0.2,
+            backward=True,
+            layout="SBHD",
+        ),
+        SdpaConfig(
+            b=1,
+            h_q=4,
+            h_kv=1,
+            s_q=40,
+            s_kv=40,
+            d_qk=16,
+            d_v=16,
+            dtype="fp8_e4m3",
+            backward=True,
+            deterministic=True,
+        ),
     ],
     ids=["gqa-causal-br", "padding-dropout-bias-alibi", "fp8-mqa"],
 )
@@ -196,12 +263,15 @@ def test_fp8_script_uses_sdpa_fp8_with_its_scales():
     for name in ("descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o", "amax_o"):
         assert f'"{name}"' in text, name
     assert "quantise(q)" in text and "delayed_scaling(graph, pack, workspace" in text
-    assert "ATOL * max(float(ref.abs().max()), 1e-30)" in text  # FP8's atol is a share of the reference's range
+    assert (
+        "ATOL * max(float(ref.abs().max()), 1e-30)" in text
+    )  # FP8's atol is a share of the reference's range
     assert "ATOL, RTOL = 0.0625, 0.125" in text
     assert "result.update(amax_o=amax_o, reference_max_abs=reference_max" in text
     assert "sdpa_backward" not in text and "dO" not in text  # no training code in a forward script
     assert '"left_bound"' in script(FP8.replace(window=128)) and "diagonal_band_left_bound" not in script(
-        FP8.replace(window=128))
+        FP8.replace(window=128)
+    )
 
 
 def test_fp8_script_with_a_16_bit_output_has_no_delayed_scaling_of_o():
@@ -240,8 +310,19 @@ def test_fp8_training_script_uses_sdpa_fp8_backward_with_its_scales():
     text = script(FP8.replace(backward=True))
     compile(text, "repro.py", "exec")
     assert "graph.sdpa_fp8(" in text and "graph.sdpa_fp8_backward(" in text and "generate_stats=True" in text
-    for name in ("descale_o", "descale_dO", "descale_dP", "scale_dQ", "scale_dK", "scale_dV", "scale_dP",
-                 "amax_dQ", "amax_dK", "amax_dV", "amax_dP"):
+    for name in (
+        "descale_o",
+        "descale_dO",
+        "descale_dP",
+        "scale_dQ",
+        "scale_dK",
+        "scale_dV",
+        "scale_dP",
+        "amax_dQ",
+        "amax_dK",
+        "amax_dV",
+        "amax_dP",
+    ):
         assert f'"{name}"' in text, name
     assert "dO, descale_dO = quantise(dO)" in text
     assert "GRAD_ATOL, GRAD_RTOL = 0.125, 0.25" in text
@@ -249,8 +330,15 @@ def test_fp8_training_script_uses_sdpa_fp8_backward_with_its_scales():
 
 
 def test_training_script_with_every_option_carries_them_to_both_graphs():
-    config = TRAIN.replace(dropout=0.1, dropout_seed=9, seq_lens_q=(512, 100), seq_lens_kv=(512, 300), bias="1xh",
-                           window=64, h_kv=8)
+    config = TRAIN.replace(
+        dropout=0.1,
+        dropout_seed=9,
+        seq_lens_q=(512, 100),
+        seq_lens_kv=(512, 300),
+        bias="1xh",
+        window=64,
+        h_kv=8,
+    )
     text = script(config)
     compile(text, "repro.py", "exec")
     assert "DROPOUT, DROPOUT_SEED = 0.1, 9" in text and "BIAS_DIMS = (1, 8, 512, 512)" in text
@@ -267,14 +355,41 @@ def test_fp8_backward_refuses_what_sdpa_fp8_backward_cannot_say():
     assert "has no option" not in script(FP8.replace(backward=True))
 
 
-@pytest.mark.parametrize("dtype,out_dtype", [("fp16", "auto"), ("bf16", "auto"), ("fp8_e4m3", "auto"),
-                                             ("fp8_e4m3", "fp16"), ("fp8_e4m3", "bf16")])
+@pytest.mark.parametrize(
+    "dtype,out_dtype",
+    [("fp16", "auto"), ("bf16", "auto"), ("fp8_e4m3", "auto"), ("fp8_e4m3", "fp16"), ("fp8_e4m3", "bf16")],
+)
 @pytest.mark.parametrize("backward,deterministic", [(False, False), (True, False), (True, True)])
-@pytest.mark.parametrize("options", [{}, {"dropout": 0.1, "seq_lens_q": (64, 9), "seq_lens_kv": (64, 30), "bias": "bxh",
-                                          "alibi": True, "window": 8, "implementation": "unified"}])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {
+            "dropout": 0.1,
+            "seq_lens_q": (64, 9),
+            "seq_lens_kv": (64, 30),
+            "bias": "bxh",
+            "alibi": True,
+            "window": 8,
+            "implementation": "unified",
+        },
+    ],
+)
 def test_every_variant_compiles_and_keeps_no_tags(dtype, out_dtype, backward, deterministic, options):
-    config = SdpaConfig(b=2, h_q=4, h_kv=2, s_q=64, s_kv=64, d_qk=64, d_v=64, dtype=dtype, out_dtype=out_dtype,
-                        backward=backward, deterministic=deterministic, **options)
+    config = SdpaConfig(
+        b=2,
+        h_q=4,
+        h_kv=2,
+        s_q=64,
+        s_kv=64,
+        d_qk=64,
+        d_v=64,
+        dtype=dtype,
+        out_dtype=out_dtype,
+        backward=backward,
+        deterministic=deterministic,
+        **options,
+    )
     assert config.validate() == []
     text = script(config)
     compile(text, "repro.py", "exec")
@@ -288,16 +403,60 @@ def test_every_variant_compiles_and_keeps_no_tags(dtype, out_dtype, backward, de
 @pytest.mark.parametrize(
     "config",
     [
-        SdpaConfig(b=2, h_q=16, h_kv=16, s_q=1024, s_kv=1024, d_qk=128, d_v=128, dtype="fp8_e4m3", causal="none"),
-        SdpaConfig(b=2, h_q=8, h_kv=8, s_q=1024, s_kv=1024, d_qk=128, d_v=128, dtype="fp8_e4m3", window=256,
-                   seq_lens_q=(1024, 300), seq_lens_kv=(1024, 700), layout="BHSD"),
+        SdpaConfig(
+            b=2, h_q=16, h_kv=16, s_q=1024, s_kv=1024, d_qk=128, d_v=128, dtype="fp8_e4m3", causal="none"
+        ),
+        SdpaConfig(
+            b=2,
+            h_q=8,
+            h_kv=8,
+            s_q=1024,
+            s_kv=1024,
+            d_qk=128,
+            d_v=128,
+            dtype="fp8_e4m3",
+            window=256,
+            seq_lens_q=(1024, 300),
+            seq_lens_kv=(1024, 700),
+            layout="BHSD",
+        ),
         SdpaConfig(b=2, h_q=16, h_kv=4, s_q=1024, s_kv=1024, d_qk=128, d_v=128, dtype="bf16", backward=True),
-        SdpaConfig(b=2, h_q=8, h_kv=8, s_q=512, s_kv=512, d_qk=64, d_v=64, backward=True, deterministic=True,
-                   dropout=0.1, dropout_seed=5, seq_lens_q=(512, 100), seq_lens_kv=(512, 300), bias="1xh"),
-        SdpaConfig(b=2, h_q=8, h_kv=8, s_q=1024, s_kv=1024, d_qk=128, d_v=128, dtype="fp8_e4m3", backward=True,
-                   deterministic=True),
+        SdpaConfig(
+            b=2,
+            h_q=8,
+            h_kv=8,
+            s_q=512,
+            s_kv=512,
+            d_qk=64,
+            d_v=64,
+            backward=True,
+            deterministic=True,
+            dropout=0.1,
+            dropout_seed=5,
+            seq_lens_q=(512, 100),
+            seq_lens_kv=(512, 300),
+            bias="1xh",
+        ),
+        SdpaConfig(
+            b=2,
+            h_q=8,
+            h_kv=8,
+            s_q=1024,
+            s_kv=1024,
+            d_qk=128,
+            d_v=128,
+            dtype="fp8_e4m3",
+            backward=True,
+            deterministic=True,
+        ),
     ],
-    ids=["fp8", "fp8-window-padding", "bf16-train-gqa", "fp16-train-det-dropout-padding-bias", "fp8-train-det"],
+    ids=[
+        "fp8",
+        "fp8-window-padding",
+        "bf16-train-gqa",
+        "fp16-train-det-dropout-padding-bias",
+        "fp8-train-det",
+    ],
 )
 def test_exported_fp8_and_training_scripts_run_and_agree_with_the_engine(tmp_path, config):
     """Same seed, same logical inputs, same recipe, same plan: the script's errors are the engine's
@@ -316,7 +475,9 @@ def test_exported_fp8_and_training_scripts_run_and_agree_with_the_engine(tmp_pat
         b = r.backward
         assert figures["deterministic"] == config.deterministic
         for name in ("dQ", "dK", "dV"):
-            assert figures["grad_max_abs_error"][name] == pytest.approx(b.gradients[name].max_abs, rel=1e-2), name
+            assert figures["grad_max_abs_error"][name] == pytest.approx(
+                b.gradients[name].max_abs, rel=1e-2
+            ), name
             assert figures["grad_atol"][name] == pytest.approx(b.atol[name], rel=1e-4), name
         if config.deterministic:
             assert figures["bitwise_repeatable"] and b.bitwise_repeatable

@@ -105,8 +105,18 @@ def test_check_passes_over_the_smoke_set_and_every_builtin_preset():
 
 @pytest.mark.parametrize(
     "preset",
-    ["gpt2-seed", "llama3-8b-decode", "bert-base", "deepseek-v3-mla", "mistral-7b-swa", "varlen-batch", "bloom-7b-alibi",
-     "gpt2-dropout", "llama3-8b-train", "llama3-70b-fp8-prefill"],
+    [
+        "gpt2-seed",
+        "llama3-8b-decode",
+        "bert-base",
+        "deepseek-v3-mla",
+        "mistral-7b-swa",
+        "varlen-batch",
+        "bloom-7b-alibi",
+        "gpt2-dropout",
+        "llama3-8b-train",
+        "llama3-70b-fp8-prefill",
+    ],
 )
 def test_exported_script_runs_and_agrees_with_the_engine(engine, tmp_path, preset):
     from exported import assert_script_agrees
@@ -135,14 +145,27 @@ MASKED = SdpaConfig(b=2, h_q=16, h_kv=4, s_q=1024, s_kv=1024, d_qk=128, d_v=128,
         {"d_qk": 256, "d_v": 256},
         {"dropout": 0.1, "dropout_seed": 42},
     ],
-    ids=["window", "window-br", "padding", "padding-br", "alibi", "bias-bxh", "bias-1x1", "d192-128", "d256", "dropout"],
+    ids=[
+        "window",
+        "window-br",
+        "padding",
+        "padding-br",
+        "alibi",
+        "bias-bxh",
+        "bias-1x1",
+        "d192-128",
+        "d256",
+        "dropout",
+    ],
 )
 def test_each_option_builds_and_matches(engine, changes):
     config = MASKED.replace(**changes)
     r = engine.run(config, RunOptions(autotune=False))
     assert r.status == "ok", r.message
     assert r.accuracy.passed
-    if config.dropout:  # torch cannot apply cuDNN's dropout mask: its error is not shown, and the note says why
+    if (
+        config.dropout
+    ):  # torch cannot apply cuDNN's dropout mask: its error is not shown, and the note says why
         assert r.accuracy.torch_lowp is None and "dropout" in r.accuracy.note
     else:
         assert r.accuracy.torch_lowp.nonfinite == 0
@@ -168,7 +191,19 @@ TRAIN = SdpaConfig(b=2, h_q=16, h_kv=4, s_q=1024, s_kv=1024, d_qk=128, d_v=128, 
         {"d_qk": 192},
         {"d_qk": 256, "d_v": 256},
     ],
-    ids=["causal", "fp16-mha", "deterministic", "br", "window", "padding", "alibi", "bias", "dropout", "d192-128", "d256"],
+    ids=[
+        "causal",
+        "fp16-mha",
+        "deterministic",
+        "br",
+        "window",
+        "padding",
+        "alibi",
+        "bias",
+        "dropout",
+        "d192-128",
+        "d256",
+    ],
 )
 def test_backward_builds_and_matches_autograd(engine, changes):
     config = TRAIN.replace(**changes)
@@ -202,13 +237,21 @@ def test_backward_refusal_is_a_result(engine):
 
 
 # ---- FP8 ------------------------------------------------------------------------------------
-FP8 = SdpaConfig(b=2, h_q=16, h_kv=16, s_q=1024, s_kv=1024, d_qk=128, d_v=128, dtype="fp8_e4m3", causal="none")
+FP8 = SdpaConfig(
+    b=2, h_q=16, h_kv=16, s_q=1024, s_kv=1024, d_qk=128, d_v=128, dtype="fp8_e4m3", causal="none"
+)
 
 
 @pytest.mark.parametrize(
     "changes",
-    [{}, {"causal": "top_left"}, {"causal": "top_left", "window": 128}, {"seq_lens_q": (1024, 512), "seq_lens_kv": (1024, 700)},
-     {"h_kv": 4}, {"d_qk": 64, "d_v": 64}],
+    [
+        {},
+        {"causal": "top_left"},
+        {"causal": "top_left", "window": 128},
+        {"seq_lens_q": (1024, 512), "seq_lens_kv": (1024, 700)},
+        {"h_kv": 4},
+        {"d_qk": 64, "d_v": 64},
+    ],
     ids=["plain", "causal", "window", "padding", "gqa", "d64"],
 )
 def test_fp8_forward_matches_and_reports_amax(engine, changes):
@@ -221,7 +264,9 @@ def test_fp8_forward_matches_and_reports_amax(engine, changes):
     assert r.tflops > 0
 
 
-@pytest.mark.parametrize("changes", [{"out_dtype": "bf16"}, {"causal": "bottom_right"}], ids=["bf16-out", "br"])
+@pytest.mark.parametrize(
+    "changes", [{"out_dtype": "bf16"}, {"causal": "bottom_right"}], ids=["bf16-out", "br"]
+)
 def test_fp8_hopper_refusals_say_blackwell(engine, changes):
     r = engine.run(FP8.replace(**changes), RunOptions(autotune=False))
     if torch.cuda.get_device_capability()[0] >= 10:
@@ -229,7 +274,9 @@ def test_fp8_hopper_refusals_say_blackwell(engine, changes):
     assert r.status == "unsupported" and "Blackwell" in r.message
 
 
-@pytest.mark.parametrize("changes", [{}, {"causal": "top_left"}, {"deterministic": True}], ids=["plain", "causal", "det"])
+@pytest.mark.parametrize(
+    "changes", [{}, {"causal": "top_left"}, {"deterministic": True}], ids=["plain", "causal", "det"]
+)
 def test_fp8_backward_matches_autograd(engine, changes):
     config = FP8.replace(backward=True, **changes)
     r = engine.run(config, RunOptions(autotune=False))

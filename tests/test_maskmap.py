@@ -7,13 +7,17 @@ from tui.engine.maskmap import kept_in_row, mask_grid
 @pytest.mark.parametrize(
     "config",
     [
-        SdpaConfig(b=2, s_q=9, s_kv=12, causal="bottom_right", window=3, seq_lens_q=(9, 4), seq_lens_kv=(12, 7)),
+        SdpaConfig(
+            b=2, s_q=9, s_kv=12, causal="bottom_right", window=3, seq_lens_q=(9, 4), seq_lens_kv=(12, 7)
+        ),
         SdpaConfig(b=1, s_q=16, s_kv=16, causal="top_left", window=5),
         SdpaConfig(b=1, s_q=5, s_kv=8, causal="none"),
     ],
 )
 def test_rows_add_up_to_the_kept_pairs(config):
-    total = sum(kept_in_row(config, bi, i, 0, config.s_kv) for bi in range(config.b) for i in range(config.s_q))
+    total = sum(
+        kept_in_row(config, bi, i, 0, config.s_kv) for bi in range(config.b) for i in range(config.s_q)
+    )
     assert total == config.kept_pairs()
 
 

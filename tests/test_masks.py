@@ -42,16 +42,22 @@ def test_sliding_window(causal):
 
 @pytest.mark.parametrize("causal", ["none", "top_left", "bottom_right"])
 def test_padding_uses_each_batch_entrys_real_lengths(causal):
-    c = SdpaConfig(b=2, h_q=2, h_kv=1, s_q=6, s_kv=8, d_qk=8, d_v=8, causal=causal,
-                   seq_lens_q=(6, 3), seq_lens_kv=(8, 5))
+    c = SdpaConfig(
+        b=2, h_q=2, h_kv=1, s_q=6, s_kv=8, d_qk=8, d_v=8, causal=causal, seq_lens_q=(6, 3), seq_lens_kv=(8, 5)
+    )
     q, k, v, _ = tiny(c)
     ref = reference_fp32(c, q, k, v)
     for bi in range(2):
         lq, lkv = c.lengths(bi)
         align = lkv - lq if causal == "bottom_right" else 0
         for h in range(2):
-            expected = hand_attention(q[bi, h, :lq].tolist(), k[bi, 0, :lkv].tolist(), v[bi, 0, :lkv].tolist(), c.scale,
-                            lambda i, j, a=align: causal == "none" or j <= i + a)
+            expected = hand_attention(
+                q[bi, h, :lq].tolist(),
+                k[bi, 0, :lkv].tolist(),
+                v[bi, 0, :lkv].tolist(),
+                c.scale,
+                lambda i, j, a=align: causal == "none" or j <= i + a,
+            )
             assert torch.allclose(ref[bi, h, :lq], expected, atol=1e-5)
             assert torch.all(ref[bi, h, lq:] == 0)  # padded rows
     rows = valid_rows(c, "cpu")
@@ -68,23 +74,28 @@ def test_padded_rows_are_not_compared():
 
 
 def test_alibi_slopes_follow_the_paper():
-    assert alibi_slopes(8) == [2.0 ** -k for k in range(1, 9)]
+    assert alibi_slopes(8) == [2.0**-k for k in range(1, 9)]
     s12 = alibi_slopes(12)
-    assert s12[:8] == alibi_slopes(8) and s12[8:] == [2.0 ** -0.5, 2.0 ** -1.5, 2.0 ** -2.5, 2.0 ** -3.5]
+    assert s12[:8] == alibi_slopes(8) and s12[8:] == [2.0**-0.5, 2.0**-1.5, 2.0**-2.5, 2.0**-3.5]
 
 
 def test_alibi_and_bias_are_added_to_the_scores():
-    c = SdpaConfig(b=2, h_q=2, h_kv=2, s_q=4, s_kv=5, d_qk=8, d_v=8, causal="top_left", alibi=True, bias="bx1")
+    c = SdpaConfig(
+        b=2, h_q=2, h_kv=2, s_q=4, s_kv=5, d_qk=8, d_v=8, causal="top_left", alibi=True, bias="bx1"
+    )
     q, k, v, bias = tiny(c)
     assert bias.shape == (2, 1, 4, 5)
     ref = reference_fp32(c, q, k, v, bias)
     slopes = alibi_slopes(2)
     for bi in range(2):
         for h in range(2):
+
             def add(i, j, bi=bi, h=h):
                 return float(bias[bi, 0, i, j]) + (j - i) * slopes[h]
 
-            expected = hand_attention(q[bi, h].tolist(), k[bi, h].tolist(), v[bi, h].tolist(), c.scale, lambda i, j: j <= i, add)
+            expected = hand_attention(
+                q[bi, h].tolist(), k[bi, h].tolist(), v[bi, h].tolist(), c.scale, lambda i, j: j <= i, add
+            )
             assert torch.allclose(ref[bi, h], expected, atol=1e-5)
 
 

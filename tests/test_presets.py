@@ -38,7 +38,11 @@ def test_required_models_are_there(user_dir):
     found, _ = presetmod.load_all()
     c = {n: p.config for n, p in found.items()}
     assert c["bert-base"].causal == "none" and c["bert-base"].s_q == 512
-    assert (c["llama3-8b-prefill"].h_q, c["llama3-8b-prefill"].h_kv, c["llama3-8b-prefill"].s_q) == (32, 8, 8192)
+    assert (c["llama3-8b-prefill"].h_q, c["llama3-8b-prefill"].h_kv, c["llama3-8b-prefill"].s_q) == (
+        32,
+        8,
+        8192,
+    )
     assert (c["llama3-70b-prefill"].h_q, c["llama3-70b-prefill"].h_kv) == (64, 8)
     assert c["llama3-8b-decode"].s_q == 1 and c["llama3-8b-decode"].h_kv < c["llama3-8b-decode"].h_q
     assert c["long-context-32k"].s_q == 32768
@@ -50,9 +54,9 @@ def test_required_models_are_there(user_dir):
 BROKEN = {
     "bad-toml.toml": ('description = "x"\n[config]\nb = 4\nh_q = = 3\n', "not valid TOML", None, 4),
     "unknown-key.toml": ('description = "x"\ncolour = "red"\n[config]\nb = 4\n', "unknown key", "colour", 2),
-    "negative.toml": ('[config]\nb = 1\ns_q = -5\n', "must be at least 1", "s_q", 3),
-    "wrong-type.toml": ('[config]\nb = 1\n\ndtype = 16\n', "must be text", "dtype", 4),
-    "unknown-field.toml": ('[config]\nbatch = 2\n', "unknown key 'batch'", "batch", 2),
+    "negative.toml": ("[config]\nb = 1\ns_q = -5\n", "must be at least 1", "s_q", 3),
+    "wrong-type.toml": ("[config]\nb = 1\n\ndtype = 16\n", "must be text", "dtype", 4),
+    "unknown-field.toml": ("[config]\nbatch = 2\n", "unknown key 'batch'", "batch", 2),
 }
 
 
@@ -115,7 +119,9 @@ def test_an_interrupted_save_leaves_the_old_preset_whole(user_dir, monkeypatch, 
 
 def test_cli_presets_save_run_and_errors(user_dir):
     runner = CliRunner()
-    r = runner.invoke(main, ["presets", "save", "small", "--preset", "gpt2-seed", "--s", "128", "--description", "d"])
+    r = runner.invoke(
+        main, ["presets", "save", "small", "--preset", "gpt2-seed", "--s", "128", "--description", "d"]
+    )
     assert r.exit_code == 0, r.output
     r = runner.invoke(main, ["presets", "save", "small", "--s", "64"])
     assert r.exit_code == 2 and "--force" in r.output

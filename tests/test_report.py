@@ -12,7 +12,9 @@ from tui.report import phases_table, plans_table, result_renderable
 
 DATA = Path(__file__).parent / "data"
 SEED = RunResult.from_json((DATA / "seed_h200.json").read_text())  # the seed's forward, on the H200
-TRAINING = RunResult.from_json((DATA / "train_h200.json").read_text())  # Llama-3-8B prefill's training step, bf16
+TRAINING = RunResult.from_json(
+    (DATA / "train_h200.json").read_text()
+)  # Llama-3-8B prefill's training step, bf16
 FP8 = RunResult.from_json((DATA / "fp8_h200.json").read_text())  # Llama-3-70B prefill in FP8, forward only
 
 
@@ -32,10 +34,18 @@ def test_a_cpu_backward_result_renders_the_backward_sections(cpu_training):
     r = cpu_training
     assert r.status == "cpu_only" and r.backward is not None and r.backward.torch_gradients
     text = text_of(result_renderable(r))
-    for words in ("CPU ONLY", "backward CPU ONLY", "backward FLOPs", "2.5x the forward's",
-                  "deterministic algorithm asked for; repeatability not checked",
-                  "Build phases", "Backward build phases", "Gradients against fp32 autograd",
-                  "torch fp16", "not run"):
+    for words in (
+        "CPU ONLY",
+        "backward CPU ONLY",
+        "backward FLOPs",
+        "2.5x the forward's",
+        "deterministic algorithm asked for; repeatability not checked",
+        "Build phases",
+        "Backward build phases",
+        "Gradients against fp32 autograd",
+        "torch fp16",
+        "not run",
+    ):
         assert words in text, words
     assert "cuDNN's backward did not run" in " ".join(text.split())  # the note, under the gradients
     assert text.index("Build phases") < text.index("Backward build phases") < text.index("Gradients against")
@@ -48,14 +58,22 @@ def test_a_recorded_training_step_renders_the_backward():
     """The Llama-3-8B training step measured on the H200: CI has no GPU, so this is where it is drawn."""
     text = text_of(result_renderable(TRAINING))
     for words in (
-        "backward OK  gradients pass", "backward FLOPs 1374.56 G (2.5x the forward's)",
-        "backward kernel time 2.855 ms", "backward 481.5 TFLOPS (at 2.5x the forward's FLOPs)",
+        "backward OK  gradients pass",
+        "backward FLOPs 1374.56 G (2.5x the forward's)",
+        "backward kernel time 2.855 ms",
+        "backward 481.5 TFLOPS (at 2.5x the forward's FLOPs)",
         "training step (forward + backward kernel time) 3.752 ms",
         "backward autotune: the heuristic's pick is the fastest of 2 timed plans",
         "deterministic algorithm not asked for; not bitwise repeatable (two executions differed)",
-        "Backward build phases", "Backward plans (H: the heuristic's pick, *: fastest measured; max abs err: the "
-        "largest of dQ, dK, dV)", "eng6_k24=26", "eng7_k24=26", "257.0 MiB",
-        "Gradients against fp32 autograd", "torch bf16", "torch: torch SDPA backward",
+        "Backward build phases",
+        "Backward plans (H: the heuristic's pick, *: fastest measured; max abs err: the "
+        "largest of dQ, dK, dV)",
+        "eng6_k24=26",
+        "eng7_k24=26",
+        "257.0 MiB",
+        "Gradients against fp32 autograd",
+        "torch bf16",
+        "torch: torch SDPA backward",
     ):
         assert words in text, words
     assert text.index("Accuracy against") < text.index("Backward build phases") < text.index("Backward plans")
@@ -66,9 +84,13 @@ def test_a_recorded_training_step_renders_the_backward():
 
 def test_a_recorded_fp8_result_renders_its_scales_and_amax():
     text = text_of(result_renderable(FP8))
-    for words in ("forward FP8 scales: descale_q 0.01298", "scale_s 448, scale_o 136.3",
-                  "forward FP8 amax: amax_o 3.286 (reference max 3.286)", "FP8 recipe: per-tensor",
-                  "torch fp16 SDPA"):  # torch has no FP8 attention: its fp16 SDPA on the dequantised inputs
+    for words in (
+        "forward FP8 scales: descale_q 0.01298",
+        "scale_s 448, scale_o 136.3",
+        "forward FP8 amax: amax_o 3.286 (reference max 3.286)",
+        "FP8 recipe: per-tensor",
+        "torch fp16 SDPA",
+    ):  # torch has no FP8 attention: its fp16 SDPA on the dequantised inputs
         assert words in text, words
     assert "torch fp8_e4m3" not in text and "backward" not in text.lower()
 
@@ -77,8 +99,15 @@ def test_an_fp8_backward_renders_its_scales_and_amax_beside_the_reference():
     """Scales and amax as an FP8 backward (b=2, h=8, s=1024, d=128, causal) gave them on the H200."""
     fp8 = Fp8Scaling(
         recipe="per-tensor",
-        scales={"descale_o": 0.007344, "descale_dO": 0.01169, "scale_dQ": 153.97, "scale_dK": 162.67,
-                "scale_dV": 96.08, "scale_dP": 618.85, "descale_dP": 0.001616},
+        scales={
+            "descale_o": 0.007344,
+            "descale_dO": 0.01169,
+            "scale_dQ": 153.97,
+            "scale_dK": 162.67,
+            "scale_dV": 96.08,
+            "scale_dP": 618.85,
+            "descale_dP": 0.001616,
+        },
         amax={"amax_dq": 2.8907, "amax_dk": 2.6781, "amax_dv": 4.6627, "amax_dp": 0.7239},
         reference_amax={"amax_dq": 2.8709, "amax_dk": 2.6888, "amax_dv": 4.6762},
     )
@@ -100,9 +129,16 @@ def test_a_forward_only_result_renders_no_backward_section():
 def test_a_failing_backward_says_which_gradient_and_that_it_was_not_repeatable():
     b = dataclasses.replace(TRAINING.backward, deterministic=True)
     bad = ErrorMetrics(max_abs=3.0, max_rel=9.0, mean_abs=0.1, mismatched=17, total=2097152)
-    b = dataclasses.replace(b, status="mismatch", message="dK differs from fp32 autograd", bitwise_repeatable=False,
-                            gradients={**b.gradients, "dK": bad})
-    r = dataclasses.replace(TRAINING, status="mismatch", message="backward: dK differs from fp32 autograd", backward=b)
+    b = dataclasses.replace(
+        b,
+        status="mismatch",
+        message="dK differs from fp32 autograd",
+        bitwise_repeatable=False,
+        gradients={**b.gradients, "dK": bad},
+    )
+    r = dataclasses.replace(
+        TRAINING, status="mismatch", message="backward: dK differs from fp32 autograd", backward=b
+    )
     text = text_of(result_renderable(r))
     assert "backward MISMATCH  gradients FAIL" in text and "FAIL (17 of 2097152)" in text
     assert "deterministic algorithm asked for; not bitwise repeatable" in text
@@ -114,5 +150,6 @@ def test_tables_keep_their_default_titles_and_take_a_backward():
     assert text_of(plans_table(SEED)).startswith("Plans (H: the heuristic's pick, *: fastest measured)")
     b = TRAINING.backward
     assert text_of(phases_table(b, "Backward build phases", cache_hit=True)).startswith(
-        "Backward build phases (cache hit: built earlier)")
+        "Backward build phases (cache hit: built earlier)"
+    )
     assert "eng6_k24=26" in text_of(plans_table(b, "Backward plans"))

@@ -24,9 +24,18 @@ def test_cli_report_of_a_gpu_result_renders_every_section():
     console = Console(record=True, width=200)
     console.print(result_renderable(RECORDED))
     text = console.export_text()
-    for words in ("OK", "kernel time 26.78 µs", "host overhead per execute()", "240.8 TFLOPS",
-                  "autotune: plan 5 (eng2)", "create_execution_plans", "eng2_k24=7", "KERNEL_CFG=7",
-                  "torch fp16 SDPA", "pass"):
+    for words in (
+        "OK",
+        "kernel time 26.78 µs",
+        "host overhead per execute()",
+        "240.8 TFLOPS",
+        "autotune: plan 5 (eng2)",
+        "create_execution_plans",
+        "eng2_k24=7",
+        "KERNEL_CFG=7",
+        "torch fp16 SDPA",
+        "pass",
+    ):
         assert words in text, words
 
 

@@ -16,8 +16,12 @@ from tui.engine.results import RunResult
 RECORDED = RunResult.from_json((Path(__file__).parent / "data" / "seed_h200.json").read_text())
 
 
-TRAINING = RunResult.from_json((Path(__file__).parent / "data" / "train_h200.json").read_text())  # llama3-8b-train
-FP8 = RunResult.from_json((Path(__file__).parent / "data" / "fp8_h200.json").read_text())  # llama3-70b-fp8-prefill
+TRAINING = RunResult.from_json(
+    (Path(__file__).parent / "data" / "train_h200.json").read_text()
+)  # llama3-8b-train
+FP8 = RunResult.from_json(
+    (Path(__file__).parent / "data" / "fp8_h200.json").read_text()
+)  # llama3-70b-fp8-prefill
 
 
 def recorded_app():
@@ -65,7 +69,9 @@ def test_help_screen(snap_compare):
 def test_mask_of_a_padded_sliding_window_batch(snap_compare):
     from tui.engine.config import SdpaConfig
 
-    config = SdpaConfig(b=2, s_q=4096, s_kv=4096, window=1024, seq_lens_q=(4096, 2500), seq_lens_kv=(4096, 3000))
+    config = SdpaConfig(
+        b=2, s_q=4096, s_kv=4096, window=1024, seq_lens_q=(4096, 2500), seq_lens_kv=(4096, 3000)
+    )
 
     async def run_before(pilot) -> None:
         pilot.app.query_one("#tabs").active = "tab-mask"
@@ -91,4 +97,6 @@ def test_training_step_and_fp8(snap_compare, result, tab):
         pilot.app.query_one("#tabs").active = f"tab-{tab}"
         await pilot.pause()
 
-    assert snap_compare(make_app(result.config, start_engine=False), terminal_size=(120, 40), run_before=run_before)
+    assert snap_compare(
+        make_app(result.config, start_engine=False), terminal_size=(120, 40), run_before=run_before
+    )

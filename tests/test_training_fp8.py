@@ -72,8 +72,11 @@ def test_every_operation_keyword_exists_in_the_binding(op):
 
 @pytest.mark.parametrize(
     "config",
-    [SdpaConfig(backward=True, deterministic=True, window=64, alibi=True, dropout=0.1),
-     SdpaConfig(dtype="fp8_e4m3", backward=True, window=64), SdpaConfig(dtype="fp8_e4m3", causal="none")],
+    [
+        SdpaConfig(backward=True, deterministic=True, window=64, alibi=True, dropout=0.1),
+        SdpaConfig(dtype="fp8_e4m3", backward=True, window=64),
+        SdpaConfig(dtype="fp8_e4m3", causal="none"),
+    ],
     ids=["bf16-everything", "fp8-window", "fp8-plain"],
 )
 def test_keywords_of_each_operation_are_declared(config):
@@ -94,7 +97,9 @@ def test_backward_graph_carries_the_forward_masks_and_the_deterministic_flag():
 
 
 def test_an_option_the_operation_lacks_is_refused_by_name():
-    r = _cpu_engine().run(SdpaConfig(b=1, h_q=2, h_kv=2, s_q=64, s_kv=64, dtype="fp8_e4m3", backward=True, alibi=True))
+    r = _cpu_engine().run(
+        SdpaConfig(b=1, h_q=2, h_kv=2, s_q=64, s_kv=64, dtype="fp8_e4m3", backward=True, alibi=True)
+    )
     assert r.status == "unsupported"
     assert r.message == "backward: define: sdpa_fp8_backward has no option for ALiBi"
     assert r.accuracy is not None  # the forward's CPU check still ran
@@ -104,7 +109,9 @@ def test_an_option_the_operation_lacks_is_refused_by_name():
 def test_reference_gradients_by_hand():
     """s_q=1, s_kv=2, d=1, scale 1, q=0: p=(1/2, 1/2), o=(v0+v1)/2. With dO=1: dV=p=(1/2, 1/2);
     dS = p*(dO*v - o) = ((v0-v1)/4, (v1-v0)/4); dQ = dS.k = (v0-v1)/4*(k0-k1); dK = dS*q = 0."""
-    c = SdpaConfig(b=1, h_q=1, h_kv=1, s_q=1, s_kv=2, d_qk=1, d_v=1, causal="none", attn_scale=1.0, layout="BHSD")
+    c = SdpaConfig(
+        b=1, h_q=1, h_kv=1, s_q=1, s_kv=2, d_qk=1, d_v=1, causal="none", attn_scale=1.0, layout="BHSD"
+    )
     q = torch.zeros(1, 1, 1, 1)
     k = torch.tensor([2.0, -1.0]).view(1, 1, 2, 1)
     v = torch.tensor([1.0, 3.0]).view(1, 1, 2, 1)
@@ -199,8 +206,22 @@ def test_result_files_of_schema_1_0_still_read():
 
 def test_cli_flags_reach_the_config_and_bad_combinations_name_the_option():
     runner = CliRunner()
-    out = runner.invoke(main, ["run", "--b", "1", "--h", "2", "--s", "64", "--backward", "--deterministic", "--json",
-                               "--no-autotune"])
+    out = runner.invoke(
+        main,
+        [
+            "run",
+            "--b",
+            "1",
+            "--h",
+            "2",
+            "--s",
+            "64",
+            "--backward",
+            "--deterministic",
+            "--json",
+            "--no-autotune",
+        ],
+    )
     assert out.exit_code in (0, 1), out.output
     data = json.loads(out.output)
     assert data["config"]["backward"] is True and data["backward"]["deterministic"] is True
@@ -215,7 +236,9 @@ def test_a_long_reference_reports_its_progress(monkeypatch):
     config = TINY.replace(backward=True)
     q, k, v, _ = make_inputs(config, "cpu", 0)
     d_o = random_like(config, config.o_dims, "cpu", 1)
-    monkeypatch.setattr(refmod, "REFERENCE_CHUNK_BYTES", 40 * 4 * 6)  # 6 rows of one head: 2 * 4 * 4 = 32 blocks
+    monkeypatch.setattr(
+        refmod, "REFERENCE_CHUNK_BYTES", 40 * 4 * 6
+    )  # 6 rows of one head: 2 * 4 * 4 = 32 blocks
     clock = iter(range(0, 10_000, 2))  # every block looks 2 s long
     monkeypatch.setattr(refmod.time, "perf_counter", lambda: next(clock))
     shares: list[float] = []

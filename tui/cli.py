@@ -65,7 +65,9 @@ def config_options(fn):
     """The configuration options, named after SdpaConfig's fields, plus the seed's
     shorthands --h, --s, --d that set both sides at once."""
     opts = [
-        click.option("--preset", help="start from this preset (see `sdpa-explorer presets`); options override it"),
+        click.option(
+            "--preset", help="start from this preset (see `sdpa-explorer presets`); options override it"
+        ),
         click.option("--h", "h", type=int, help="heads: sets h_q and h_kv"),
         click.option("--s", "s", type=int, help="sequence length: sets s_q and s_kv"),
         click.option("--d", "d", type=int, help="head dim: sets d_qk and d_v"),
@@ -75,21 +77,41 @@ def config_options(fn):
         click.option("--scale", "attn_scale", type=float, help="attention scale (default 1/sqrt(d_qk))"),
         click.option("--heuristics", help="heuristic modes, e.g. A,FALLBACK (default) or B"),
         click.option("--window", type=int, help="sliding window: each query sees this many keys back"),
-        click.option("--seq-lens-q", "seq_lens_q", help="real query lengths: full, random, 'ratio 0.5' or 512,384,..."),
+        click.option(
+            "--seq-lens-q", "seq_lens_q", help="real query lengths: full, random, 'ratio 0.5' or 512,384,..."
+        ),
         click.option("--seq-lens-kv", "seq_lens_kv", help="real key/value lengths (same forms)"),
         click.option("--alibi/--no-alibi", default=None, help="add ALiBi position biases"),
-        click.option("--bias", type=click.Choice(BIAS_SHAPES, case_sensitive=False),
-                     help="additive bias of shape (1|b) x (1|h) x s_q x s_kv"),
-        click.option("--implementation", type=click.Choice(IMPLEMENTATIONS, case_sensitive=False),
-                     help="cuDNN's attention implementation (default auto)"),
-        click.option("--dropout", type=float, help="dropout probability (checked against the mask cuDNN drew)"),
+        click.option(
+            "--bias",
+            type=click.Choice(BIAS_SHAPES, case_sensitive=False),
+            help="additive bias of shape (1|b) x (1|h) x s_q x s_kv",
+        ),
+        click.option(
+            "--implementation",
+            type=click.Choice(IMPLEMENTATIONS, case_sensitive=False),
+            help="cuDNN's attention implementation (default auto)",
+        ),
+        click.option(
+            "--dropout", type=float, help="dropout probability (checked against the mask cuDNN drew)"
+        ),
         click.option("--dropout-seed", "dropout_seed", type=int, help="seed of the dropout mask"),
-        click.option("--out-dtype", "out_dtype", type=click.Choice(OUT_DTYPES, case_sensitive=False),
-                     help="O's dtype (default auto: the inputs'); FP8 inputs may ask for fp16/bf16"),
-        click.option("--backward/--no-backward", default=None,
-                     help="the training step: forward with softmax stats, then dQ, dK, dV"),
-        click.option("--deterministic/--no-deterministic", default=None,
-                     help="ask the backward for a deterministic algorithm (checked: two executions, identical bits)"),
+        click.option(
+            "--out-dtype",
+            "out_dtype",
+            type=click.Choice(OUT_DTYPES, case_sensitive=False),
+            help="O's dtype (default auto: the inputs'); FP8 inputs may ask for fp16/bf16",
+        ),
+        click.option(
+            "--backward/--no-backward",
+            default=None,
+            help="the training step: forward with softmax stats, then dQ, dK, dV",
+        ),
+        click.option(
+            "--deterministic/--no-deterministic",
+            default=None,
+            help="ask the backward for a deterministic algorithm (checked: two executions, identical bits)",
+        ),
     ]
     for name, helptext in _FIELD_OPTIONS.items():
         opts.append(click.option(f"--{name.replace('_', '-')}", name, type=int, help=helptext))
@@ -117,8 +139,23 @@ def config_from_options(values: dict) -> SdpaConfig:
     for short, pair in (("h", ("h_q", "h_kv")), ("s", ("s_q", "s_kv")), ("d", ("d_qk", "d_v"))):
         if values.get(short) is not None:
             data.update(dict.fromkeys(pair, values[short]))
-    for key in (*_FIELD_OPTIONS, "dtype", "layout", "causal", "attn_scale", "heuristics", "window", "alibi",
-                "bias", "implementation", "dropout", "dropout_seed", "out_dtype", "backward", "deterministic"):
+    for key in (
+        *_FIELD_OPTIONS,
+        "dtype",
+        "layout",
+        "causal",
+        "attn_scale",
+        "heuristics",
+        "window",
+        "alibi",
+        "bias",
+        "implementation",
+        "dropout",
+        "dropout_seed",
+        "out_dtype",
+        "backward",
+        "deterministic",
+    ):
         if values.get(key) is not None:
             data[key] = values[key]
     try:
@@ -153,9 +190,15 @@ def _run_options(replays: int, l2_flush: bool, autotune: bool, check: bool, seed
 def timing_options(fn):
     for opt in reversed(
         [
-            click.option("--replays", type=int, default=20, show_default=True, help="timed replays of the CUDA graph"),
-            click.option("--l2-flush/--no-l2-flush", default=False, show_default=True,
-                         help="flush the L2 before each execution (cold-cache kernel time)"),
+            click.option(
+                "--replays", type=int, default=20, show_default=True, help="timed replays of the CUDA graph"
+            ),
+            click.option(
+                "--l2-flush/--no-l2-flush",
+                default=False,
+                show_default=True,
+                help="flush the L2 before each execution (cold-cache kernel time)",
+            ),
             click.option("--seed", type=int, default=0, show_default=True, help="random seed of the inputs"),
         ]
     ):
@@ -178,14 +221,28 @@ def main(ctx: click.Context) -> None:
 @main.command()
 @config_options
 @timing_options
-@click.option("--autotune/--no-autotune", default=True, show_default=True, help="time every plan, not only the heuristic's")
+@click.option(
+    "--autotune/--no-autotune",
+    default=True,
+    show_default=True,
+    help="time every plan, not only the heuristic's",
+)
 @click.option("--check/--no-check", default=True, show_default=True, help="compare with the fp32 reference")
 @click.option("--json", "as_json", is_flag=True, help="print the RunResult as JSON")
 @click.option("--save-json", type=click.Path(dir_okay=False), help="also write the RunResult as JSON here")
-@click.option("--save-csv", type=click.Path(dir_okay=False), help="also write the plans table (with the environment) as CSV")
-@click.option("--save-script", type=click.Path(dir_okay=False),
-              help="also write a standalone cudnn + torch script that reproduces this configuration")
-def run(replays, l2_flush, seed, autotune, check, as_json, save_json, save_csv, save_script, **values) -> None:
+@click.option(
+    "--save-csv",
+    type=click.Path(dir_okay=False),
+    help="also write the plans table (with the environment) as CSV",
+)
+@click.option(
+    "--save-script",
+    type=click.Path(dir_okay=False),
+    help="also write a standalone cudnn + torch script that reproduces this configuration",
+)
+def run(
+    replays, l2_flush, seed, autotune, check, as_json, save_json, save_csv, save_script, **values
+) -> None:
     """Build, plan, run and check one configuration (default: the seed's GPT-2 shape)."""
     from .engine.runner import Engine
 
@@ -247,7 +304,9 @@ def check(replays, l2_flush, seed, preset_names, as_json) -> None:
     console = _console()
     if not env.gpu_available:
         if as_json:
-            click.echo(json.dumps({"gpu_available": False, "reason": env.unavailable_reason, "cases": []}, indent=2))
+            click.echo(
+                json.dumps({"gpu_available": False, "reason": env.unavailable_reason, "cases": []}, indent=2)
+            )
         else:
             console.print(f"[red]FAIL[/red] no usable GPU: {env.unavailable_reason}")
         sys.exit(EXIT_FAIL)
@@ -255,8 +314,10 @@ def check(replays, l2_flush, seed, preset_names, as_json) -> None:
     options = _run_options(replays, l2_flush, False, True, seed)
     rows, passed = [], 0
     if not as_json:
-        console.print(f"{env.gpu_name} (cc {env.compute_capability}), cuDNN {env.cudnn_backend_version}, "
-                      f"frontend {env.frontend_version}, torch {env.torch_version}")
+        console.print(
+            f"{env.gpu_name} (cc {env.compute_capability}), cuDNN {env.cudnn_backend_version}, "
+            f"frontend {env.frontend_version}, torch {env.torch_version}"
+        )
     for name, config in cases:
         result = engine.run(config, options)
         ok = result.status == "ok"
@@ -266,23 +327,42 @@ def check(replays, l2_flush, seed, preset_names, as_json) -> None:
         bwd = result.backward
         bwd_us = bwd.timing.median_us if bwd is not None and bwd.timing else None
         grad_err = max((m.max_abs for m in bwd.gradients.values()), default=None) if bwd is not None else None
-        rows.append({"case": name, "config": config.to_dict(), "label": config.label(), "status": result.status,
-                     "message": result.message, "kernel_us": result.timing.median_us if result.timing else None,
-                     "tflops": result.tflops, "max_abs_error": acc.max_abs if acc else None, "plan": plan,
-                     "backward_kernel_us": bwd_us, "backward_tflops": bwd.tflops if bwd is not None else None,
-                     "grad_max_abs_error": grad_err})
+        rows.append(
+            {
+                "case": name,
+                "config": config.to_dict(),
+                "label": config.label(),
+                "status": result.status,
+                "message": result.message,
+                "kernel_us": result.timing.median_us if result.timing else None,
+                "tflops": result.tflops,
+                "max_abs_error": acc.max_abs if acc else None,
+                "plan": plan,
+                "backward_kernel_us": bwd_us,
+                "backward_tflops": bwd.tflops if bwd is not None else None,
+                "grad_max_abs_error": grad_err,
+            }
+        )
         if not as_json:
             mark = "[green]PASS[/green]" if ok else "[red]FAIL[/red]"
-            detail = (f"{us(result.timing.median_us if result.timing else None):>11}  "
-                      f"{(result.tflops or 0):6.1f} TFLOPS  max abs err {acc.max_abs if acc else float('nan'):.2e}  "
-                      f"plan {plan}")
+            detail = (
+                f"{us(result.timing.median_us if result.timing else None):>11}  "
+                f"{(result.tflops or 0):6.1f} TFLOPS  max abs err {acc.max_abs if acc else float('nan'):.2e}  "
+                f"plan {plan}"
+            )
             if bwd_us is not None:
-                detail += f"  backward {us(bwd_us)} {(bwd.tflops or 0):.1f} TFLOPS grad err {grad_err or 0:.2e}"
-            console.print(f"{mark} {name:20} {config.label():42} "
-                          f"{detail if ok else result.status + ': ' + result.message}")
+                detail += (
+                    f"  backward {us(bwd_us)} {(bwd.tflops or 0):.1f} TFLOPS grad err {grad_err or 0:.2e}"
+                )
+            console.print(
+                f"{mark} {name:20} {config.label():42} "
+                f"{detail if ok else result.status + ': ' + result.message}"
+            )
     failed = len(cases) - passed
     if as_json:
-        click.echo(json.dumps({"gpu_available": True, "passed": passed, "failed": failed, "cases": rows}, indent=2))
+        click.echo(
+            json.dumps({"gpu_available": True, "passed": passed, "failed": failed, "cases": rows}, indent=2)
+        )
     else:
         console.print(f"{passed} passed, {failed} failed")
     sys.exit(EXIT_OK if failed == 0 else EXIT_FAIL)
@@ -301,12 +381,26 @@ def presets(ctx: click.Context, as_json: bool) -> None:
 
     found, problems = load_all()
     if as_json:
-        click.echo(json.dumps({
-            "presets": [{"name": p.name, "origin": p.origin, "shadows_builtin": p.shadows_builtin,
-                         "description": p.description, "source": p.source, "path": p.path,
-                         "config": p.config.to_dict()} for p in found.values()],
-            "problems": [str(p) for p in problems],
-        }, indent=2))
+        click.echo(
+            json.dumps(
+                {
+                    "presets": [
+                        {
+                            "name": p.name,
+                            "origin": p.origin,
+                            "shadows_builtin": p.shadows_builtin,
+                            "description": p.description,
+                            "source": p.source,
+                            "path": p.path,
+                            "config": p.config.to_dict(),
+                        }
+                        for p in found.values()
+                    ],
+                    "problems": [str(p) for p in problems],
+                },
+                indent=2,
+            )
+        )
         return
     table = Table(title=f"Presets (yours are in {user_dir()})", title_justify="left")
     for col in ("name", "from", "configuration", "description"):

@@ -548,7 +548,9 @@ def _doc_extra(config: SdpaConfig) -> str:
     """The docstring's paragraphs on FP8 and the backward, for the configs that have them."""
     paragraphs = []
     if config.fp8:
-        outputs = (["O"] if config.o_dtype == "fp8_e4m3" else []) + (["dQ, dK, dV, dP"] if config.backward else [])
+        outputs = (["O"] if config.o_dtype == "fp8_e4m3" else []) + (
+            ["dQ, dK, dV, dP"] if config.backward else []
+        )
         text = (
             f"FP8 (E4M3): q, k, v{', dO' if config.backward else ''} are scaled per tensor by 448/amax before rounding, "
             "and the graph reads their descales. "
@@ -582,8 +584,13 @@ def script(config: SdpaConfig, seed: int = 0) -> str:
         doc_extra=_doc_extra(config),
         and_gradients=" and the gradients are" if config.backward else " is",
         grads_too=" (and dQ, dK, dV)" if config.backward else "",
-        b=config.b, h_q=config.h_q, h_kv=config.h_kv, s_q=config.s_q, s_kv=config.s_kv,
-        d_qk=config.d_qk, d_v=config.d_v,
+        b=config.b,
+        h_q=config.h_q,
+        h_kv=config.h_kv,
+        s_q=config.s_q,
+        s_kv=config.s_kv,
+        d_qk=config.d_qk,
+        d_v=config.d_v,
         torch_dtype=_TORCH_DTYPES[config.dtype],
         cudnn_dtype=_CUDNN_DTYPES[config.dtype],
         torch_o_dtype=_TORCH_DTYPES[config.o_dtype],
@@ -607,8 +614,10 @@ def script(config: SdpaConfig, seed: int = 0) -> str:
         dropout=config.dropout,
         dropout_seed=config.dropout_seed,
         heuristics=", ".join(f"cudnn.heur_mode.{m}" for m in config.heuristics),
-        atol=atol, rtol=rtol,
-        grad_atol=grad_atol, grad_rtol=grad_rtol,
+        atol=atol,
+        rtol=rtol,
+        grad_atol=grad_atol,
+        grad_rtol=grad_rtol,
         deterministic=config.deterministic,
         training=config.backward,
         seed=seed,
@@ -618,13 +627,37 @@ def script(config: SdpaConfig, seed: int = 0) -> str:
 
 
 PLAN_COLUMNS = (
-    "config", "dtype", "layout", "pass", "plan_index", "plan_name", "engine_id", "knobs", "workspace_bytes", "built",
-    "build_error", "build_seconds", "kernel_median_us", "kernel_p10_us", "kernel_p90_us", "l2_flushed", "tflops",
-    "max_abs_error", "matches", "heuristic_pick", "fastest",
+    "config",
+    "dtype",
+    "layout",
+    "pass",
+    "plan_index",
+    "plan_name",
+    "engine_id",
+    "knobs",
+    "workspace_bytes",
+    "built",
+    "build_error",
+    "build_seconds",
+    "kernel_median_us",
+    "kernel_p10_us",
+    "kernel_p90_us",
+    "l2_flushed",
+    "tflops",
+    "max_abs_error",
+    "matches",
+    "heuristic_pick",
+    "fastest",
 )
 ENV_COLUMNS = (
-    "gpu_name", "compute_capability", "driver_version", "cuda_runtime", "torch_version", "cudnn_backend_version",
-    "torch_cudnn_version", "frontend_version",
+    "gpu_name",
+    "compute_capability",
+    "driver_version",
+    "cuda_runtime",
+    "torch_version",
+    "cudnn_backend_version",
+    "torch_cudnn_version",
+    "frontend_version",
 )
 
 
@@ -641,16 +674,33 @@ def plans_csv(result: RunResult) -> str:
         passes += [("backward", p) for p in result.backward.plans]
     for kind, p in passes:
         t = p.timing
-        writer.writerow((
-            result.config.label(), result.config.dtype, result.config.layout, kind, p.index, p.name,
-            "" if p.engine_id is None else p.engine_id, ";".join(f"{k}={v}" for k, v in p.knobs.items()),
-            "" if p.workspace_bytes is None else p.workspace_bytes, p.built, p.build_error,
-            "" if p.build_seconds is None else f"{p.build_seconds:.6f}",
-            f"{t.median_us:.3f}" if t else "", f"{t.p10_us:.3f}" if t else "", f"{t.p90_us:.3f}" if t else "",
-            t.l2_flushed if t else "", f"{p.tflops:.2f}" if p.tflops else "",
-            "" if p.max_abs_error is None else f"{p.max_abs_error:.6e}", "" if p.matches is None else p.matches,
-            p.is_heuristic_pick, p.is_fastest, *env_values, SCHEMA_VERSION,
-        ))
+        writer.writerow(
+            (
+                result.config.label(),
+                result.config.dtype,
+                result.config.layout,
+                kind,
+                p.index,
+                p.name,
+                "" if p.engine_id is None else p.engine_id,
+                ";".join(f"{k}={v}" for k, v in p.knobs.items()),
+                "" if p.workspace_bytes is None else p.workspace_bytes,
+                p.built,
+                p.build_error,
+                "" if p.build_seconds is None else f"{p.build_seconds:.6f}",
+                f"{t.median_us:.3f}" if t else "",
+                f"{t.p10_us:.3f}" if t else "",
+                f"{t.p90_us:.3f}" if t else "",
+                t.l2_flushed if t else "",
+                f"{p.tflops:.2f}" if p.tflops else "",
+                "" if p.max_abs_error is None else f"{p.max_abs_error:.6e}",
+                "" if p.matches is None else p.matches,
+                p.is_heuristic_pick,
+                p.is_fastest,
+                *env_values,
+                SCHEMA_VERSION,
+            )
+        )
     return buf.getvalue()
 
 

@@ -112,13 +112,17 @@ def load_file(path: Path, origin: str) -> tuple[Preset | None, list[PresetProble
             problems.append(PresetProblem(str(path), "must be text", key, _line_of(text, key)))
     config_data = data.get("config", {})
     if not isinstance(config_data, dict):
-        problems.append(PresetProblem(str(path), "must be a table ([config])", "config", _line_of(text, "config")))
+        problems.append(
+            PresetProblem(str(path), "must be a table ([config])", "config", _line_of(text, "config"))
+        )
         config_data = {}
     config = None
     try:
         config = SdpaConfig.from_dict(config_data)
     except ConfigError as exc:
-        problems += [PresetProblem(str(path), e.message, e.field, _line_of(text, e.field)) for e in exc.errors]
+        problems += [
+            PresetProblem(str(path), e.message, e.field, _line_of(text, e.field)) for e in exc.errors
+        ]
     if config is not None:
         problems += [
             PresetProblem(str(path), e.message, e.field, _line_of(text, e.field)) for e in config.validate()

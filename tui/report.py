@@ -56,7 +56,9 @@ def timing_text(t: TimingStats | None) -> str:
     return f"{us(t.median_us)} (p10 {us(t.p10_us)}, p90 {us(t.p90_us)})"
 
 
-def phases_table(record: RunResult | BackwardResult, title: str = "Build phases", cache_hit: bool | None = None) -> Table:
+def phases_table(
+    record: RunResult | BackwardResult, title: str = "Build phases", cache_hit: bool | None = None
+) -> Table:
     """The build phases of a forward (a RunResult) or of the backward (a BackwardResult)."""
     hit = getattr(record, "cache_hit", False) if cache_hit is None else cache_hit
     table = Table(title=title + (" (cache hit: built earlier)" if hit else ""), title_justify="left")
@@ -76,9 +78,17 @@ def plans_table(record: RunResult | BackwardResult, title: str = "Plans", error_
     what = f"; max abs err: {error_of}" if error_of else ""
     table = Table(title=f"{title} (H: the heuristic's pick, *: fastest measured{what})", title_justify="left")
     for col, justify in (
-        ("#", "right"), ("", "left"), ("plan", "left"), ("engine", "right"), ("knobs", "left"),
-        ("workspace", "right"), ("build", "right"), ("kernel time", "right"), ("TFLOPS", "right"),
-        ("max abs err", "right"), ("notes", "left"),
+        ("#", "right"),
+        ("", "left"),
+        ("plan", "left"),
+        ("engine", "right"),
+        ("knobs", "left"),
+        ("workspace", "right"),
+        ("build", "right"),
+        ("kernel time", "right"),
+        ("TFLOPS", "right"),
+        ("max abs err", "right"),
+        ("notes", "left"),
     ):
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
     for p in record.plans:
@@ -89,10 +99,17 @@ def plans_table(record: RunResult | BackwardResult, title: str = "Plans", error_
             err = f"[red]{err} FAIL[/red]"
         notes = ", ".join(p.behavior_notes) if p.built else f"[red]{p.build_error}[/red]"
         table.add_row(
-            str(p.index), mark, p.name, "-" if p.engine_id is None else str(p.engine_id), knobs,
+            str(p.index),
+            mark,
+            p.name,
+            "-" if p.engine_id is None else str(p.engine_id),
+            knobs,
             "-" if p.workspace_bytes is None else format_bytes(p.workspace_bytes),
-            ms(p.build_seconds), us(p.timing.median_us) if p.timing else "-",
-            f"{p.tflops:.1f}" if p.tflops else "-", err, notes,
+            ms(p.build_seconds),
+            us(p.timing.median_us) if p.timing else "-",
+            f"{p.tflops:.1f}" if p.tflops else "-",
+            err,
+            notes,
         )
     return table
 
@@ -101,7 +118,9 @@ def _metric_cells(m: ErrorMetrics | None) -> list[str]:
     """max abs, max rel, mean abs, non-finite, verdict of one output against its reference."""
     if m is None:
         return ["-", "-", "-", "-", "not run"]
-    verdict = "pass" if m.mismatched == 0 and m.nonfinite == 0 else f"[red]FAIL ({m.mismatched} of {m.total})[/red]"
+    verdict = (
+        "pass" if m.mismatched == 0 and m.nonfinite == 0 else f"[red]FAIL ({m.mismatched} of {m.total})[/red]"
+    )
     return [sci(m.max_abs), sci(m.max_rel), sci(m.mean_abs), str(m.nonfinite), verdict]
 
 
@@ -132,8 +151,13 @@ def gradients_table(b: BackwardResult, device: str, dtype: str) -> Table:
     for name in GRADIENTS:
         atol = sci(b.atol.get(name))
         table.add_row(name, "cuDNN", atol, *_metric_cells(b.gradients.get(name)))
-        table.add_row("", f"torch {dtype}", atol, *_metric_cells(b.torch_gradients.get(name)),
-                      end_section=name != GRADIENTS[-1])
+        table.add_row(
+            "",
+            f"torch {dtype}",
+            atol,
+            *_metric_cells(b.torch_gradients.get(name)),
+            end_section=name != GRADIENTS[-1],
+        )
     caption = [f"torch: {b.torch_backend}"] if b.torch_backend else []
     if b.note:
         caption.append(b.note)
@@ -161,11 +185,17 @@ def backward_text(result: RunResult) -> Text:
     text.append("\nbackward ", style="bold")
     text.append(b.status.upper().replace("_", " "), style=STATUS_STYLE.get(b.status, "bold"))
     if b.passed is not None:
-        text.append("  gradients " + ("pass" if b.passed else "FAIL"), style="green" if b.passed else "bold red")
-    text.append(f"\nbackward FLOPs {b.flops / 1e9:.2f} G (2.5x the forward's), I/O {format_bytes(b.io_bytes)}")
+        text.append(
+            "  gradients " + ("pass" if b.passed else "FAIL"), style="green" if b.passed else "bold red"
+        )
+    text.append(
+        f"\nbackward FLOPs {b.flops / 1e9:.2f} G (2.5x the forward's), I/O {format_bytes(b.io_bytes)}"
+    )
     if b.timing:
         t = b.timing
-        text.append(f"\nbackward kernel time {timing_text(t)} via {t.method}; L2 {'flushed' if t.l2_flushed else 'warm'}")
+        text.append(
+            f"\nbackward kernel time {timing_text(t)} via {t.method}; L2 {'flushed' if t.l2_flushed else 'warm'}"
+        )
         text.append(f"\nbackward host overhead per execute() {us(b.host_overhead_us)}")
         if b.tflops:
             bandwidth = f", {b.bandwidth_gbs:.0f} GB/s of minimum I/O" if b.bandwidth_gbs else ""
@@ -175,15 +205,28 @@ def backward_text(result: RunResult) -> Text:
     verdict = autotune_verdict(b.plans, b.heuristic_plan, b.fastest_plan)
     if verdict:
         text.append(f"\nbackward autotune: {verdict}")
-    repeat = {True: "bitwise repeatable (two executions, identical dQ, dK, dV)",
-              False: "not bitwise repeatable (two executions differed)", None: "repeatability not checked"}
-    text.append("\n" + ("deterministic algorithm asked for" if b.deterministic else "deterministic algorithm not asked for")
-                + "; " + repeat[b.bitwise_repeatable],
-                style="red" if b.deterministic and b.bitwise_repeatable is False else None)
+    repeat = {
+        True: "bitwise repeatable (two executions, identical dQ, dK, dV)",
+        False: "not bitwise repeatable (two executions differed)",
+        None: "repeatability not checked",
+    }
+    text.append(
+        "\n"
+        + (
+            "deterministic algorithm asked for"
+            if b.deterministic
+            else "deterministic algorithm not asked for"
+        )
+        + "; "
+        + repeat[b.bitwise_repeatable],
+        style="red" if b.deterministic and b.bitwise_repeatable is False else None,
+    )
     if b.fp8 is not None:
         text.append(fp8_text(b.fp8, "backward"))
     if b.message and b.message not in result.message:
-        text.append(f"\nbackward: {b.message}", style="red" if b.status not in ("ok", "cpu_only") else "yellow")
+        text.append(
+            f"\nbackward: {b.message}", style="red" if b.status not in ("ok", "cpu_only") else "yellow"
+        )
     return text
 
 
@@ -196,7 +239,9 @@ def summary_text(result: RunResult) -> Text:
     text.append(f"\nFLOPs {result.flops / 1e9:.2f} G (kept scores only), I/O {format_bytes(result.io_bytes)}")
     if result.timing:
         t = result.timing
-        text.append(f"\nkernel time {timing_text(t)} via {t.method}; L2 {'flushed' if t.l2_flushed else 'warm'}")
+        text.append(
+            f"\nkernel time {timing_text(t)} via {t.method}; L2 {'flushed' if t.l2_flushed else 'warm'}"
+        )
         if t.replay_us is not None:
             text.append(f"\nGPU time per call in a CUDA graph {us(t.replay_us)}")
         text.append(f"\nhost overhead per execute() {us(result.host_overhead_us)}")

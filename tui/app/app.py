@@ -50,6 +50,7 @@ def LIVE_TIMING(l2_flush: bool) -> TimingOptions:  # noqa: N802 - a named preset
     (the profiler's parsing of kernel records is most of a cached run's time)."""
     return TimingOptions(replays=10, target_replay_ms=1.0, l2_flush=l2_flush)
 
+
 # the tabs, in order; all but Environment render a RunResult
 TABS = (
     ("Plans", PlansPane),
@@ -177,7 +178,9 @@ class SdpaExplorerApp(App[None]):
         self._latest = None
         self.last_error = f"engine restarted: {event.reason}"
         self.status.set("the form is as you left it; edit or press Ctrl+R to run again", self.last_error)
-        self.notify(event.reason + ". A fresh engine process was started.", title="Engine crashed", severity="error")
+        self.notify(
+            event.reason + ". A fresh engine process was started.", title="Engine crashed", severity="error"
+        )
 
     # ---- results -----------------------------------------------------------------------------
     def show_result(self, result: RunResult) -> None:
@@ -277,7 +280,9 @@ class SdpaExplorerApp(App[None]):
         if config is not None:
             self.push_screen(SavePreset(config.label()), lambda answer: self._save_preset(config, answer))
 
-    def _save_preset(self, config: SdpaConfig, answer: tuple[str, str] | None, overwrite: bool = False) -> None:
+    def _save_preset(
+        self, config: SdpaConfig, answer: tuple[str, str] | None, overwrite: bool = False
+    ) -> None:
         if answer is None:
             return
         name, description = answer
@@ -288,7 +293,9 @@ class SdpaExplorerApp(App[None]):
             self.push_screen(Confirm(question), lambda yes: yes and self._save_preset(config, answer, True))
             return
         except ValueError as exc:
-            self.push_screen(SavePreset(config.label(), str(exc)), lambda again: self._save_preset(config, again))
+            self.push_screen(
+                SavePreset(config.label(), str(exc)), lambda again: self._save_preset(config, again)
+            )
             return
         except OSError as exc:
             self.notify(f"{exc}", title=f"Preset {name!r} not saved", severity="error")

@@ -15,7 +15,11 @@ class ExplorerCommands(Provider):
         cmds = [
             ("Run again", app.action_run, "rebuild nothing, run and measure the current configuration"),
             ("Toggle causal mask", app.action_toggle_causal, "none <-> top-left causal"),
-            ("Toggle backward pass", app.action_toggle_backward, "forward only <-> training step (dQ, dK, dV)"),
+            (
+                "Toggle backward pass",
+                app.action_toggle_backward,
+                "forward only <-> training step (dQ, dK, dV)",
+            ),
             ("Quit", app.action_quit, "leave the explorer"),
             ("Help", app.action_help, "what each pane means"),
             ("Presets ...", app.action_presets, "pick a model's shape"),
@@ -25,7 +29,9 @@ class ExplorerCommands(Provider):
         for name, preset in sorted(app.presets.items()):
             cmds.append((f"Preset: {name}", partial(app.load_preset, preset), preset.description))
         for layout in LAYOUTS:
-            cmds.append((f"Layout: {layout}", partial(app.set_layout, layout), f"store q, k, v, o as {layout}"))
+            cmds.append(
+                (f"Layout: {layout}", partial(app.set_layout, layout), f"store q, k, v, o as {layout}")
+            )
         return cmds
 
     async def discover(self) -> Hits:

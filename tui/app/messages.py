@@ -25,7 +25,9 @@ class ConfigEdited(Message):
     Carries the timing switches too, so handlers never have to query the form (which may be
     gone by the time a queued message is handled)."""
 
-    def __init__(self, config: SdpaConfig | None, errors: dict[str, str], l2_flush: bool, autotune: bool) -> None:
+    def __init__(
+        self, config: SdpaConfig | None, errors: dict[str, str], l2_flush: bool, autotune: bool
+    ) -> None:
         super().__init__()
         self.config = config
         self.errors = errors

@@ -188,14 +188,18 @@ class SdpaConfig:
 
     def io_bytes(self) -> int:
         """Minimum DRAM traffic of the forward: read Q, K, V once and write O once."""
-        qkv = self.b * self.h_q * self.s_q * self.d_qk + self.b * self.h_kv * self.s_kv * (self.d_qk + self.d_v)
+        qkv = self.b * self.h_q * self.s_q * self.d_qk + self.b * self.h_kv * self.s_kv * (
+            self.d_qk + self.d_v
+        )
         o = self.b * self.h_q * self.s_q * self.d_v
         return qkv * DTYPE_BYTES.get(self.dtype, 2) + o * DTYPE_BYTES.get(self.o_dtype, 2)
 
     def backward_io_bytes(self) -> int:
         """Minimum DRAM traffic of the backward: read Q, K, V, O, dO and the stats; write dQ, dK, dV."""
         size = DTYPE_BYTES.get(self.dtype, 2)
-        qkv = self.b * self.h_q * self.s_q * self.d_qk + self.b * self.h_kv * self.s_kv * (self.d_qk + self.d_v)
+        qkv = self.b * self.h_q * self.s_q * self.d_qk + self.b * self.h_kv * self.s_kv * (
+            self.d_qk + self.d_v
+        )
         o = self.b * self.h_q * self.s_q * self.d_v
         return 2 * qkv * size + 2 * o * DTYPE_BYTES.get(self.o_dtype, 2) + self.b * self.h_q * self.s_q * 4
 
@@ -203,18 +207,38 @@ class SdpaConfig:
         """GPU bytes a checked run needs: the tensors, their fp32 reference copies,
         torch's own output for comparison and the reference's score chunk."""
         out_elems = self.b * self.h_q * self.s_q * self.d_v
-        in_elems = self.b * self.h_q * self.s_q * self.d_qk + self.b * self.h_kv * self.s_kv * (self.d_qk + self.d_v)
+        in_elems = self.b * self.h_q * self.s_q * self.d_qk + self.b * self.h_kv * self.s_kv * (
+            self.d_qk + self.d_v
+        )
         elems = in_elems + out_elems
         # low-precision tensors + fp32 copies of q/k/v/o + reference out (fp32) + torch out
         gqa = self.b * self.h_q * self.s_kv * (self.d_qk + self.d_v) * 4 if self.h_q != self.h_kv else 0
         scores = self.s_q * self.s_kv
         bias = 0
         if self.bias in BIAS_SHAPES and self.bias != "none":
-            bias = scores * (self.b if self.bias[0] == "b" else 1) * (self.h_q if self.bias[-1] == "h" else 1) * 2
+            bias = (
+                scores
+                * (self.b if self.bias[0] == "b" else 1)
+                * (self.h_q if self.bias[-1] == "h" else 1)
+                * 2
+            )
         # torch's own SDPA is given an explicit mask when the mask is more than plain causal
-        torch_mask = self.b * self.h_q * scores * 2 if (self.window or self.padded or self.alibi or bias) else 0
-        dump = self.b * self.h_q * scores * 4 if self.dropout else 0  # the dropout mask cuDNN dumps for the check
-        need = elems * 2 + elems * 4 + out_elems * (4 + 2) + gqa + bias + torch_mask + dump + REFERENCE_CHUNK_BYTES
+        torch_mask = (
+            self.b * self.h_q * scores * 2 if (self.window or self.padded or self.alibi or bias) else 0
+        )
+        dump = (
+            self.b * self.h_q * scores * 4 if self.dropout else 0
+        )  # the dropout mask cuDNN dumps for the check
+        need = (
+            elems * 2
+            + elems * 4
+            + out_elems * (4 + 2)
+            + gqa
+            + bias
+            + torch_mask
+            + dump
+            + REFERENCE_CHUNK_BYTES
+        )
         if self.backward:
             # dO, dQ/dK/dV (cuDNN's, torch's and the fp32 reference's), the stats, and the
             # reference's autograd: one chunk's scores kept for its backward, plus GQA copies
@@ -242,14 +266,18 @@ class SdpaConfig:
                 FieldError("h_kv", f"h_q must be a multiple of h_kv (got {self.h_q} and {self.h_kv})")
             )
         if self.dtype not in DTYPES:
-            errors.append(FieldError("dtype", f"dtype must be one of {', '.join(DTYPES)} (got {self.dtype!r})"))
+            errors.append(
+                FieldError("dtype", f"dtype must be one of {', '.join(DTYPES)} (got {self.dtype!r})")
+            )
         if self.layout not in LAYOUTS:
             errors.append(
                 FieldError("layout", f"layout must be one of {', '.join(LAYOUTS)} (got {self.layout!r})")
             )
         if self.causal not in CAUSAL_MODES:
             errors.append(
-                FieldError("causal", f"causal mask must be one of {', '.join(CAUSAL_MODES)} (got {self.causal!r})")
+                FieldError(
+                    "causal", f"causal mask must be one of {', '.join(CAUSAL_MODES)} (got {self.causal!r})"
+                )
             )
         if self.attn_scale is not None and (
             isinstance(self.attn_scale, bool)
@@ -258,11 +286,15 @@ class SdpaConfig:
             or self.attn_scale <= 0
         ):
             errors.append(
-                FieldError("attn_scale", f"attention scale must be a positive number (got {self.attn_scale!r})")
+                FieldError(
+                    "attn_scale", f"attention scale must be a positive number (got {self.attn_scale!r})"
+                )
             )
         heur = self.heuristics
         if not isinstance(heur, tuple) or not heur:
-            errors.append(FieldError("heuristics", "heuristic modes must name at least one of A, B, FALLBACK"))
+            errors.append(
+                FieldError("heuristics", "heuristic modes must name at least one of A, B, FALLBACK")
+            )
         else:
             bad = [m for m in heur if m not in HEURISTIC_MODES]
             if bad:
@@ -295,54 +327,105 @@ class SdpaConfig:
     def _validate_masks(self, bad_fields: set[str]) -> list[FieldError]:
         errors: list[FieldError] = []
         lengths_ok = not {"b", "s_q", "s_kv"} & bad_fields
-        if self.window is not None and (isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 1):
-            errors.append(FieldError("window", f"sliding window must be a whole number of at least 1 (got {self.window!r})"))
+        if self.window is not None and (
+            isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 1
+        ):
+            errors.append(
+                FieldError(
+                    "window", f"sliding window must be a whole number of at least 1 (got {self.window!r})"
+                )
+            )
         elif self.window is not None and lengths_ok and not self.padded and self.s_q > self.s_kv:
-            errors.append(FieldError(
-                "window", f"a sliding window needs s_q <= s_kv unless lengths are padded (got {self.s_q} and {self.s_kv})"
-            ))
+            errors.append(
+                FieldError(
+                    "window",
+                    f"a sliding window needs s_q <= s_kv unless lengths are padded (got {self.s_q} and {self.s_kv})",
+                )
+            )
         for name, limit in (("seq_lens_q", self.s_q), ("seq_lens_kv", self.s_kv)):
             lens = getattr(self, name)
             if lens is None or not lengths_ok:
                 continue
             label = FIELD_LABELS[name]
-            if not isinstance(lens, tuple) or any(isinstance(x, bool) or not isinstance(x, int) for x in lens):
+            if not isinstance(lens, tuple) or any(
+                isinstance(x, bool) or not isinstance(x, int) for x in lens
+            ):
                 errors.append(FieldError(name, f"{label} must be whole numbers (got {lens!r})"))
             elif len(lens) != self.b:
-                errors.append(FieldError(name, f"{label} need one length per batch entry: {self.b} (got {len(lens)})"))
+                errors.append(
+                    FieldError(name, f"{label} need one length per batch entry: {self.b} (got {len(lens)})")
+                )
             elif not all(1 <= x <= limit for x in lens):
                 bad = next(x for x in lens if not 1 <= x <= limit)
                 errors.append(FieldError(name, f"{label} must lie between 1 and {limit} (got {bad})"))
         if (self.seq_lens_q is None) != (self.seq_lens_kv is None):
             missing = "seq_lens_kv" if self.seq_lens_kv is None else "seq_lens_q"
-            errors.append(FieldError(missing, "padding needs both query and key/value lengths (use 'full' for one side)"))
+            errors.append(
+                FieldError(
+                    missing, "padding needs both query and key/value lengths (use 'full' for one side)"
+                )
+            )
         if not isinstance(self.alibi, bool):
             errors.append(FieldError("alibi", f"ALiBi must be true or false (got {self.alibi!r})"))
         if self.bias not in BIAS_SHAPES:
-            errors.append(FieldError("bias", f"bias must be one of {', '.join(BIAS_SHAPES)} (got {self.bias!r})"))
-        if isinstance(self.dropout, bool) or not isinstance(self.dropout, int | float) or not 0 <= self.dropout < 1:
-            errors.append(FieldError("dropout", f"dropout probability must be at least 0 and below 1 (got {self.dropout!r})"))
-        if isinstance(self.dropout_seed, bool) or not isinstance(self.dropout_seed, int) or self.dropout_seed < 0:
-            errors.append(FieldError("dropout_seed", f"dropout seed must be a whole number >= 0 (got {self.dropout_seed!r})"))
+            errors.append(
+                FieldError("bias", f"bias must be one of {', '.join(BIAS_SHAPES)} (got {self.bias!r})")
+            )
+        if (
+            isinstance(self.dropout, bool)
+            or not isinstance(self.dropout, int | float)
+            or not 0 <= self.dropout < 1
+        ):
+            errors.append(
+                FieldError(
+                    "dropout", f"dropout probability must be at least 0 and below 1 (got {self.dropout!r})"
+                )
+            )
+        if (
+            isinstance(self.dropout_seed, bool)
+            or not isinstance(self.dropout_seed, int)
+            or self.dropout_seed < 0
+        ):
+            errors.append(
+                FieldError(
+                    "dropout_seed", f"dropout seed must be a whole number >= 0 (got {self.dropout_seed!r})"
+                )
+            )
         if self.out_dtype not in OUT_DTYPES:
-            errors.append(FieldError(
-                "out_dtype", f"output dtype must be one of {', '.join(OUT_DTYPES)} (got {self.out_dtype!r})"
-            ))
+            errors.append(
+                FieldError(
+                    "out_dtype",
+                    f"output dtype must be one of {', '.join(OUT_DTYPES)} (got {self.out_dtype!r})",
+                )
+            )
         elif self.dtype in DTYPES and not self.fp8 and self.o_dtype != self.dtype:
-            errors.append(FieldError(
-                "out_dtype", f"{self.dtype} inputs give {self.dtype} output; only FP8 inputs may choose (got {self.out_dtype})"
-            ))
+            errors.append(
+                FieldError(
+                    "out_dtype",
+                    f"{self.dtype} inputs give {self.dtype} output; only FP8 inputs may choose (got {self.out_dtype})",
+                )
+            )
         for name in ("backward", "deterministic"):
             if not isinstance(getattr(self, name), bool):
-                errors.append(FieldError(name, f"{FIELD_LABELS[name]} must be true or false (got {getattr(self, name)!r})"))
+                errors.append(
+                    FieldError(
+                        name, f"{FIELD_LABELS[name]} must be true or false (got {getattr(self, name)!r})"
+                    )
+                )
         if self.deterministic is True and self.backward is False:
-            errors.append(FieldError(
-                "deterministic", "the deterministic option is for the backward pass: turn the backward pass on"
-            ))
+            errors.append(
+                FieldError(
+                    "deterministic",
+                    "the deterministic option is for the backward pass: turn the backward pass on",
+                )
+            )
         if self.implementation not in IMPLEMENTATIONS:
-            errors.append(FieldError(
-                "implementation", f"implementation must be one of {', '.join(IMPLEMENTATIONS)} (got {self.implementation!r})"
-            ))
+            errors.append(
+                FieldError(
+                    "implementation",
+                    f"implementation must be one of {', '.join(IMPLEMENTATIONS)} (got {self.implementation!r})",
+                )
+            )
         return errors
 
     # ---- dict round trip ---------------------------------------------------------------
@@ -414,7 +497,9 @@ class SdpaConfig:
 REFERENCE_CHUNK_BYTES = 256 << 20  # fp32 scores the reference holds at once
 
 
-def with_lengths(config: SdpaConfig, seq_lens_q: tuple[int, ...] | None, seq_lens_kv: tuple[int, ...] | None) -> SdpaConfig:
+def with_lengths(
+    config: SdpaConfig, seq_lens_q: tuple[int, ...] | None, seq_lens_kv: tuple[int, ...] | None
+) -> SdpaConfig:
     """Set the real lengths; when only one side is given the other side is full."""
     if (seq_lens_q is None) != (seq_lens_kv is None):
         seq_lens_q = seq_lens_q or (config.s_q,) * config.b
@@ -449,7 +534,9 @@ def parse_lengths(text: str, b: int, s: int, seed: int = 0) -> tuple[int, ...] |
     try:
         return tuple(int(x) for x in text.replace(";", ",").replace(" ", ",").split(",") if x)
     except ValueError:
-        raise ValueError(f"lengths are 'full', 'random', 'ratio 0.5' or a list like '512,384' (got {text!r})") from None
+        raise ValueError(
+            f"lengths are 'full', 'random', 'ratio 0.5' or a list like '512,384' (got {text!r})"
+        ) from None
 
 
 def _kept_below_diagonal(s_q: int, s_kv: int, off: int) -> int:
@@ -490,7 +577,9 @@ def _coerce(key: str, value: Any) -> Any:
     if key in ("seq_lens_q", "seq_lens_kv"):
         if value is None:
             return None
-        if not isinstance(value, list | tuple) or any(isinstance(x, bool) or not isinstance(x, int) for x in value):
+        if not isinstance(value, list | tuple) or any(
+            isinstance(x, bool) or not isinstance(x, int) for x in value
+        ):
             raise TypeError(f"{key} must be a list of whole numbers (got {value!r})")
         return tuple(value)
     if key == "dropout":

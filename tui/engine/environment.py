@@ -127,7 +127,10 @@ def describe(env: Environment) -> list[tuple[str, str]]:
         ("cuDNN (torch reports)", env.torch_cudnn_version),
         ("cuDNN frontend", env.frontend_version),
         ("open-source engines", env.python_engines),
-        ("python", f"{env.python_version} ({env.platform})" if env.python_version else sys.version.split()[0]),
+        (
+            "python",
+            f"{env.python_version} ({env.platform})" if env.python_version else sys.version.split()[0],
+        ),
     ]
     if not env.gpu_available:
         rows.insert(0, ("GPU unavailable", env.unavailable_reason))

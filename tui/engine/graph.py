@@ -40,27 +40,102 @@ PHASE_NOTES = {
 # silently, so a misspelling (or an option an operation lacks) would change nothing and say
 # nothing: every keyword goes through sdpa_kwargs(), which refuses an option the operation
 # has no keyword for, and a test checks these sets against the binding.
-_MASK_KEYWORDS = {"name", "q", "k", "v", "attn_scale", "use_causal_mask", "use_causal_mask_bottom_right",
-                  "diagonal_alignment", "use_padding_mask", "seq_len_q", "seq_len_kv", "dropout"}
+_MASK_KEYWORDS = {
+    "name",
+    "q",
+    "k",
+    "v",
+    "attn_scale",
+    "use_causal_mask",
+    "use_causal_mask_bottom_right",
+    "diagonal_alignment",
+    "use_padding_mask",
+    "seq_len_q",
+    "seq_len_kv",
+    "dropout",
+}
 OP_KEYWORDS: dict[str, frozenset[str]] = {
-    "sdpa": frozenset(_MASK_KEYWORDS | {"generate_stats", "diagonal_band_left_bound", "use_alibi_mask", "bias",
-                                         "implementation", "rng_dump"}),
-    "sdpa_backward": frozenset(_MASK_KEYWORDS | {"o", "dO", "stats", "diagonal_band_left_bound", "use_alibi_mask",
-                                                  "bias", "use_deterministic_algorithm"}),
-    "sdpa_fp8": frozenset(_MASK_KEYWORDS | {"generate_stats", "left_bound", "use_alibi_mask", "bias", "implementation",
-                                             "rng_dump", "descale_q", "descale_k", "descale_v", "descale_s", "scale_s",
-                                             "scale_o"}),
-    "sdpa_fp8_backward": frozenset(_MASK_KEYWORDS | {
-        "o", "dO", "stats", "left_bound", "use_deterministic_algorithm", "descale_q", "descale_k", "descale_v",
-        "descale_o", "descale_dO", "descale_s", "descale_dP", "scale_s", "scale_dQ", "scale_dK", "scale_dV",
-        "scale_dP"}),
+    "sdpa": frozenset(
+        _MASK_KEYWORDS
+        | {
+            "generate_stats",
+            "diagonal_band_left_bound",
+            "use_alibi_mask",
+            "bias",
+            "implementation",
+            "rng_dump",
+        }
+    ),
+    "sdpa_backward": frozenset(
+        _MASK_KEYWORDS
+        | {
+            "o",
+            "dO",
+            "stats",
+            "diagonal_band_left_bound",
+            "use_alibi_mask",
+            "bias",
+            "use_deterministic_algorithm",
+        }
+    ),
+    "sdpa_fp8": frozenset(
+        _MASK_KEYWORDS
+        | {
+            "generate_stats",
+            "left_bound",
+            "use_alibi_mask",
+            "bias",
+            "implementation",
+            "rng_dump",
+            "descale_q",
+            "descale_k",
+            "descale_v",
+            "descale_s",
+            "scale_s",
+            "scale_o",
+        }
+    ),
+    "sdpa_fp8_backward": frozenset(
+        _MASK_KEYWORDS
+        | {
+            "o",
+            "dO",
+            "stats",
+            "left_bound",
+            "use_deterministic_algorithm",
+            "descale_q",
+            "descale_k",
+            "descale_v",
+            "descale_o",
+            "descale_dO",
+            "descale_s",
+            "descale_dP",
+            "scale_s",
+            "scale_dQ",
+            "scale_dK",
+            "scale_dV",
+            "scale_dP",
+        }
+    ),
 }
 SDPA_KEYWORDS = OP_KEYWORDS["sdpa"]
 
 # The scale tensors of the FP8 operations, fp32 (1, 1, 1, 1) each, and the amax each one writes.
 FP8_FORWARD_SCALES = ("descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o")
-FP8_BACKWARD_SCALES = ("descale_q", "descale_k", "descale_v", "descale_o", "descale_dO", "descale_s", "descale_dP",
-                       "scale_s", "scale_dQ", "scale_dK", "scale_dV", "scale_dP")
+FP8_BACKWARD_SCALES = (
+    "descale_q",
+    "descale_k",
+    "descale_v",
+    "descale_o",
+    "descale_dO",
+    "descale_s",
+    "descale_dP",
+    "scale_s",
+    "scale_dQ",
+    "scale_dK",
+    "scale_dV",
+    "scale_dP",
+)
 FP8_FORWARD_AMAX = ("amax_o",)
 FP8_BACKWARD_AMAX = ("amax_dq", "amax_dk", "amax_dv", "amax_dp")
 
@@ -73,7 +148,9 @@ class GraphBuildError(Exception):
     """A phase failed. `unsupported` is True when cuDNN said the graph is not supported
     (a user-facing answer, not a bug); `phases` holds the timings up to the failure."""
 
-    def __init__(self, phase: str, message: str, unsupported: bool, phases: list[PhaseTiming], graph_json: str):
+    def __init__(
+        self, phase: str, message: str, unsupported: bool, phases: list[PhaseTiming], graph_json: str
+    ):
         super().__init__(message)
         self.phase = phase
         self.message = message
@@ -90,12 +167,19 @@ def op_name(config: SdpaConfig, backward: bool = False) -> str:
     return ("sdpa_fp8" if config.fp8 else "sdpa") + ("_backward" if backward else "")
 
 
-_OPTION_WORDS = {"use_alibi_mask": "ALiBi", "bias": "an additive bias", "implementation": "an implementation choice",
-                 "rng_dump": "a dropout mask dump", "left_bound": "a sliding window",
-                 "diagonal_band_left_bound": "a sliding window"}
+_OPTION_WORDS = {
+    "use_alibi_mask": "ALiBi",
+    "bias": "an additive bias",
+    "implementation": "an implementation choice",
+    "rng_dump": "a dropout mask dump",
+    "left_bound": "a sliding window",
+    "diagonal_band_left_bound": "a sliding window",
+}
 
 
-def sdpa_kwargs(config: SdpaConfig, tensors: dict[str, Any] | None = None, op: str = "sdpa") -> dict[str, Any]:
+def sdpa_kwargs(
+    config: SdpaConfig, tensors: dict[str, Any] | None = None, op: str = "sdpa"
+) -> dict[str, Any]:
     """The keywords of `op` (sdpa, sdpa_backward, sdpa_fp8, sdpa_fp8_backward) for this config;
     `tensors` are the graph tensors the op reads (q, k, v, ... and the optional seq_len_q,
     seq_len_kv, bias, seed, offset and scale tensors; absent: the option keywords only).
@@ -177,8 +261,14 @@ def _timed(phases: list[PhaseTiming], name: str, fn: Callable[[], Any], graph_js
 
 
 def cudnn_dtype(cudnn: Any, dtype: str) -> Any:
-    return {"fp16": cudnn.data_type.HALF, "bf16": cudnn.data_type.BFLOAT16, "fp8_e4m3": cudnn.data_type.FP8_E4M3,
-            "fp32": cudnn.data_type.FLOAT, "int32": cudnn.data_type.INT32, "int64": cudnn.data_type.INT64}[dtype]
+    return {
+        "fp16": cudnn.data_type.HALF,
+        "bf16": cudnn.data_type.BFLOAT16,
+        "fp8_e4m3": cudnn.data_type.FP8_E4M3,
+        "fp32": cudnn.data_type.FLOAT,
+        "int32": cudnn.data_type.INT32,
+        "int64": cudnn.data_type.INT64,
+    }[dtype]
 
 
 class _Builder:
@@ -201,12 +291,16 @@ class _Builder:
         self.tensors: dict[str, Any] = {}
 
     def input(self, name: str, dims: tuple[int, ...], dtype: str, layout: str = "BHSD") -> Any:
-        t = self.graph.tensor(name=name, dim=dims, stride=strides(dims, layout), data_type=cudnn_dtype(self.cudnn, dtype))
+        t = self.graph.tensor(
+            name=name, dim=dims, stride=strides(dims, layout), data_type=cudnn_dtype(self.cudnn, dtype)
+        )
         self.tensors[name] = t
         return t
 
     def output(self, name: str, t: Any, dims: tuple[int, ...], dtype: str, layout: str = "BHSD") -> Any:
-        t.set_output(True).set_dim(dims).set_stride(strides(dims, layout)).set_data_type(cudnn_dtype(self.cudnn, dtype))
+        t.set_output(True).set_dim(dims).set_stride(strides(dims, layout)).set_data_type(
+            cudnn_dtype(self.cudnn, dtype)
+        )
         self.tensors[name] = t
         return t
 
@@ -231,8 +325,11 @@ class _Builder:
 
     def qkv(self, dtype: str) -> tuple[Any, Any, Any]:
         c = self.config
-        return (self.input("q", c.q_dims, dtype, c.layout), self.input("k", c.k_dims, dtype, c.layout),
-                self.input("v", c.v_dims, dtype, c.layout))
+        return (
+            self.input("q", c.q_dims, dtype, c.layout),
+            self.input("k", c.k_dims, dtype, c.layout),
+            self.input("v", c.v_dims, dtype, c.layout),
+        )
 
     def done(self, kind: str) -> SdpaGraph:
         return SdpaGraph(self.config, self.graph, self.tensors, kind)
@@ -254,7 +351,9 @@ def define(config: SdpaConfig, handle: Any = None, rng_dump: bool = False) -> Sd
     op = op_name(c)
     if c.fp8:
         scales = dict(zip(FP8_FORWARD_SCALES, b.scales(FP8_FORWARD_SCALES), strict=True))
-        o, stats, _amax_s, amax_o = b.graph.sdpa_fp8(**sdpa_kwargs(c, {"q": q, "k": k, "v": v, **extras, **scales}, op))
+        o, stats, _amax_s, amax_o = b.graph.sdpa_fp8(
+            **sdpa_kwargs(c, {"q": q, "k": k, "v": v, **extras, **scales}, op)
+        )
         b.output("amax_o", amax_o, (1, 1, 1, 1), "fp32")
     else:
         o, stats = b.graph.sdpa(**sdpa_kwargs(c, {"q": q, "k": k, "v": v, **extras}, op))
@@ -290,8 +389,12 @@ def define_backward(config: SdpaConfig, handle: Any = None) -> SdpaGraph:
 
 
 def bias_dims(config: SdpaConfig) -> tuple[int, int, int, int]:
-    return (config.b if config.bias[0] == "b" else 1, config.h_q if config.bias[-1] == "h" else 1,
-            config.s_q, config.s_kv)
+    return (
+        config.b if config.bias[0] == "b" else 1,
+        config.h_q if config.bias[-1] == "h" else 1,
+        config.s_q,
+        config.s_kv,
+    )
 
 
 def define_and_validate(
@@ -304,7 +407,9 @@ def define_and_validate(
     def json_so_far() -> str:
         return holder["g"].json() if "g" in holder else ""
 
-    define_fn = (lambda: define_backward(config, handle)) if backward else (lambda: define(config, handle, rng_dump))
+    define_fn = (
+        (lambda: define_backward(config, handle)) if backward else (lambda: define(config, handle, rng_dump))
+    )
     holder["g"] = _timed(phases, "define", define_fn, json_so_far)
     g = holder["g"]
     _timed(phases, "validate", g.graph.validate, json_so_far)
@@ -340,9 +445,7 @@ def build(
     if not built:
         raise GraphBuildError("build_plans", "no plan could be built", True, phases, g.json())
     g.heuristic_index = built[0].index
-    g.plans = [
-        _replace(p, is_heuristic_pick=(p.index == g.heuristic_index)) for p in g.plans
-    ]
+    g.plans = [_replace(p, is_heuristic_pick=(p.index == g.heuristic_index)) for p in g.plans]
     g.workspace_bytes = max((p.workspace_bytes or 0) for p in built)
     graph.build_plan_at_index(g.heuristic_index)  # already built: re-selects it for execute()
     return g
@@ -357,7 +460,7 @@ def _enumerate_plans(graph: Any, heuristic_build_seconds: float) -> list[PlanRes
     for i in range(graph.get_execution_plan_count()):
         name = _ask(lambda i=i: graph.get_plan_name_at_index(i), f"plan {i}")
         engine_knobs = _ask(lambda i=i: graph.get_engine_and_knobs_at_index(i), None)
-        engine_id, knobs = (engine_knobs if isinstance(engine_knobs, tuple) else (None, {}))
+        engine_id, knobs = engine_knobs if isinstance(engine_knobs, tuple) else (None, {})
         notes = _ask(lambda i=i: graph.get_behavior_notes_for_plan_at_index(i), [])
         t0 = time.perf_counter()
         try:

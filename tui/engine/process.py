@@ -173,7 +173,9 @@ class EngineClient:
         with self._lock:
             self._proc, self._send, self._recv = proc, send, recv
             self._in_flight = None
-        self._reader = threading.Thread(target=self._read, args=(proc, recv), daemon=True, name="sdpa-engine-reader")
+        self._reader = threading.Thread(
+            target=self._read, args=(proc, recv), daemon=True, name="sdpa-engine-reader"
+        )
         self._reader.start()
 
     def close(self) -> None:
@@ -231,7 +233,9 @@ class EngineClient:
             if self._in_flight is not None and time.perf_counter() - self._last_word > self.time_limit_s:
                 proc.kill()
                 proc.wait(timeout=5)
-                self._died(proc, f"the engine was silent for more than {self.time_limit_s:.0f} s and was stopped")
+                self._died(
+                    proc, f"the engine was silent for more than {self.time_limit_s:.0f} s and was stopped"
+                )
                 return
 
     def _dispatch(self, msg: tuple) -> None:

@@ -44,7 +44,12 @@ REFERENCE_NAME = "fp32 math on the same logical tensors (explicit mask, GQA expa
 
 
 def torch_dtype(torch: Any, dtype: str) -> Any:
-    return {"fp16": torch.float16, "bf16": torch.bfloat16, "fp8_e4m3": torch.float8_e4m3fn, "fp32": torch.float32}[dtype]
+    return {
+        "fp16": torch.float16,
+        "bf16": torch.bfloat16,
+        "fp8_e4m3": torch.float8_e4m3fn,
+        "fp32": torch.float32,
+    }[dtype]
 
 
 def tolerance(config: SdpaConfig, ref: Any, grad: bool = False) -> tuple[float, float]:
@@ -93,7 +98,9 @@ def random_like(config: SdpaConfig, dims: tuple[int, int, int, int], device: str
     import torch
 
     gen = torch.Generator(device=device).manual_seed(seed)
-    t = allocate(torch, dims, config.layout, torch_dtype(torch, "fp32" if config.fp8 else config.dtype), device)
+    t = allocate(
+        torch, dims, config.layout, torch_dtype(torch, "fp32" if config.fp8 else config.dtype), device
+    )
     t.copy_(torch.randn(dims, generator=gen, device=device, dtype=torch.float32))
     return t
 
@@ -135,9 +142,11 @@ def additive_terms(config: SdpaConfig, batch: int, heads: range, rows: range, bi
     if bias is not None:
         b_idx = batch if bias.shape[0] > 1 else 0
         h_sel = slice(heads.start, heads.stop) if bias.shape[1] > 1 else slice(0, 1)
-        term = bias[b_idx, h_sel, rows.start:rows.stop].float()
+        term = bias[b_idx, h_sel, rows.start : rows.stop].float()
     if config.alibi:
-        slopes = torch.tensor(alibi_slopes(config.h_q)[heads.start:heads.stop], device=device).view(-1, 1, 1)
+        slopes = torch.tensor(alibi_slopes(config.h_q)[heads.start : heads.stop], device=device).view(
+            -1, 1, 1
+        )
         i = torch.arange(rows.start, rows.stop, device=device, dtype=torch.float32).view(1, -1, 1)
         j = torch.arange(config.s_kv, device=device, dtype=torch.float32).view(1, 1, -1)
         alibi = (j - i) * slopes
@@ -224,8 +233,17 @@ def _blocks(config: SdpaConfig, device: Any, progress: Callable[[float], None] |
                     last = time.perf_counter()
 
 
-def _attend(config: SdpaConfig, bi: int, heads: range, rows: range, qb: Any, kb: Any, vb: Any, bias: Any,
-            dropout_mask: Any) -> Any:
+def _attend(
+    config: SdpaConfig,
+    bi: int,
+    heads: range,
+    rows: range,
+    qb: Any,
+    kb: Any,
+    vb: Any,
+    bias: Any,
+    dropout_mask: Any,
+) -> Any:
     """One block of softmax(q k^T * scale + terms) v in fp32; differentiable. A row with no kept
     key (a padded row) outputs 0 and passes no gradient."""
     import torch
@@ -237,12 +255,21 @@ def _attend(config: SdpaConfig, bi: int, heads: range, rows: range, qb: Any, kb:
     empty = ~torch.isfinite(scores.amax(dim=-1, keepdim=True))
     p = torch.softmax(scores.masked_fill(empty, 0.0), dim=-1).masked_fill(empty, 0.0)
     if dropout_mask is not None:
-        p = p * dropout_mask[bi, heads.start:heads.stop, rows.start:rows.stop].float() / (1.0 - config.dropout)
+        p = (
+            p
+            * dropout_mask[bi, heads.start : heads.stop, rows.start : rows.stop].float()
+            / (1.0 - config.dropout)
+        )
     return torch.matmul(p, vb)
 
 
 def reference_fp32(
-    config: SdpaConfig, q: Any, k: Any, v: Any, bias: Any = None, dropout_mask: Any = None,
+    config: SdpaConfig,
+    q: Any,
+    k: Any,
+    v: Any,
+    bias: Any = None,
+    dropout_mask: Any = None,
     progress: Callable[[float], None] | None = None,
 ) -> Any:
     """softmax(q k^T * scale + bias + alibi + mask) v in fp32, as a contiguous (b, h_q, s_q, d_v)
@@ -256,15 +283,21 @@ def reference_fp32(
         for bi, heads, rows, kv_heads in _blocks(config, q.device, progress):
             kf = k[bi].index_select(0, kv_heads).float()
             vf = v[bi].index_select(0, kv_heads).float()
-            qb = q[bi, heads.start:heads.stop, rows.start:rows.stop].float()
-            out[bi, heads.start:heads.stop, rows.start:rows.stop] = _attend(
+            qb = q[bi, heads.start : heads.stop, rows.start : rows.stop].float()
+            out[bi, heads.start : heads.stop, rows.start : rows.stop] = _attend(
                 config, bi, heads, rows, qb, kf, vf, bias, dropout_mask
             )
     return out
 
 
 def reference_grads(
-    config: SdpaConfig, q: Any, k: Any, v: Any, d_o: Any, bias: Any = None, dropout_mask: Any = None,
+    config: SdpaConfig,
+    q: Any,
+    k: Any,
+    v: Any,
+    d_o: Any,
+    bias: Any = None,
+    dropout_mask: Any = None,
     progress: Callable[[float], None] | None = None,
 ) -> tuple[Any, Any, Any]:
     """dQ, dK, dV of the reference for the output gradient `d_o`, by torch fp32 autograd, one
@@ -281,8 +314,17 @@ def reference_grads(
             qb = q[bi, hs, rs].float().requires_grad_()
             kf = k[bi].float().requires_grad_()
             vf = v[bi].float().requires_grad_()
-            o = _attend(config, bi, heads, rows, qb, kf.index_select(0, kv_heads), vf.index_select(0, kv_heads),
-                        bias, dropout_mask)
+            o = _attend(
+                config,
+                bi,
+                heads,
+                rows,
+                qb,
+                kf.index_select(0, kv_heads),
+                vf.index_select(0, kv_heads),
+                bias,
+                dropout_mask,
+            )
             with warnings.catch_warnings():  # autograd's worker thread starts without a current CUDA context
                 warnings.filterwarnings("ignore", message="Attempting to run cuBLAS")
                 gq, gk, gv = torch.autograd.grad(o, (qb, kf, vf), d_o[bi, hs, rs].float())
@@ -315,7 +357,11 @@ def torch_sdpa(config: SdpaConfig, q: Any, k: Any, v: Any, bias: Any = None) -> 
                 r1 = min(r0 + rows_step, config.s_q)
                 term = additive_terms(config, bi, range(0, config.h_q), range(r0, r1), bias, q.device)
                 o = F.scaled_dot_product_attention(
-                    q[bi : bi + 1, :, r0:r1], k[bi : bi + 1], v[bi : bi + 1], attn_mask=term.to(q.dtype).unsqueeze(0), **kwargs
+                    q[bi : bi + 1, :, r0:r1],
+                    k[bi : bi + 1],
+                    v[bi : bi + 1],
+                    attn_mask=term.to(q.dtype).unsqueeze(0),
+                    **kwargs,
                 )
                 out[bi : bi + 1, :, r0:r1] = o.nan_to_num(0.0)
         return out
@@ -350,7 +396,9 @@ def torch_sdpa_grads(config: SdpaConfig, q: Any, k: Any, v: Any, d_o: Any, bias:
                 o = F.scaled_dot_product_attention(qb, kb, vb, is_causal=True, **kwargs)
             else:
                 term = additive_terms(config, bi, range(0, config.h_q), range(r0, r1), bias, q.device)
-                o = F.scaled_dot_product_attention(qb, kb, vb, attn_mask=term.to(q.dtype).unsqueeze(0), **kwargs)
+                o = F.scaled_dot_product_attention(
+                    qb, kb, vb, attn_mask=term.to(q.dtype).unsqueeze(0), **kwargs
+                )
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message="Attempting to run cuBLAS")
                 gq, gk, gv = torch.autograd.grad(o, (qb, kb, vb), d_o[bi : bi + 1, :, r0:r1])

@@ -139,7 +139,9 @@ class BackwardResult:
     reference: str = ""
     rtol: float = 0.0
     atol: dict[str, float] = field(default_factory=dict)  # per gradient: a share of its max |reference|
-    gradients: dict[str, ErrorMetrics] = field(default_factory=dict)  # dQ, dK, dV: cuDNN against the reference
+    gradients: dict[str, ErrorMetrics] = field(
+        default_factory=dict
+    )  # dQ, dK, dV: cuDNN against the reference
     torch_gradients: dict[str, ErrorMetrics] = field(default_factory=dict)  # torch's low-precision backward
     torch_backend: str = ""
     bitwise_repeatable: bool | None = None  # two executions gave identical dQ, dK, dV
@@ -232,7 +234,9 @@ class RunResult:
     def from_dict(cls, data: dict[str, Any]) -> RunResult:
         version = str(data.get("schema_version", "0"))
         if version.split(".")[0] != SCHEMA_VERSION.split(".")[0]:
-            raise ValueError(f"result schema {version} is not readable by this version (reads {SCHEMA_VERSION})")
+            raise ValueError(
+                f"result schema {version} is not readable by this version (reads {SCHEMA_VERSION})"
+            )
         d = dict(data)
         d["config"] = SdpaConfig.from_dict(d["config"])
         d["phases"] = tuple(PhaseTiming(**p) for p in d.get("phases", ()))
@@ -263,7 +267,9 @@ class RunResult:
         return cls.from_dict(json.loads(text))
 
 
-def autotune_verdict(plans: tuple[PlanResult, ...], heuristic_plan: int | None, fastest_plan: int | None) -> str:
+def autotune_verdict(
+    plans: tuple[PlanResult, ...], heuristic_plan: int | None, fastest_plan: int | None
+) -> str:
     """Whether timing every plan found one faster than the heuristic's pick, and by how much."""
     timed = [p for p in plans if p.timing is not None]
     by_index = {p.index: p for p in plans}

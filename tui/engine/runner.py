@@ -128,7 +128,9 @@ class _BackwardEntry:
     workspace: Any
     reference: tuple[Any, Any, Any] | None = None
     torch_metrics: dict[str, ErrorMetrics] | None = None
-    tolerances: dict[str, tuple[float, float]] = field(default_factory=dict)  # per gradient, set with the reference
+    tolerances: dict[str, tuple[float, float]] = field(
+        default_factory=dict
+    )  # per gradient, set with the reference
     rows: tuple[Any, Any] = (None, None)  # real query rows, real key/value rows
     scaled: bool = False  # FP8: the output scales were set from a warm-up execution's amax
 
@@ -173,7 +175,10 @@ class Engine:
 
     # ---- run -------------------------------------------------------------------------
     def run(
-        self, config: SdpaConfig, options: RunOptions | None = None, progress: Callable[[str], None] | None = None
+        self,
+        config: SdpaConfig,
+        options: RunOptions | None = None,
+        progress: Callable[[str], None] | None = None,
     ) -> RunResult:
         """Never raises for a bad or unsupported configuration: the result says what happened.
         `progress` hears what the engine is doing now (building, checking, timing ...)."""
@@ -235,7 +240,9 @@ class Engine:
             **base,
         )
 
-    def _validate_backward_cpu(self, config: SdpaConfig, options: RunOptions, env: Environment) -> BackwardResult:
+    def _validate_backward_cpu(
+        self, config: SdpaConfig, options: RunOptions, env: Environment
+    ) -> BackwardResult:
         """Without a GPU: cuDNN's own validation of the backward graph, and torch's low-precision
         backward checked against fp32 autograd on the CPU for small problems."""
         try:
@@ -255,11 +262,22 @@ class Engine:
             for name, got, ref in zip(GRADIENTS, grads, refs, strict=True):
                 atol, rtol = tolerance(config, ref, grad=True)
                 metrics[name], atols[name] = compare(got, ref, atol, rtol), atol
-            note += f"; torch's {str(q.dtype).removeprefix('torch.')} backward on the CPU is checked instead" + (
-                " (dropout left off)" if config.dropout else "")
-        return BackwardResult(status=STATUS_CPU_ONLY, phases=tuple(g.phases), graph_json=g.json(), note=note,
-                              reference=GRAD_REFERENCE_NAME if metrics else "", torch_gradients=metrics, atol=atols,
-                              rtol=rtol, torch_backend="torch SDPA backward (CPU)", **backward_counts(config))
+            note += (
+                f"; torch's {str(q.dtype).removeprefix('torch.')} backward on the CPU is checked instead"
+                + (" (dropout left off)" if config.dropout else "")
+            )
+        return BackwardResult(
+            status=STATUS_CPU_ONLY,
+            phases=tuple(g.phases),
+            graph_json=g.json(),
+            note=note,
+            reference=GRAD_REFERENCE_NAME if metrics else "",
+            torch_gradients=metrics,
+            atol=atols,
+            rtol=rtol,
+            torch_backend="torch SDPA backward (CPU)",
+            **backward_counts(config),
+        )
 
     # ---- GPU mode ---------------------------------------------------------------------------
     def _entry(self, config: SdpaConfig, seed: int) -> tuple[_Entry, bool]:
@@ -354,7 +372,9 @@ class Engine:
                 m = compare(output_of(index), entry.reference, accuracy.atol, accuracy.rtol, entry.rows)
             return m.max_abs, m.mismatched == 0 and m.nonfinite == 0
 
-        plans, fastest = self._time_plans(g, run_plan, options, config.flops(), check_plan if accuracy else None)
+        plans, fastest = self._time_plans(
+            g, run_plan, options, config.flops(), check_plan if accuracy else None
+        )
         timing = plans_timing(plans, g.heuristic_index)
         host = host_overhead_us(run_plan(g.heuristic_index)) if timing is not None else None
         status, message = STATUS_OK, ""
@@ -386,7 +406,9 @@ class Engine:
             bandwidth_gbs=config.io_bytes() / (timing.median_us * 1e-6) / 1e9 if timing else None,
             accuracy=accuracy,
             graph_json=g.json(),
-            fp8=fp8_scaling(entry.data, FP8_FORWARD_SCALES, FP8_FORWARD_AMAX, {"amax_o": entry.reference}) if config.fp8 else None,
+            fp8=fp8_scaling(entry.data, FP8_FORWARD_SCALES, FP8_FORWARD_AMAX, {"amax_o": entry.reference})
+            if config.fp8
+            else None,
             backward=backward,
             **base,
         )
@@ -396,23 +418,32 @@ class Engine:
         note = ""
         if entry.reference is None:
             dropout_mask = self._dropout_mask(entry, handle) if config.dropout else None
-            entry.reference = reference_fp32(config, *entry.inputs(), dropout_mask=dropout_mask,
-                                             progress=lambda share: self._progress(f"checking: reference {share:.0%}"))
+            entry.reference = reference_fp32(
+                config,
+                *entry.inputs(),
+                dropout_mask=dropout_mask,
+                progress=lambda share: self._progress(f"checking: reference {share:.0%}"),
+            )
             entry.dropout_mask = dropout_mask if config.backward else None
             del dropout_mask
             entry.tolerance = tolerance(config, entry.reference)
             if not config.dropout:
-                entry.torch_metrics = compare(torch_sdpa(config, *torch_inputs(entry)), entry.reference,
-                                              *entry.tolerance, entry.rows)
+                entry.torch_metrics = compare(
+                    torch_sdpa(config, *torch_inputs(entry)), entry.reference, *entry.tolerance, entry.rows
+                )
         atol, rtol = entry.tolerance
         if config.dropout:
-            note = ("dropout on: the reference applies the mask cuDNN drew (dumped by the same graph with "
-                    "the same seed); torch's SDPA cannot apply that mask, so its error is not shown")
+            note = (
+                "dropout on: the reference applies the mask cuDNN drew (dumped by the same graph with "
+                "the same seed); torch's SDPA cannot apply that mask, so its error is not shown"
+            )
         backend = "torch.nn.functional.scaled_dot_product_attention"
         if config.fp8:
             backend += " in fp16 on the dequantised inputs (torch has no FP8 attention)"
-            note = (f"FP8: the reference computes on the dequantised E4M3 inputs; atol is {TOLERANCES[config.dtype][0]:g} "
-                    "of max |reference| (per-tensor scaling)" + (f"; {note}" if note else ""))
+            note = (
+                f"FP8: the reference computes on the dequantised E4M3 inputs; atol is {TOLERANCES[config.dtype][0]:g} "
+                "of max |reference| (per-tensor scaling)" + (f"; {note}" if note else "")
+            )
         return Accuracy(
             reference=REFERENCE_NAME,
             device="cuda",
@@ -444,7 +475,9 @@ class Engine:
             changes: dict[str, Any] = {}
             self._progress(f"timing {what} {plan.index + 1} of {len(g.plans)}")
             try:
-                stats = kernel_time(run_plan(plan.index), self._set_stream, options.timing, self.environment().l2_bytes)
+                stats = kernel_time(
+                    run_plan(plan.index), self._set_stream, options.timing, self.environment().l2_bytes
+                )
                 timings[plan.index] = stats
                 changes.update(timing=stats, tflops=_tflops(flops, stats.median_us))
                 if check_plan is not None:
@@ -467,7 +500,9 @@ class Engine:
         g = build(config, self._cudnn_handle(), backward=True)
         data = backward_tensors(config, entry.data, "cuda", seed)
         ws = torch.empty(max(g.workspace_bytes, 1), dtype=torch.uint8, device="cuda")
-        entry.backward = _BackwardEntry(g, data, ws, rows=(valid_rows(config, "cuda"), valid_rows(config, "cuda", 1)))
+        entry.backward = _BackwardEntry(
+            g, data, ws, rows=(valid_rows(config, "cuda"), valid_rows(config, "cuda", 1))
+        )
         return entry.backward
 
     def _run_backward(self, entry: _Entry, options: RunOptions, base: dict) -> BackwardResult:
@@ -488,10 +523,16 @@ class Engine:
 
         if config.fp8 and not bentry.scaled:
             self._progress("scaling the backward")
-            delayed_scaling(run_plan(g.heuristic_index), bentry.data, {
-                "amax_dq": ("scale_dQ", None), "amax_dk": ("scale_dK", None), "amax_dv": ("scale_dV", None),
-                "amax_dp": ("scale_dP", "descale_dP"),
-            })
+            delayed_scaling(
+                run_plan(g.heuristic_index),
+                bentry.data,
+                {
+                    "amax_dq": ("scale_dQ", None),
+                    "amax_dk": ("scale_dK", None),
+                    "amax_dv": ("scale_dV", None),
+                    "amax_dp": ("scale_dP", "descale_dP"),
+                },
+            )
             bentry.scaled = True
 
         def grads_of(index: int) -> list[Any]:
@@ -511,10 +552,19 @@ class Engine:
                 q, k, v, bias = entry.inputs()
                 d_o = values(config, bentry.data, "dO")
                 bentry.reference = reference_grads(
-                    config, q, k, v, d_o, bias, entry.dropout_mask,
-                    progress=lambda share: self._progress(f"checking the backward: autograd {share:.0%}"))
-                bentry.tolerances = {n: tolerance(config, ref, grad=True)
-                                     for n, ref in zip(GRADIENTS, bentry.reference, strict=True)}
+                    config,
+                    q,
+                    k,
+                    v,
+                    d_o,
+                    bias,
+                    entry.dropout_mask,
+                    progress=lambda share: self._progress(f"checking the backward: autograd {share:.0%}"),
+                )
+                bentry.tolerances = {
+                    n: tolerance(config, ref, grad=True)
+                    for n, ref in zip(GRADIENTS, bentry.reference, strict=True)
+                }
                 if not config.dropout:
                     tq, tk, tv, tbias = torch_inputs(entry)
                     t_do = d_o.to(tq.dtype)
@@ -530,7 +580,8 @@ class Engine:
         def check_plan(index: int) -> tuple[float, bool]:
             metrics = self._compare_grads(grads_of(index), bentry)[0]
             return max(m.max_abs for m in metrics.values()), all(
-                m.mismatched == 0 and m.nonfinite == 0 for m in metrics.values())
+                m.mismatched == 0 and m.nonfinite == 0 for m in metrics.values()
+            )
 
         repeatable = None
         if options.check:
@@ -538,8 +589,9 @@ class Engine:
             second = grads_of(g.heuristic_index)
             repeatable = all(bool((a == b).all().item()) for a, b in zip(first, second, strict=True))
             del first, second
-        plans, fastest = self._time_plans(g, run_plan, options, config.backward_flops(),
-                                          check_plan if options.check else None)
+        plans, fastest = self._time_plans(
+            g, run_plan, options, config.backward_flops(), check_plan if options.check else None
+        )
         timing = plans_timing(plans, g.heuristic_index)
         status, message = STATUS_OK, ""
         result = BackwardResult(
@@ -556,12 +608,17 @@ class Engine:
             atol=atol,
             gradients=gradients,
             torch_gradients=bentry.torch_metrics or {},
-            torch_backend="torch SDPA backward" + (" in fp16 on the dequantised inputs" if config.fp8 else ""),
+            torch_backend="torch SDPA backward"
+            + (" in fp16 on the dequantised inputs" if config.fp8 else ""),
             bitwise_repeatable=repeatable,
-            fp8=fp8_scaling(bentry.data, ("descale_o", "descale_dO", "scale_dQ", "scale_dK", "scale_dV", "scale_dP",
-                                          "descale_dP"), FP8_BACKWARD_AMAX,
-                            dict(zip(("amax_dq", "amax_dk", "amax_dv"), bentry.reference or (), strict=False)))
-            if config.fp8 else None,
+            fp8=fp8_scaling(
+                bentry.data,
+                ("descale_o", "descale_dO", "scale_dQ", "scale_dK", "scale_dV", "scale_dP", "descale_dP"),
+                FP8_BACKWARD_AMAX,
+                dict(zip(("amax_dq", "amax_dk", "amax_dv"), bentry.reference or (), strict=False)),
+            )
+            if config.fp8
+            else None,
             note=note,
             graph_json=g.json(),
             **backward_counts(config),
@@ -570,15 +627,19 @@ class Engine:
             worst = max(GRADIENTS, key=lambda n: gradients[n].mismatched)
             m = gradients[worst]
             status = STATUS_MISMATCH
-            message = (f"{worst} differs from fp32 autograd: max abs error {m.max_abs:.3g} ({m.mismatched} of {m.total} "
-                       f"elements outside atol {atol[worst]:.3g} + rtol {rtol:g}·|ref|)")
+            message = (
+                f"{worst} differs from fp32 autograd: max abs error {m.max_abs:.3g} ({m.mismatched} of {m.total} "
+                f"elements outside atol {atol[worst]:.3g} + rtol {rtol:g}·|ref|)"
+            )
         elif config.deterministic and repeatable is False:
             status = STATUS_MISMATCH
             message = "the deterministic backward gave different gradients on two executions"
         return dataclasses.replace(result, status=status, message=message)
 
     @staticmethod
-    def _compare_grads(grads: Any, bentry: _BackwardEntry) -> tuple[dict[str, ErrorMetrics], dict[str, float], float]:
+    def _compare_grads(
+        grads: Any, bentry: _BackwardEntry
+    ) -> tuple[dict[str, ErrorMetrics], dict[str, float], float]:
         metrics, atols, rtol = {}, {}, 0.0
         for name, got, ref in zip(GRADIENTS, grads, bentry.reference, strict=True):
             atol, rtol = bentry.tolerances[name]
@@ -628,7 +689,9 @@ def plans_timing(plans: list[PlanResult], index: int | None) -> TimingStats | No
     return next((p.timing for p in plans if p.index == index), None)
 
 
-def delayed_scaling(run: Callable[[], None], data: dict[str, Any], outputs: dict[str, tuple[str, str | None]]) -> None:
+def delayed_scaling(
+    run: Callable[[], None], data: dict[str, Any], outputs: dict[str, tuple[str, str | None]]
+) -> None:
     """FP8 outputs' scales from their amax: run once with scale 1, then set each scale to
     448/amax (and its descale to the inverse), so the next executions use E4M3's whole range."""
     for scale, descale in outputs.values():
@@ -645,8 +708,9 @@ def delayed_scaling(run: Callable[[], None], data: dict[str, Any], outputs: dict
             data[descale].fill_(1.0 / value)
 
 
-def fp8_scaling(data: dict[str, Any], scales: tuple[str, ...], amax: tuple[str, ...], references: dict[str, Any]
-                ) -> Fp8Scaling:
+def fp8_scaling(
+    data: dict[str, Any], scales: tuple[str, ...], amax: tuple[str, ...], references: dict[str, Any]
+) -> Fp8Scaling:
     return Fp8Scaling(
         recipe=FP8_RECIPE,
         scales={n: float(data[n].item()) for n in scales if n in data},
@@ -664,14 +728,20 @@ def scalar(value: float, device: str) -> Any:
 
 def backward_counts(config: SdpaConfig) -> dict[str, Any]:
     """What a BackwardResult says of the config whatever happened: the option, FLOPs and bytes."""
-    return dict(deterministic=config.deterministic, flops=config.backward_flops(), io_bytes=config.backward_io_bytes())
+    return dict(
+        deterministic=config.deterministic, flops=config.backward_flops(), io_bytes=config.backward_io_bytes()
+    )
 
 
 def backward_refused(config: SdpaConfig, exc: GraphBuildError) -> BackwardResult:
     """A backward graph that did not build: cuDNN's words, the phases up to the failure."""
-    return BackwardResult(status=STATUS_UNSUPPORTED if exc.unsupported else STATUS_ERROR,
-                          message=f"{exc.phase}: {exc.message}", phases=tuple(exc.phases),
-                          graph_json=exc.graph_json, **backward_counts(config))
+    return BackwardResult(
+        status=STATUS_UNSUPPORTED if exc.unsupported else STATUS_ERROR,
+        message=f"{exc.phase}: {exc.message}",
+        phases=tuple(exc.phases),
+        graph_json=exc.graph_json,
+        **backward_counts(config),
+    )
 
 
 def device_tensors(config: SdpaConfig, device: str, seed: int) -> dict[str, Any]:

@@ -93,7 +93,9 @@ def kernel_time(
             end.record(stream)
         end.synchronize()
         rough_us = max(start.elapsed_time(end) * 1000.0 / 5, 1.0)
-        per_replay = int(min(opts.max_per_replay, max(opts.min_per_replay, opts.target_replay_ms * 1000 / rough_us)))
+        per_replay = int(
+            min(opts.max_per_replay, max(opts.min_per_replay, opts.target_replay_ms * 1000 / rough_us))
+        )
 
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, stream=stream):
@@ -122,13 +124,18 @@ def kernel_time(
     kernels.sort()
     per_group = total // opts.replays
     per_exec = [
-        sum(d for _, d in kernels[i * per_group : (i + 1) * per_group]) / per_replay for i in range(opts.replays)
+        sum(d for _, d in kernels[i * per_group : (i + 1) * per_group]) / per_replay
+        for i in range(opts.replays)
     ]
     stats = summarize(per_exec, per_replay, opts.l2_flush, "cupti kernel durations over cuda-graph replay")
-    return dataclasses.replace(stats, replay_us=replay_us, kernels_per_call=max(1, round(per_group / per_replay)))
+    return dataclasses.replace(
+        stats, replay_us=replay_us, kernels_per_call=max(1, round(per_group / per_replay))
+    )
 
 
-def _profiled_replays(torch: Any, graph: Any, stream: Any, replays: int) -> tuple[list[float], list[tuple[str, float, float]]]:
+def _profiled_replays(
+    torch: Any, graph: Any, stream: Any, replays: int
+) -> tuple[list[float], list[tuple[str, float, float]]]:
     """Replay `replays` times under CUPTI: (event time of each replay in ms, kernel records)."""
     from torch.profiler import ProfilerActivity, profile
 

@@ -33,7 +33,12 @@ class ExportDialog(ModalScreen[tuple[str, str] | None]):
             yield Label(f"Export {self.config.label()}", classes="dialog-title")
             with RadioSet(id="export-kind"):
                 for i, (kind, text) in enumerate(KINDS):
-                    yield RadioButton(text, value=i == 0, id=f"kind-{kind}", disabled=kind != "script" and not self.has_result)
+                    yield RadioButton(
+                        text,
+                        value=i == 0,
+                        id=f"kind-{kind}",
+                        disabled=kind != "script" and not self.has_result,
+                    )
             yield Input(default_filename(self.config, "script"), id="export-path")
             with Horizontal(classes="buttons"):
                 yield Button("Export", variant="primary", id="export-ok")

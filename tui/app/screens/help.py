@@ -67,13 +67,15 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         keys = [
-            "| key | does |", "| --- | --- |",
+            "| key | does |",
+            "| --- | --- |",
             "| Ctrl+R | run the current configuration again |",
             "| Ctrl+O | presets: filter as you type, Enter loads and runs |",
             "| Ctrl+S | save the form as your preset |",
             "| Ctrl+E | export: reproduction script, JSON or CSV |",
             "| Ctrl+P | command palette: run, presets, layouts, toggle causal or backward, export, quit |",
-            "| F1 | this help |", "| Ctrl+Q | quit |",
+            "| F1 | this help |",
+            "| Ctrl+Q | quit |",
             "| Tab / Shift+Tab | move between fields and panes |",
         ]
         keys += [f"| {k} | {d} (focused widget) |" for k, d in self.focused_bindings]

@@ -17,7 +17,11 @@ def _prompt(preset: Preset) -> Text:
     t = Text()
     t.append(preset.name, style="bold")
     t.append(f"  {preset.config.label()}", style="cyan")
-    origin = "yours" + (", hides the built-in" if preset.shadows_builtin else "") if preset.origin == "user" else "built-in"
+    origin = (
+        "yours" + (", hides the built-in" if preset.shadows_builtin else "")
+        if preset.origin == "user"
+        else "built-in"
+    )
     t.append(f"  ({origin})", style="dim")
     if preset.description:
         t.append(f"\n  {preset.description}", style="dim")
@@ -87,7 +91,9 @@ class SavePreset(ModalScreen[tuple[str, str] | None]):
             yield Label(f"Save {self.label} as your preset", classes="dialog-title")
             yield Input(placeholder="name (letters, digits, . _ -)", id="save-name")
             yield Input(placeholder="description (optional)", id="save-description")
-            yield Label(self.error, id="save-error", classes="field-error -visible" if self.error else "field-error")
+            yield Label(
+                self.error, id="save-error", classes="field-error -visible" if self.error else "field-error"
+            )
             with Horizontal(classes="buttons"):
                 yield Button("Save", variant="primary", id="save-ok")
                 yield Button("Cancel", id="save-cancel")

@@ -40,9 +40,15 @@ class GradientTable(DataTable):
         for name in GRADIENTS:
             mine, theirs = b.gradients.get(name), b.torch_gradients.get(name)
             atol = b.atol.get(name)
-            self.add_row(name, "-" if atol is None else f"{atol:.3g}",
-                         sci(mine.max_abs if mine else None), sci(mine.max_rel if mine else None), verdict(mine),
-                         sci(theirs.max_abs if theirs else None), verdict(theirs))
+            self.add_row(
+                name,
+                "-" if atol is None else f"{atol:.3g}",
+                sci(mine.max_abs if mine else None),
+                sci(mine.max_rel if mine else None),
+                verdict(mine),
+                sci(theirs.max_abs if theirs else None),
+                verdict(theirs),
+            )
 
 
 class AmaxTable(DataTable):
@@ -94,9 +100,11 @@ class AccuracyPane(VerticalScroll):
         if acc is None:
             head.update("not checked")
             return
-        head.update(f"reference: {acc.reference}, on {acc.device}\n"
-                    f"tolerance ({result.config.dtype}): atol {acc.atol:g}, rtol {acc.rtol:g}"
-                    + (f"\n{acc.note}" if acc.note else ""))
+        head.update(
+            f"reference: {acc.reference}, on {acc.device}\n"
+            f"tolerance ({result.config.dtype}): atol {acc.atol:g}, rtol {acc.rtol:g}"
+            + (f"\n{acc.note}" if acc.note else "")
+        )
         self._row(table, "cuDNN", acc.cudnn)
         self._row(table, f"torch {torch_dtype(result.config)} SDPA", acc.torch_lowp)
 
@@ -106,8 +114,10 @@ class AccuracyPane(VerticalScroll):
             return
         head = Text("gradients dQ, dK, dV", style="bold")
         if b.reference:
-            head.append(f" against {b.reference}\ntolerance: rtol {b.rtol:g}, atol per gradient "
-                        "(a share of its max |reference|)")
+            head.append(
+                f" against {b.reference}\ntolerance: rtol {b.rtol:g}, atol per gradient "
+                "(a share of its max |reference|)"
+            )
         else:
             head.append(": not checked")
         if b.torch_backend:

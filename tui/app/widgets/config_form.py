@@ -71,28 +71,48 @@ class ConfigForm(VerticalScroll):
     def compose(self) -> ComposeResult:
         c = self._initial
         for name in INT_FIELDS:
-            yield from self._row(name, FIELD_LABELS[name], Input(str(getattr(c, name)), id=f"f-{name}", compact=True))
+            yield from self._row(
+                name, FIELD_LABELS[name], Input(str(getattr(c, name)), id=f"f-{name}", compact=True)
+            )
         yield from self._row("dtype", "dtype", self._select("dtype", [(d, d) for d in DTYPES], c.dtype))
-        yield from self._row("out_dtype", "out dtype", self._select(
-            "out_dtype", [(d, d) for d in OUT_DTYPES], c.out_dtype))
+        yield from self._row(
+            "out_dtype", "out dtype", self._select("out_dtype", [(d, d) for d in OUT_DTYPES], c.out_dtype)
+        )
         yield from self._row("layout", "layout", self._select("layout", [(k, k) for k in LAYOUTS], c.layout))
-        yield from self._row("causal", "causal mask",
-                             self._select("causal", [(CAUSAL_LABELS[m], m) for m in CAUSAL_MODES], c.causal))
+        yield from self._row(
+            "causal",
+            "causal mask",
+            self._select("causal", [(CAUSAL_LABELS[m], m) for m in CAUSAL_MODES], c.causal),
+        )
         scale = "" if c.attn_scale is None else repr(c.attn_scale)
-        yield from self._row("attn_scale", "scale (blank: 1/√d_qk)", Input(scale, id="f-attn_scale", compact=True))
+        yield from self._row(
+            "attn_scale", "scale (blank: 1/√d_qk)", Input(scale, id="f-attn_scale", compact=True)
+        )
         window = "" if c.window is None else str(c.window)
         yield from self._row("window", "window (blank: none)", Input(window, id="f-window", compact=True))
         for name in ("seq_lens_q", "seq_lens_kv"):
-            widget = Input(format_lengths(getattr(c, name)), id=f"f-{name}", compact=True,
-                           tooltip="full, random, ratio 0.5, or one length per batch entry: 512,384,...")
+            widget = Input(
+                format_lengths(getattr(c, name)),
+                id=f"f-{name}",
+                compact=True,
+                tooltip="full, random, ratio 0.5, or one length per batch entry: 512,384,...",
+            )
             yield from self._row(name, FIELD_LABELS[name], widget)
         yield from self._row("bias", "bias", self._select("bias", [(x, x) for x in BIAS_SHAPES], c.bias))
-        yield from self._row("implementation", "implementation",
-                             self._select("implementation", [(x, x) for x in IMPLEMENTATIONS], c.implementation))
+        yield from self._row(
+            "implementation",
+            "implementation",
+            self._select("implementation", [(x, x) for x in IMPLEMENTATIONS], c.implementation),
+        )
         yield from self._switch("alibi", c.alibi)
-        yield from self._row("dropout", FIELD_LABELS["dropout"], Input(f"{c.dropout:g}", id="f-dropout", compact=True))
-        yield from self._row("dropout_seed", FIELD_LABELS["dropout_seed"],
-                             Input(str(c.dropout_seed), id="f-dropout_seed", compact=True))
+        yield from self._row(
+            "dropout", FIELD_LABELS["dropout"], Input(f"{c.dropout:g}", id="f-dropout", compact=True)
+        )
+        yield from self._row(
+            "dropout_seed",
+            FIELD_LABELS["dropout_seed"],
+            Input(str(c.dropout_seed), id="f-dropout_seed", compact=True),
+        )
         yield from self._switch("backward", c.backward)
         yield from self._switch("deterministic", c.deterministic)
         yield Label("heuristic modes", classes="section-label")
@@ -125,7 +145,9 @@ class ConfigForm(VerticalScroll):
             data[name] = self.query_one(f"#f-{name}", Select).value
         for name in SWITCH_FIELDS:
             data[name] = self.query_one(f"#f-{name}", Checkbox).value
-        data["heuristics"] = [m for m in ("A", "B", "FALLBACK") if self.query_one(f"#f-heur-{m}", Checkbox).value]
+        data["heuristics"] = [
+            m for m in ("A", "B", "FALLBACK") if self.query_one(f"#f-heur-{m}", Checkbox).value
+        ]
         if errors:
             return None, errors
         try:
@@ -170,7 +192,9 @@ class ConfigForm(VerticalScroll):
             self.query_one(f"#f-{name}", Select).value = getattr(config, name)
         for name in SWITCH_FIELDS:
             self.query_one(f"#f-{name}", Checkbox).value = getattr(config, name)
-        self.query_one("#f-attn_scale", Input).value = "" if config.attn_scale is None else repr(config.attn_scale)
+        self.query_one("#f-attn_scale", Input).value = (
+            "" if config.attn_scale is None else repr(config.attn_scale)
+        )
         self.query_one("#f-window", Input).value = "" if config.window is None else str(config.window)
         for name in ("seq_lens_q", "seq_lens_kv"):
             self.query_one(f"#f-{name}", Input).value = format_lengths(getattr(config, name))

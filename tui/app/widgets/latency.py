@@ -63,12 +63,18 @@ class LatencyPane(Horizontal):
         plt.clear_figure()
         plt.title("kernel time per plan (µs)")
         timed = [p for p in (result.plans if result else ()) if p.timing is not None]
-        bwd = [p for p in (result.backward.plans if result and result.backward else ()) if p.timing is not None]
+        bwd = [
+            p for p in (result.backward.plans if result and result.backward else ()) if p.timing is not None
+        ]
         if bwd:
             self._bar_groups(plt, timed, bwd)
         elif timed:
-            plt.bar([plan_label(p) for p in timed], [p.timing.median_us for p in timed],
-                    orientation="horizontal", width=0.4)
+            plt.bar(
+                [plan_label(p) for p in timed],
+                [p.timing.median_us for p in timed],
+                orientation="horizontal",
+                width=0.4,
+            )
         if timed or bwd:
             plt.xlabel("µs (H heuristic's pick, * fastest)")
         plot.refresh()
@@ -77,10 +83,20 @@ class LatencyPane(Horizontal):
     def _bar_groups(plt, forward: list[PlanResult], backward: list[PlanResult]) -> None:
         """Forward and backward plans as two coloured groups on one axis, backward's labelled 'bwd'."""
         at = list(range(1, len(forward) + len(backward) + 1))
-        fwd_at, bwd_at = at[: len(forward)], at[len(forward):]
+        fwd_at, bwd_at = at[: len(forward)], at[len(forward) :]
         if forward:
-            plt.bar(fwd_at, [p.timing.median_us for p in forward], orientation="horizontal", width=0.4,
-                    label="forward")
-        plt.bar(bwd_at, [p.timing.median_us for p in backward], orientation="horizontal", width=0.4,
-                label="backward")
+            plt.bar(
+                fwd_at,
+                [p.timing.median_us for p in forward],
+                orientation="horizontal",
+                width=0.4,
+                label="forward",
+            )
+        plt.bar(
+            bwd_at,
+            [p.timing.median_us for p in backward],
+            orientation="horizontal",
+            width=0.4,
+            label="backward",
+        )
         plt.yticks(at, [plan_label(p) for p in forward] + [plan_label(p, "bwd ") for p in backward])

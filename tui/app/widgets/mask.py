@@ -56,8 +56,11 @@ class MaskPane(Vertical):
         grid = mask_grid(c, batch, height, width)
         t = Text()
         lq, lkv = c.lengths(batch)
-        t.append(f"rows: queries 0..{c.s_q - 1}   columns: keys 0..{c.s_kv - 1}   "
-                 f"kept {c.kept_pairs(batch):,} of {c.s_q * c.s_kv:,} scores per head\n", style="dim")
+        t.append(
+            f"rows: queries 0..{c.s_q - 1}   columns: keys 0..{c.s_kv - 1}   "
+            f"kept {c.kept_pairs(batch):,} of {c.s_q * c.s_kv:,} scores per head\n",
+            style="dim",
+        )
         for row in grid:
             t.append("│")
             t.append("".join(SHADES[min(4, round(f * 4))] for f in row), style="cyan")

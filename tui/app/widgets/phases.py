@@ -26,8 +26,10 @@ class PhaseTable(DataTable):
         self.clear()
         longest = max((p.seconds for p in phases), default=0) or 1
         for p in phases:
-            bar = Text("█" * max(1 if p.seconds > 0 else 0, round(BAR_WIDTH * p.seconds / longest)),
-                       style="green" if p.ok else "red")
+            bar = Text(
+                "█" * max(1 if p.seconds > 0 else 0, round(BAR_WIDTH * p.seconds / longest)),
+                style="green" if p.ok else "red",
+            )
             self.add_row(p.name, ms(p.seconds), bar, p.note if p.ok else Text(p.error, style="red"))
 
 
@@ -59,4 +61,5 @@ class PhasesPane(Vertical):
             self.query_one("#backward-phases-table", PhaseTable).show_phases(b.phases)
             both = sum(p.seconds for p in (*result.phases, *b.phases))
             self.query_one("#backward-phases-head", Static).update(
-                f"backward graph: {total(b.phases)}   (forward and backward: {ms(both)})")
+                f"backward graph: {total(b.phases)}   (forward and backward: {ms(both)})"
+            )

@@ -22,7 +22,9 @@ class PlanTable(DataTable):
     def __init__(self, **kwargs) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
         self.plans: tuple[PlanResult, ...] = ()
-        self.add_columns("#", "", "plan", "engine", "knobs", "workspace", "build", "kernel", "TFLOPS", "max err", "notes")
+        self.add_columns(
+            "#", "", "plan", "engine", "knobs", "workspace", "build", "kernel", "TFLOPS", "max err", "notes"
+        )
 
     def show_plans(self, plans: tuple[PlanResult, ...]) -> None:
         self.plans = plans
@@ -31,7 +33,10 @@ class PlanTable(DataTable):
             mark = ("H" if p.is_heuristic_pick else "") + ("*" if p.is_fastest else "")
             err = Text(sci(p.max_abs_error), style="red" if p.matches is False else "")
             self.add_row(
-                str(p.index), mark, p.name, "-" if p.engine_id is None else str(p.engine_id),
+                str(p.index),
+                mark,
+                p.name,
+                "-" if p.engine_id is None else str(p.engine_id),
                 " ".join(f"{k}={v}" for k, v in p.knobs.items()),
                 "-" if p.workspace_bytes is None else format_bytes(p.workspace_bytes),
                 ms(p.build_seconds) if p.built else Text("no", style="red"),
@@ -88,19 +93,28 @@ class PlansPane(Vertical):
 
     def _detail(self, p: PlanResult, backward: bool = False) -> None:
         what = "backward plan" if backward else "plan"
-        lines = [f"{what} {p.index}: {p.name}" + ("  (heuristic's pick)" if p.is_heuristic_pick else "")
-                 + ("  (fastest)" if p.is_fastest else "")]
-        lines.append(f"engine {p.engine_id}  knobs {p.knobs or '{}'}  workspace "
-                     f"{'-' if p.workspace_bytes is None else format_bytes(p.workspace_bytes)}")
+        lines = [
+            f"{what} {p.index}: {p.name}"
+            + ("  (heuristic's pick)" if p.is_heuristic_pick else "")
+            + ("  (fastest)" if p.is_fastest else "")
+        ]
+        lines.append(
+            f"engine {p.engine_id}  knobs {p.knobs or '{}'}  workspace "
+            f"{'-' if p.workspace_bytes is None else format_bytes(p.workspace_bytes)}"
+        )
         if p.built:
             lines.append(f"built in {ms(p.build_seconds)}; kernel time {timing_text(p.timing)}")
             if p.timing:
-                lines.append(f"{p.timing.replays} replays of {p.timing.per_replay} executions, "
-                             f"{p.timing.kernels_per_call} kernel(s) per call, {p.timing.method}")
+                lines.append(
+                    f"{p.timing.replays} replays of {p.timing.per_replay} executions, "
+                    f"{p.timing.kernels_per_call} kernel(s) per call, {p.timing.method}"
+                )
             if p.max_abs_error is not None:
                 of = " (worst of dQ, dK, dV)" if backward else ""
-                lines.append(f"max abs error {p.max_abs_error:.3e}{of}: "
-                             f"{'within' if p.matches else 'OUTSIDE'} tolerance")
+                lines.append(
+                    f"max abs error {p.max_abs_error:.3e}{of}: "
+                    f"{'within' if p.matches else 'OUTSIDE'} tolerance"
+                )
             lines.append("behavior notes: " + (", ".join(p.behavior_notes) or "none"))
         else:
             lines.append(f"does not build: {p.build_error}")

@@ -81,7 +81,9 @@ class SummaryPane(Static):
         if b.bitwise_repeatable is not None:
             same = "yes" if b.bitwise_repeatable else "no"
             bad = b.deterministic and not b.bitwise_repeatable
-            t.append(f"  {'deterministic: ' if b.deterministic else ''}bitwise repeatable {same}",
-                     style="bold red" if bad else ("green" if b.bitwise_repeatable else "yellow"))
+            t.append(
+                f"  {'deterministic: ' if b.deterministic else ''}bitwise repeatable {same}",
+                style="bold red" if bad else ("green" if b.bitwise_repeatable else "yellow"),
+            )
         if b.message and b.message not in result.message:
             t.append(f"\nbackward: {b.message}", style="yellow" if b.status in ("ok", "cpu_only") else "red")
