@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import fp8
 from .config import SdpaConfig
 from .layouts import strides
 from .results import PhaseTiming, PlanResult
@@ -119,25 +120,6 @@ OP_KEYWORDS: dict[str, frozenset[str]] = {
     ),
 }
 SDPA_KEYWORDS = OP_KEYWORDS["sdpa"]
-
-# The scale tensors of the FP8 operations, fp32 (1, 1, 1, 1) each, and the amax each one writes.
-FP8_FORWARD_SCALES = ("descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o")
-FP8_BACKWARD_SCALES = (
-    "descale_q",
-    "descale_k",
-    "descale_v",
-    "descale_o",
-    "descale_dO",
-    "descale_s",
-    "descale_dP",
-    "scale_s",
-    "scale_dQ",
-    "scale_dK",
-    "scale_dV",
-    "scale_dP",
-)
-FP8_FORWARD_AMAX = ("amax_o",)
-FP8_BACKWARD_AMAX = ("amax_dq", "amax_dk", "amax_dv", "amax_dp")
 
 
 class UnsupportedOption(Exception):
@@ -273,7 +255,7 @@ def cudnn_dtype(cudnn: Any, dtype: str) -> Any:
 
 class _Builder:
     """Declares a graph's tensors by name with the strides of their layout, so the graph and
-    the device tensors (runner.device_tensors) agree on every name, shape and dtype."""
+    the device tensors (passes.device_tensors) agree on every name, shape and dtype."""
 
     def __init__(self, config: SdpaConfig, handle: Any):
         import cudnn
@@ -350,7 +332,7 @@ def define(config: SdpaConfig, handle: Any = None, rng_dump: bool = False) -> Sd
     extras = b.options(rng_dump)
     op = op_name(c)
     if c.fp8:
-        scales = dict(zip(FP8_FORWARD_SCALES, b.scales(FP8_FORWARD_SCALES), strict=True))
+        scales = dict(zip(fp8.FORWARD_SCALES, b.scales(fp8.FORWARD_SCALES), strict=True))
         o, stats, _amax_s, amax_o = b.graph.sdpa_fp8(
             **sdpa_kwargs(c, {"q": q, "k": k, "v": v, **extras, **scales}, op)
         )
@@ -376,9 +358,9 @@ def define_backward(config: SdpaConfig, handle: Any = None) -> SdpaGraph:
     op = op_name(c, backward=True)
     tensors = {"q": q, "k": k, "v": v, "o": o, "dO": d_o, "stats": stats, **extras}
     if c.fp8:
-        scales = dict(zip(FP8_BACKWARD_SCALES, b.scales(FP8_BACKWARD_SCALES), strict=True))
+        scales = dict(zip(fp8.BACKWARD_SCALES, b.scales(fp8.BACKWARD_SCALES), strict=True))
         dq, dk, dv, *amaxes = b.graph.sdpa_fp8_backward(**sdpa_kwargs(c, {**tensors, **scales}, op))
-        for name, t in zip(FP8_BACKWARD_AMAX, amaxes, strict=True):
+        for name, t in zip(fp8.BACKWARD_AMAX, amaxes, strict=True):
             b.output(name, t, (1, 1, 1, 1), "fp32")
     else:
         dq, dk, dv = b.graph.sdpa_backward(**sdpa_kwargs(c, tensors, op))

@@ -38,7 +38,6 @@ GRAD_TOLERANCES: dict[str, tuple[float, float]] = {
     "fp8_e4m3": (2**-3, 2**-2),
 }
 RELATIVE_ATOL = ("fp8_e4m3",)  # dtypes whose output atol is a fraction of max |reference|
-FP8_MAX = 448.0  # largest finite E4M3 value
 
 REFERENCE_NAME = "fp32 math on the same logical tensors (explicit mask, GQA expanded, TF32 off)"
 
@@ -63,7 +62,7 @@ def tolerance(config: SdpaConfig, ref: Any, grad: bool = False) -> tuple[float, 
 def make_inputs(config: SdpaConfig, device: str, seed: int = 0) -> tuple[Any, Any, Any, Any]:
     """Random q, k, v in the config's dtype, stored in its layout (logical dims b, h, s, d), and
     the bias (or None), drawn in that order from one seeded generator. For FP8 configs q, k, v
-    are fp32, the values before quantisation (see quantise)."""
+    are fp32, the values before quantisation (see fp8.quantise)."""
     import torch
 
     gen = torch.Generator(device=device).manual_seed(seed)
@@ -74,23 +73,6 @@ def make_inputs(config: SdpaConfig, device: str, seed: int = 0) -> tuple[Any, An
         t.copy_(torch.randn(dims, generator=gen, device=device, dtype=torch.float32))
         out.append(t)
     return out[0], out[1], out[2], make_bias(config, gen, device)
-
-
-def quantise(x: Any, fp8_max: float = FP8_MAX) -> tuple[Any, float]:
-    """x scaled by fp8_max / amax(x) and rounded to E4M3, in x's layout, with the descale
-    that turns it back (per-tensor scaling, as FP8 training recipes do)."""
-    import torch
-
-    amax = float(x.abs().max().item()) if x.numel() else 0.0
-    scale = fp8_max / amax if amax > 0 else 1.0
-    x8 = torch.empty_like(x, dtype=torch.float8_e4m3fn)
-    x8.copy_(x * scale)
-    return x8, 1.0 / scale
-
-
-def dequantise(x8: Any, descale: Any) -> Any:
-    """The fp32 values an FP8 tensor stands for: the values cuDNN computes with."""
-    return x8.float() * descale
 
 
 def random_like(config: SdpaConfig, dims: tuple[int, int, int, int], device: str, seed: int) -> Any:

@@ -1,9 +1,11 @@
 """Immutable records of what the engine measured, and their JSON form.
 
-Everything the CLI prints and the dashboard draws is one of these. They hold plain
-numbers and strings only (no tensors, no cuDNN objects) so they can cross a process
-boundary and be written to disk. `SCHEMA_VERSION` changes whenever a field's meaning
-changes; readers refuse a newer major version rather than misread it.
+A run is a list of passes (the forward, and for a training step the backward; later others),
+each measured the same way: its build phases, plans, kernel time and the check of each output
+it writes. Everything the CLI prints and the dashboard draws is one of these records. They hold
+plain numbers and strings only (no tensors, no cuDNN objects) so they can cross a process
+boundary and be written to disk. `SCHEMA_VERSION` changes whenever a field's meaning changes;
+files of an older major version are upgraded when read, a newer major version is refused.
 """
 
 from __future__ import annotations
@@ -15,15 +17,20 @@ from typing import Any
 
 from .config import SdpaConfig
 
-SCHEMA_VERSION = "1.1"  # 1.1: backward and fp8 (absent in 1.0 files: read as None)
+SCHEMA_VERSION = "2.0"  # 2.0: a run is a list of passes; 1.1 (fp8, backward) and 1.0 files still read
 
-# What `status` of a RunResult can be.
+# What `status` of a RunResult or a PassResult can be.
 STATUS_OK = "ok"  # built, ran, and (if checked) matched the reference
-STATUS_MISMATCH = "mismatch"  # ran, but the output is outside tolerance
+STATUS_MISMATCH = "mismatch"  # ran, but an output is outside tolerance
 STATUS_INVALID = "invalid"  # the configuration does not make sense (see errors)
 STATUS_UNSUPPORTED = "unsupported"  # cuDNN refused it, in its own words (see message)
 STATUS_ERROR = "error"  # something failed that should not have (see message)
 STATUS_CPU_ONLY = "cpu_only"  # no usable GPU: what could be done on the CPU was done
+GOOD_STATUSES = (STATUS_OK, STATUS_CPU_ONLY)
+
+# The kinds of pass a run can hold, in the order they run.
+FORWARD = "forward"
+BACKWARD = "backward"
 
 
 @dataclass(frozen=True)
@@ -73,8 +80,8 @@ class PlanResult:
     tflops: float | None = None
     is_heuristic_pick: bool = False
     is_fastest: bool = False
-    max_abs_error: float | None = None  # this plan's output against the fp32 reference
-    matches: bool | None = None  # within the dtype's tolerance
+    max_abs_error: float | None = None  # the worst of this plan's outputs against the fp32 reference
+    matches: bool | None = None  # every output within its tolerance
 
 
 @dataclass(frozen=True)
@@ -86,25 +93,25 @@ class ErrorMetrics:
     total: int
     nonfinite: int = 0
 
+    @property
+    def passed(self) -> bool:
+        return self.mismatched == 0 and self.nonfinite == 0
+
 
 @dataclass(frozen=True)
-class Accuracy:
-    """Error of an output against the fp32 reference computed on the same logical tensors."""
+class OutputCheck:
+    """One output of a pass (O, dQ, ...) against the fp32 reference on the same logical tensors:
+    cuDNN's error, and each peer's on the same inputs, within one tolerance."""
 
-    reference: str  # how the reference was computed
-    device: str  # "cuda" or "cpu"
+    output: str
     atol: float
     rtol: float
-    cudnn: ErrorMetrics | None  # None in CPU mode (cuDNN did not run)
-    torch_lowp: ErrorMetrics | None  # torch's own fp16/bf16 SDPA against the same reference
-    torch_backend: str = ""  # which torch SDPA backend produced torch_lowp, when known
-    note: str = ""
+    cudnn: ErrorMetrics | None  # None where cuDNN did not run (CPU mode)
+    peers: dict[str, ErrorMetrics] = field(default_factory=dict)  # peer name -> its error
 
     @property
     def passed(self) -> bool | None:
-        if self.cudnn is None:
-            return None
-        return self.cudnn.mismatched == 0 and self.cudnn.nonfinite == 0
+        return None if self.cudnn is None else self.cudnn.passed
 
 
 @dataclass(frozen=True)
@@ -119,41 +126,49 @@ class Fp8Scaling:
 
 
 @dataclass(frozen=True)
-class BackwardResult:
-    """The training step's backward: its own graph, plans, kernel time, and dQ, dK, dV against
-    fp32 autograd on the same logical tensors and the same output gradient."""
+class PassResult:
+    """One measured pass: its own graph, build phases, plans, kernel time and output checks."""
 
+    kind: str  # FORWARD, BACKWARD
     status: str = STATUS_OK
     message: str = ""
-    deterministic: bool = False
     phases: tuple[PhaseTiming, ...] = ()
     plans: tuple[PlanResult, ...] = ()
-    heuristic_plan: int | None = None
-    fastest_plan: int | None = None
-    timing: TimingStats | None = None
-    host_overhead_us: float | None = None
-    tflops: float | None = None  # at 2.5x the forward's FLOPs
+    heuristic_plan: int | None = None  # index of the plan cuDNN's heuristic would run
+    fastest_plan: int | None = None  # index of the fastest plan measured
+    timing: TimingStats | None = None  # kernel time of the heuristic's plan
+    host_overhead_us: float | None = None  # host time of one execute() call
     flops: int = 0
-    io_bytes: int = 0
+    flops_rule: str = ""  # how the FLOPs are counted, when by convention
+    io_bytes: int = 0  # minimum DRAM traffic
+    tflops: float | None = None
     bandwidth_gbs: float | None = None
-    reference: str = ""
-    rtol: float = 0.0
-    atol: dict[str, float] = field(default_factory=dict)  # per gradient: a share of its max |reference|
-    gradients: dict[str, ErrorMetrics] = field(
-        default_factory=dict
-    )  # dQ, dK, dV: cuDNN against the reference
-    torch_gradients: dict[str, ErrorMetrics] = field(default_factory=dict)  # torch's low-precision backward
-    torch_backend: str = ""
-    bitwise_repeatable: bool | None = None  # two executions gave identical dQ, dK, dV
+    reference: str = ""  # how the reference was computed ('' when not checked)
+    check_device: str = ""  # where the reference (and the peers) ran: cuda or cpu
+    checks: tuple[OutputCheck, ...] = ()
+    peers: dict[str, str] = field(default_factory=dict)  # peer name -> what it ran
+    deterministic: bool = False  # a deterministic algorithm was asked for
+    repeatable: bool | None = None  # two executions wrote identical bits (None: not checked)
     fp8: Fp8Scaling | None = None
-    note: str = ""
+    notes: tuple[str, ...] = ()
     graph_json: str = ""
 
     @property
     def passed(self) -> bool | None:
-        if not self.gradients:
-            return None
-        return all(m.mismatched == 0 and m.nonfinite == 0 for m in self.gradients.values())
+        """Whether every output cuDNN wrote is within tolerance; None when cuDNN's were not checked."""
+        verdicts = [c.passed for c in self.checks if c.passed is not None]
+        return all(verdicts) if verdicts else None
+
+    def plan(self, index: int | None) -> PlanResult | None:
+        return next((p for p in self.plans if p.index == index), None)
+
+    def autotune_verdict(self) -> str:
+        return autotune_verdict(self.plans, self.heuristic_plan, self.fastest_plan)
+
+    def worst_check(self) -> OutputCheck | None:
+        """The output furthest outside its tolerance (most mismatched elements), for a message."""
+        failed = [c for c in self.checks if c.passed is False]
+        return max(failed, key=lambda c: (c.cudnn.mismatched, c.cudnn.nonfinite), default=None)
 
 
 @dataclass(frozen=True)
@@ -184,43 +199,30 @@ class RunResult:
     errors: tuple[dict[str, str], ...] = ()  # field errors when status is invalid
     device: str = ""  # "cuda" or "cpu"
     cache_hit: bool = False
-    phases: tuple[PhaseTiming, ...] = ()
-    plans: tuple[PlanResult, ...] = ()
-    heuristic_plan: int | None = None  # index of the plan cuDNN's heuristic would run
-    fastest_plan: int | None = None  # index of the fastest plan measured
-    timing: TimingStats | None = None  # kernel time of the heuristic's plan
-    host_overhead_us: float | None = None  # host time of one execute() call
-    tflops: float | None = None
-    bandwidth_gbs: float | None = None
-    flops: int = 0
-    io_bytes: int = 0
-    accuracy: Accuracy | None = None
-    graph_json: str = ""
+    passes: tuple[PassResult, ...] = ()
     environment: Environment | None = None
     wall_seconds: float = 0.0
-    fp8: Fp8Scaling | None = None  # FP8 forward: scales and amax
-    backward: BackwardResult | None = None  # with config.backward
     schema_version: str = SCHEMA_VERSION
 
     @property
     def ok(self) -> bool:
-        return self.status in (STATUS_OK, STATUS_CPU_ONLY)
+        return self.status in GOOD_STATUSES
 
-    def plan(self, index: int | None) -> PlanResult | None:
-        return next((p for p in self.plans if p.index == index), None)
+    def pass_of(self, kind: str) -> PassResult | None:
+        return next((p for p in self.passes if p.kind == kind), None)
 
-    def autotune_verdict(self) -> str:
-        """Whether timing every plan found one faster than the heuristic's pick, and by how much;
-        '' when fewer than two plans were timed."""
-        return autotune_verdict(self.plans, self.heuristic_plan, self.fastest_plan)
+    @property
+    def forward(self) -> PassResult | None:
+        """The pass the headline leads with: every run has a forward once it got that far."""
+        return self.pass_of(FORWARD)
 
     @property
     def step_us(self) -> float | None:
-        """Forward plus backward kernel time of the heuristic's plans: one training step of attention."""
-        b = self.backward
-        if self.timing is None or b is None or b.timing is None:
+        """Kernel time of every pass's heuristic plan added up (one training step of attention);
+        None for a single pass or when a pass was not timed."""
+        if len(self.passes) < 2 or any(p.timing is None for p in self.passes):
             return None
-        return self.timing.median_us + b.timing.median_us
+        return sum(p.timing.median_us for p in self.passes)
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -233,33 +235,21 @@ class RunResult:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunResult:
         version = str(data.get("schema_version", "0"))
-        if version.split(".")[0] != SCHEMA_VERSION.split(".")[0]:
+        major = version.split(".")[0]
+        if major == "1":
+            from .schema_v1 import upgrade
+
+            data = upgrade(data)
+        elif major != SCHEMA_VERSION.split(".")[0]:
             raise ValueError(
                 f"result schema {version} is not readable by this version (reads {SCHEMA_VERSION})"
             )
         d = dict(data)
         d["config"] = SdpaConfig.from_dict(d["config"])
-        d["phases"] = tuple(PhaseTiming(**p) for p in d.get("phases", ()))
-        d["plans"] = tuple(_plan_from_dict(p) for p in d.get("plans", ()))
-        d["timing"] = _timing(d.get("timing"))
         d["errors"] = tuple(d.get("errors", ()))
-        if d.get("accuracy"):
-            a = dict(d["accuracy"])
-            a["cudnn"] = ErrorMetrics(**a["cudnn"]) if a.get("cudnn") else None
-            a["torch_lowp"] = ErrorMetrics(**a["torch_lowp"]) if a.get("torch_lowp") else None
-            d["accuracy"] = Accuracy(**a)
+        d["passes"] = tuple(pass_from_dict(p) for p in d.get("passes", ()))
         if d.get("environment"):
             d["environment"] = Environment(**d["environment"])
-        d["fp8"] = Fp8Scaling(**d["fp8"]) if d.get("fp8") else None
-        if d.get("backward"):
-            b = dict(d["backward"])
-            b["phases"] = tuple(PhaseTiming(**p) for p in b.get("phases", ()))
-            b["plans"] = tuple(_plan_from_dict(p) for p in b.get("plans", ()))
-            b["timing"] = _timing(b.get("timing"))
-            b["gradients"] = {k: ErrorMetrics(**m) for k, m in b.get("gradients", {}).items()}
-            b["torch_gradients"] = {k: ErrorMetrics(**m) for k, m in b.get("torch_gradients", {}).items()}
-            b["fp8"] = Fp8Scaling(**b["fp8"]) if b.get("fp8") else None
-            d["backward"] = BackwardResult(**b)
         return cls(**d)
 
     @classmethod
@@ -270,7 +260,8 @@ class RunResult:
 def autotune_verdict(
     plans: tuple[PlanResult, ...], heuristic_plan: int | None, fastest_plan: int | None
 ) -> str:
-    """Whether timing every plan found one faster than the heuristic's pick, and by how much."""
+    """Whether timing every plan found one faster than the heuristic's pick, and by how much;
+    '' when fewer than two plans were timed."""
     timed = [p for p in plans if p.timing is not None]
     by_index = {p.index: p for p in plans}
     pick, fastest = by_index.get(heuristic_plan), by_index.get(fastest_plan)
@@ -282,6 +273,24 @@ def autotune_verdict(
     gain = f"{(ratio - 1) * 100:.1f}% faster" if ratio < 1.05 else f"{ratio:.2f}x faster"
     noise = " (within run-to-run spread)" if fastest.timing.p90_us >= pick.timing.p10_us else ""
     return f"plan {fastest.index} ({fastest.name}) is {gain} than the heuristic's pick{noise}"
+
+
+def pass_from_dict(d: dict[str, Any]) -> PassResult:
+    d = dict(d)
+    d["phases"] = tuple(PhaseTiming(**p) for p in d.get("phases", ()))
+    d["plans"] = tuple(_plan_from_dict(p) for p in d.get("plans", ()))
+    d["timing"] = _timing(d.get("timing"))
+    d["checks"] = tuple(_check_from_dict(c) for c in d.get("checks", ()))
+    d["fp8"] = Fp8Scaling(**d["fp8"]) if d.get("fp8") else None
+    d["notes"] = tuple(d.get("notes", ()))
+    return PassResult(**d)
+
+
+def _check_from_dict(d: dict[str, Any]) -> OutputCheck:
+    d = dict(d)
+    d["cudnn"] = ErrorMetrics(**d["cudnn"]) if d.get("cudnn") else None
+    d["peers"] = {name: ErrorMetrics(**m) for name, m in d.get("peers", {}).items()}
+    return OutputCheck(**d)
 
 
 def _timing(d: dict[str, Any] | None) -> TimingStats | None:

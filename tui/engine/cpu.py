@@ -1,0 +1,81 @@
+"""Without a usable GPU, what can still be done for each pass: cuDNN's own validation of the
+graph (the frontend's validate() runs without a GPU and gives its real messages), the graph's
+JSON, FLOPs and bytes, and torch's own low-precision SDPA on the CPU checked against the same
+fp32 reference, for problems small enough to finish in seconds."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from .config import SdpaConfig
+from .fp8 import dequantise, quantise
+from .graph import GraphBuildError
+from .measure import counts, refused
+from .passes import Inputs, Pass, peer_name
+from .reference import compare, make_inputs, random_like
+from .results import STATUS_CPU_ONLY, OutputCheck, PassResult
+
+CPU_REFERENCE_MAX_FLOPS = 4e9  # a few seconds of fp32 math on a small CPU
+
+
+def cpu_inputs(config: SdpaConfig, seed: int) -> Inputs:
+    """The CPU check's inputs, drawn as on the GPU; FP8 values quantised, then dequantised to fp16."""
+    q, k, v, bias = make_inputs(config, "cpu", seed)
+    if config.fp8:
+        q, k, v = (dequantise(*quantise(x)).half() for x in (q, k, v))
+    d_o = random_like(config, config.o_dims, "cpu", seed + 1).to(q.dtype) if config.backward else None
+    return Inputs(q, k, v, bias, d_o)
+
+
+def cpu_pass(spec: Pass, config: SdpaConfig, check: bool, seed: int, reason: str) -> PassResult:
+    """One pass without a GPU; a graph cuDNN refuses is a result, in cuDNN's words."""
+    try:
+        g = spec.validate(config)
+    except GraphBuildError as exc:
+        return refused(spec, config, exc)
+    result = PassResult(
+        status=STATUS_CPU_ONLY, phases=tuple(g.phases), graph_json=g.json(), **counts(spec, config)
+    )
+    if not check:
+        return result
+    return dataclasses.replace(result, **cpu_check(spec, config, seed, reason))
+
+
+def cpu_check(spec: Pass, config: SdpaConfig, seed: int, reason: str) -> dict[str, Any]:
+    """torch's own pass on the CPU against the fp32 reference (dropout off: its mask is drawn on the GPU)."""
+    note = f"CPU only ({reason}): cuDNN's {spec.kind} did not run"
+    cost = spec.check_cost(config)
+    if cost > CPU_REFERENCE_MAX_FLOPS:
+        note += (
+            f"; too large for the CPU check ({cost / 1e9:.1f} GFLOP > {CPU_REFERENCE_MAX_FLOPS / 1e9:.0f})"
+        )
+        return dict(notes=(note,))
+    plain = config.replace(dropout=0.0)
+    inputs = cpu_inputs(plain, seed)
+    peer = spec.peer(plain, inputs)
+    if peer is None:
+        return dict(notes=(note, *spec.notes(plain)))
+    name = peer_name(config)
+    note += f"; torch's {name.removeprefix('torch ')} {spec.kind} on the CPU is checked instead"
+    if config.dropout:
+        note += " (dropout left off: its mask is drawn on the GPU)"
+    if config.fp8:
+        note += " (FP8: on the dequantised E4M3 inputs)"
+    refs = spec.reference(plain, inputs)
+    rows = spec.rows(plain, "cpu")
+    checks = []
+    for output, ref in refs.items():
+        atol, rtol = spec.tolerance(config, ref)
+        checks.append(
+            OutputCheck(
+                output, atol, rtol, None, {name: compare(peer[output], ref, atol, rtol, rows[output])}
+            )
+        )
+    return dict(
+        reference=spec.reference_name,
+        check_device="cpu",
+        checks=tuple(checks),
+        notes=(note,),
+        peers={name: f"{spec.peer_description(config)} (CPU)"},
+    )

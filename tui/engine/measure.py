@@ -1,0 +1,283 @@
+"""One path that times and checks any pass on the GPU: every plan's kernel time, each output
+against the fp32 reference and the peer, and the verdict. It knows a pass only through
+passes.Pass, so a new pass is measured the way the forward and the backward are."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from . import fp8
+from .config import SdpaConfig
+from .graph import GraphBuildError
+from .passes import BuiltPass, Inputs, Pass, peer_name
+from .reference import compare
+from .results import (
+    FORWARD,
+    STATUS_ERROR,
+    STATUS_MISMATCH,
+    STATUS_OK,
+    STATUS_UNSUPPORTED,
+    OutputCheck,
+    PassResult,
+    PlanResult,
+    TimingStats,
+)
+from .timing import TimingOptions, host_overhead_us, kernel_time
+
+
+@dataclass(frozen=True)
+class Bench:
+    """What measuring needs from the Engine: the cuDNN handle, the stream switch kernel timing
+    uses, the L2 size (for the flush), and where progress is reported."""
+
+    handle: Any
+    set_stream: Callable[[int], None]
+    l2_bytes: int | None
+    progress: Callable[[str], None]
+
+
+def counts(spec: Pass, config: SdpaConfig) -> dict[str, Any]:
+    """What a PassResult says of the config whatever happened: the pass, its FLOPs and bytes."""
+    return dict(
+        kind=spec.kind,
+        flops=spec.flops(config),
+        flops_rule=spec.flops_rule,
+        io_bytes=spec.io_bytes(config),
+        deterministic=config.deterministic and spec.repeat_check,
+    )
+
+
+def refused(spec: Pass, config: SdpaConfig, exc: GraphBuildError) -> PassResult:
+    """A graph that did not build: cuDNN's words, the phases up to the failure."""
+    return PassResult(
+        status=STATUS_UNSUPPORTED if exc.unsupported else STATUS_ERROR,
+        message=f"{exc.phase}: {exc.message}",
+        phases=tuple(exc.phases),
+        graph_json=exc.graph_json,
+        **counts(spec, config),
+    )
+
+
+def poison(t: Any) -> None:
+    """Fill with NaN, so an element a plan never wrote cannot pass the check."""
+    import torch
+
+    if t.element_size() == 1:  # E4M3's NaN is 0x7f
+        t.view(torch.uint8).fill_(0x7F)
+    else:
+        t.fill_(float("nan"))
+
+
+def tflops(flops: int, median_us: float) -> float | None:
+    return flops / (median_us * 1e-6) / 1e12 if median_us > 0 else None
+
+
+class Measurement:
+    """Measuring one built pass: running a plan, reading its outputs, checking them."""
+
+    def __init__(self, spec: Pass, built: BuiltPass, before: dict[str, BuiltPass], bench: Bench):
+        self.spec, self.built, self.before, self.bench = spec, built, before, bench
+        self.config = built.graph.config
+
+    def run_plan(self, index: int | None) -> Callable[[], None]:
+        g, pack, ws, handle = self.built.graph, self.built.pack, self.built.workspace, self.bench.handle
+        if index == g.heuristic_index:  # what a user's execute() runs
+            return lambda: g.graph.execute(pack, ws, handle=handle)
+        return lambda: g.graph.execute_plan_at_index(pack, ws, index=index, handle=handle)
+
+    def outputs_of(self, index: int | None) -> dict[str, Any]:
+        """One execution of a plan; its outputs as the numbers they stand for."""
+        import torch
+
+        for key in self.spec.outputs.values():
+            poison(self.built.data[key])  # an output the plan never wrote cannot pass
+        self.run_plan(index)()
+        torch.cuda.synchronize()
+        return {name: self.built.values(key) for name, key in self.spec.outputs.items()}
+
+    def scale(self) -> None:
+        """FP8 outputs: set their scales from a warm-up execution's amax (once per built pass)."""
+        if self.spec.needs_scaling(self.config):
+            self.bench.progress(f"scaling the {self.spec.kind}")
+            fp8.delayed_scaling(
+                self.run_plan(self.built.graph.heuristic_index), self.built.data, self.spec.fp8_delayed
+            )
+
+    def inputs(self) -> Inputs:
+        """q, k, v, bias (and dO) as the graph computes with them, and the dropout mask cuDNN drew."""
+        b, config = self.built, self.config
+        mask = None
+        if config.dropout:
+            forward = b if self.spec.kind == FORWARD else self.before[FORWARD]
+            if forward.dropout_mask is None:
+                from .passes import FORWARD_PASS
+
+                forward.dropout_mask = FORWARD_PASS.dropout_mask(forward, self.bench.handle)
+            mask = forward.dropout_mask
+        d_o = b.values("dO") if "dO" in b.data else None
+        return Inputs(b.values("q"), b.values("k"), b.values("v"), b.data.get("bias"), d_o, mask)
+
+    def prepare_check(self) -> None:
+        """The reference, tolerances and the peer's error: computed once per built pass, kept for reruns."""
+        spec, b, config = self.spec, self.built, self.config
+        inputs = self.inputs()
+        words = "autograd" if spec.grad else "reference"
+        b.reference = spec.reference(
+            config,
+            inputs,
+            lambda share: self.bench.progress(f"checking the {spec.kind}: {words} {share:.0%}"),
+        )
+        b.tolerances = {name: spec.tolerance(config, ref) for name, ref in b.reference.items()}
+        peer = spec.peer(config, inputs)
+        rows = spec.rows(config, "cuda")
+        b.peer_metrics = (
+            {
+                name: {peer_name(config): compare(peer[name], ref, *b.tolerances[name], rows[name])}
+                for name, ref in b.reference.items()
+            }
+            if peer is not None
+            else {}
+        )
+        if spec.kind == FORWARD and not config.backward:
+            b.dropout_mask = None  # no later pass needs it
+
+    def check(self, outputs: dict[str, Any]) -> tuple[OutputCheck, ...]:
+        b, rows = self.built, self.spec.rows(self.config, "cuda")
+        return tuple(
+            OutputCheck(
+                name,
+                *b.tolerances[name],
+                compare(got, b.reference[name], *b.tolerances[name], rows[name]),
+                b.peer_metrics.get(name, {}),
+            )
+            for name, got in outputs.items()
+        )
+
+    def repeatable(self) -> bool:
+        """Whether two executions of the heuristic's plan write identical bits."""
+        index = self.built.graph.heuristic_index
+        first = {name: t.clone() for name, t in self.outputs_of(index).items()}
+        second = self.outputs_of(index)
+        return all(bool((first[n] == second[n]).all().item()) for n in first)
+
+
+def measure(
+    spec: Pass, built: BuiltPass, before: dict[str, BuiltPass], options: Any, bench: Bench
+) -> PassResult:
+    """Check the heuristic's plan, time every plan that built (or only the pick without
+    autotune), and say whether the pass is right."""
+    m = Measurement(spec, built, before, bench)
+    config, g = m.config, built.graph
+    checks: tuple[OutputCheck, ...] = ()
+    if options.check:
+        bench.progress(f"checking the {spec.kind}")
+        if built.reference is None:
+            m.prepare_check()
+        checks = m.check(m.outputs_of(g.heuristic_index))
+    repeatable = m.repeatable() if options.check and spec.repeat_check else None
+
+    def check_plan(index: int) -> tuple[float, bool]:
+        plan_checks = checks if index == g.heuristic_index else m.check(m.outputs_of(index))
+        return max(c.cudnn.max_abs for c in plan_checks), all(c.passed for c in plan_checks)
+
+    what = "plan" if spec.kind == FORWARD else f"{spec.kind} plan"
+    plans, fastest = time_plans(
+        g.plans,
+        g.heuristic_index,
+        m.run_plan,
+        options,
+        spec.flops(config),
+        check_plan if checks else None,
+        bench,
+        what,
+    )
+    timing = next((p.timing for p in plans if p.index == g.heuristic_index), None)
+    result = PassResult(
+        phases=tuple(g.phases),
+        plans=tuple(plans),
+        heuristic_plan=g.heuristic_index,
+        fastest_plan=fastest,
+        timing=timing,
+        host_overhead_us=host_overhead_us(m.run_plan(g.heuristic_index)) if timing else None,
+        tflops=tflops(spec.flops(config), timing.median_us) if timing else None,
+        bandwidth_gbs=spec.io_bytes(config) / (timing.median_us * 1e-6) / 1e9 if timing else None,
+        reference=spec.reference_name if checks else "",
+        check_device="cuda" if checks else "",
+        checks=checks,
+        peers={peer_name(config): spec.peer_description(config)} if built.peer_metrics else {},
+        repeatable=repeatable,
+        fp8=fp8.scaling(built.data, spec.fp8_scales, spec.fp8_amax, amax_references(spec, built))
+        if config.fp8
+        else None,
+        notes=spec.notes(config) if checks else (),
+        graph_json=g.json(),
+        **counts(spec, config),
+    )
+    return dataclasses.replace(result, **verdict(result))
+
+
+def amax_references(spec: Pass, built: BuiltPass) -> dict[str, Any]:
+    """Each amax the graph writes beside the reference tensor whose maximum it should equal."""
+    if built.reference is None:
+        return {}
+    by_output = {f"amax_{key.lower()}": name for name, key in spec.outputs.items()}
+    return {amax: built.reference[by_output[amax]] for amax in spec.fp8_amax if amax in by_output}
+
+
+def verdict(result: PassResult) -> dict[str, str]:
+    """The pass's status and, when it failed, why in one sentence."""
+    worst = result.worst_check()
+    if worst is not None:
+        e = worst.cudnn
+        what = "fp32 autograd" if result.reference.startswith("fp32 autograd") else "the fp32 reference"
+        return dict(
+            status=STATUS_MISMATCH,
+            message=(
+                f"{worst.output} differs from {what}: max abs error {e.max_abs:.3g} ({e.mismatched} of {e.total} "
+                f"elements outside atol {worst.atol:.3g} + rtol {worst.rtol:g}·|ref|)"
+            ),
+        )
+    if result.deterministic and result.repeatable is False:
+        return dict(
+            status=STATUS_MISMATCH,
+            message=f"the deterministic {result.kind} gave different outputs on two executions",
+        )
+    return dict(status=STATUS_OK, message="")
+
+
+def time_plans(
+    candidates: list[PlanResult],
+    heuristic: int | None,
+    run_plan: Callable[[int], Callable[[], None]],
+    options: Any,
+    flops: int,
+    check_plan: Callable[[int], tuple[float, bool]] | None,
+    bench: Bench,
+    what: str,
+) -> tuple[list[PlanResult], int | None]:
+    """Kernel time (and, when checking, the error) of every plan that built, or of the
+    heuristic's pick only without autotune; the index of the fastest."""
+    plans: list[PlanResult] = []
+    timings: dict[int, TimingStats] = {}
+    opts: TimingOptions = options.timing
+    for plan in candidates:
+        if not plan.built or not (options.autotune or plan.index == heuristic):
+            plans.append(plan)
+            continue
+        changes: dict[str, Any] = {}
+        bench.progress(f"timing {what} {plan.index + 1} of {len(candidates)}")
+        try:
+            stats = kernel_time(run_plan(plan.index), bench.set_stream, opts, bench.l2_bytes)
+            timings[plan.index] = stats
+            changes.update(timing=stats, tflops=tflops(flops, stats.median_us))
+            if check_plan is not None:
+                max_abs, ok = check_plan(plan.index)
+                changes.update(max_abs_error=max_abs, matches=ok)
+        except Exception as exc:
+            changes.update(build_error=f"timing failed: {type(exc).__name__}: {exc}")
+        plans.append(dataclasses.replace(plan, **changes))
+    fastest = min(timings, key=lambda i: timings[i].median_us) if timings else None
+    return [dataclasses.replace(p, is_fastest=(p.index == fastest)) for p in plans], fastest
