@@ -51,6 +51,28 @@ CASES = {
 }
 
 
+def pass_row(p) -> dict:
+    """What one pass gave: plans, kernel time, TFLOPS, each output's error and atol, FP8 amax."""
+    return {
+        "kind": p.kind,
+        "status": p.status,
+        "plans": len(p.plans),
+        "kernel_us": round(p.timing.median_us, 2) if p.timing else None,
+        "tflops": round(p.tflops, 1) if p.tflops else None,
+        "max_abs_error": {c.output: c.cudnn.max_abs for c in p.checks if c.cudnn},
+        "atol": {c.output: c.atol for c in p.checks},
+        "repeatable": p.repeatable,
+        "amax": p.fp8.amax if p.fp8 else None,
+        "reference_amax": p.fp8.reference_amax if p.fp8 else None,
+    }
+
+
+def pass_line(p) -> str:
+    errors = " ".join(f"{c.output} {c.cudnn.max_abs:.1e}/{c.atol:.1e}" for c in p.checks if c.cudnn)
+    kernel = f"{p.timing.median_us:.2f} us {p.tflops or 0:.1f} TFLOPS" if p.timing else "not timed"
+    return f"{p.kind}: plans {len(p.plans)} {kernel} err/atol {errors or '-'}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--json", help="also write the rows here")
@@ -59,42 +81,11 @@ def main() -> None:
     rows = []
     for name, config in CASES.items():
         r = engine.run(config, RunOptions(autotune=False))
-        acc = r.accuracy.cudnn if r.accuracy else None
-        row = {
-            "option": name,
-            "config": config.label(),
-            "status": r.status,
-            "plans": len(r.plans),
-            "kernel_us": round(r.timing.median_us, 2) if r.timing else None,
-            "tflops": round(r.tflops, 1) if r.tflops else None,
-            "max_abs_error": acc.max_abs if acc else None,
-            "message": r.message,
-        }
-        b = r.backward
-        if b is not None:
-            row.update(
-                backward_plans=len(b.plans),
-                backward_kernel_us=round(b.timing.median_us, 2) if b.timing else None,
-                backward_tflops=round(b.tflops, 1) if b.tflops else None,
-                grad_max_abs_error={k: m.max_abs for k, m in b.gradients.items()},
-                grad_atol=b.atol,
-                bitwise_repeatable=b.bitwise_repeatable,
-            )
-        if r.fp8 is not None:
-            row.update(amax=r.fp8.amax, reference_amax=r.fp8.reference_amax)
+        row = {"option": name, "config": config.label(), "status": r.status, "message": r.message,
+               "passes": [pass_row(p) for p in r.passes]}  # fmt: skip
         rows.append(row)
-        err = f"{row['max_abs_error']:.2e}" if row["max_abs_error"] is not None else "-"
-        line = (
-            f"{name:26} {r.status:12} plans {row['plans']:2}  kernel {row['kernel_us']} us  "
-            f"{row['tflops']} TFLOPS  max abs err {err}"
-        )
-        if b is not None and b.timing:
-            grads = " ".join(f"{k} {m.max_abs:.1e}/{b.atol[k]:.1e}" for k, m in b.gradients.items())
-            line += (
-                f" | bwd plans {row['backward_plans']} {row['backward_kernel_us']} us "
-                f"{row['backward_tflops']} TFLOPS err/atol {grads} repeatable {b.bitwise_repeatable}"
-            )
-        print(f"{line}  {r.message[:160]}", flush=True)
+        line = " | ".join(pass_line(p) for p in r.passes)
+        print(f"{name:26} {r.status:12} {line}  {r.message[:160]}", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=2)

@@ -52,36 +52,34 @@ def event_pair_us(run, calls: int = 20) -> float:
 
 
 def measure(name: str, config: SdpaConfig, engine: Engine) -> list[dict]:
-    """One row for the forward, and with a backward one more for it."""
+    """One row a pass: the forward's, and with a backward one more for it."""
     result = engine.run(config, RunOptions(autotune=False, check=False, timing=TimingOptions(replays=30)))
-    if result.timing is None:
-        return [{"case": name, "status": result.status, "message": result.message}]
-    rows = [_row(name, config, result, engine.executor(config))]
-    b = result.backward
-    if b is not None:
-        if b.timing is None:
-            rows.append({"case": f"{name} bwd", "status": b.status, "message": b.message})
+    rows = []
+    for p in result.passes:
+        case = name if p.kind == "forward" else f"{name} {p.kind[:3]}"
+        if p.timing is None:
+            rows.append({"case": case, "status": p.status, "message": p.message})
         else:
-            rows.append(_row(f"{name} bwd", config, b, engine.executor(config, backward=True)))
-    return rows
+            rows.append(_row(case, config, p, engine.executor(config, p.kind)))
+    return rows or [{"case": name, "status": result.status, "message": result.message}]
 
 
-def _row(name: str, config: SdpaConfig, result, run) -> dict:
-    """`result` is a RunResult or a BackwardResult: both carry plans, timing and TFLOPS."""
+def _row(name: str, config: SdpaConfig, p, run) -> dict:
+    """A measured pass beside the profiler's reading of plain eager calls of the same plan."""
     prof_us, kernels = profiler_kernel_time(run, calls=30)
     return {
         "case": name,
         "config": config.label(),
-        "plan": next(p.name for p in result.plans if p.index == result.heuristic_plan),
-        "kernel_us": round(result.timing.median_us, 2),
-        "graph_replay_us": round(result.timing.replay_us or 0, 2),
-        "spread_pct": round(result.timing.spread_pct, 1),
+        "plan": p.plan(p.heuristic_plan).name,
+        "kernel_us": round(p.timing.median_us, 2),
+        "graph_replay_us": round(p.timing.replay_us or 0, 2),
+        "spread_pct": round(p.timing.spread_pct, 1),
         "profiler_us": round(prof_us, 2),
-        "ratio": round(result.timing.median_us / prof_us, 3) if prof_us else None,  # target 0.95-1.05
+        "ratio": round(p.timing.median_us / prof_us, 3) if prof_us else None,  # target 0.95-1.05
         "kernels_per_call": kernels,
         "event_pair_us": round(event_pair_us(run), 2),
-        "host_overhead_us": round(result.host_overhead_us or 0, 2),
-        "tflops": round(result.tflops or 0, 1),
+        "host_overhead_us": round(p.host_overhead_us or 0, 2),
+        "tflops": round(p.tflops or 0, 1),
     }
 
 

@@ -17,40 +17,52 @@ from tui.engine.results import SCHEMA_VERSION, RunResult
 def test_cpu_mode_result(cpu_engine):
     c = SdpaConfig(b=1, h_q=4, h_kv=2, s_q=128, s_kv=128, d_qk=64, d_v=64)
     r = cpu_engine.run(c)
-    assert r.status == "cpu_only" and r.ok
+    assert r.status == "cpu_only" and r.ok and r.device == "cpu"
     assert "CPU mode requested by the test" in r.message
-    assert [p.name for p in r.phases] == ["define", "validate"] and all(p.ok for p in r.phases)
-    assert r.flops == c.flops() and r.io_bytes == c.io_bytes()
-    assert r.timing is None and r.plans == ()
-    graph = json.loads(r.graph_json)
+    (fwd,) = r.passes
+    assert [p.name for p in fwd.phases] == ["define", "validate"] and all(p.ok for p in fwd.phases)
+    assert fwd.flops == c.flops() and fwd.io_bytes == c.io_bytes()
+    assert fwd.timing is None and fwd.plans == ()
+    graph = json.loads(fwd.graph_json)
     node = graph["nodes"][0]
     assert node["type"] == "SDPA" and node["params"]["use_causal_mask"] is True
     assert graph["tensors"]["q"]["dim"] == [1, 4, 128, 64]
     assert graph["tensors"]["q"]["stride"] == [128 * 4 * 64, 64, 4 * 64, 1]  # BSHD
-    acc = r.accuracy
-    assert acc.device == "cpu" and acc.cudnn is None and acc.passed is None
-    assert acc.torch_lowp.mismatched == 0 and 0 < acc.torch_lowp.max_abs < acc.atol
-    assert "CPU" in acc.note
+    (check,) = fwd.checks
+    assert fwd.check_device == "cpu" and check.cudnn is None and check.passed is None and fwd.passed is None
+    torch_fp16 = check.peers["torch fp16"]
+    assert torch_fp16.mismatched == 0 and 0 < torch_fp16.max_abs < check.atol
+    assert "CPU" in fwd.notes[0] and "(CPU)" in fwd.peers["torch fp16"]
 
 
 def test_cpu_mode_skips_the_reference_for_large_problems(cpu_engine):
     r = cpu_engine.run(SdpaConfig(b=8, s_q=8192, s_kv=8192, h_q=32, h_kv=32, d_qk=128, d_v=128))
     assert r.status == "cpu_only"
-    assert r.accuracy.torch_lowp is None and "too large" in r.accuracy.note
+    assert r.forward.checks == () and "too large" in r.forward.notes[0]
 
 
 def test_unsupported_config_gets_cudnns_own_words(cpu_engine):
     r = cpu_engine.run(SdpaConfig(d_qk=65, d_v=65))
     assert r.status == "unsupported" and not r.ok
     assert r.message == "validate: hidden_dim should be multiple of 8"
-    assert r.phases[-1].name == "validate" and not r.phases[-1].ok
+    phases = r.forward.phases
+    assert phases[-1].name == "validate" and not phases[-1].ok
+
+
+def test_an_unsupported_backward_ends_the_run_in_its_own_words(cpu_engine):
+    """sdpa_fp8_backward has no ALiBi keyword: said by name before any build, as the backward's status."""
+    r = cpu_engine.run(SdpaConfig(b=1, h_q=2, h_kv=2, s_q=64, s_kv=64, d_qk=128, d_v=128, dtype="fp8_e4m3",
+                                  backward=True, alibi=True))  # fmt: skip
+    fwd, bwd = r.passes
+    assert bwd.status == "unsupported" and "has no option for ALiBi" in bwd.message
+    assert r.status == "unsupported" and r.message == f"backward: {bwd.message}"
 
 
 def test_invalid_config_names_its_fields(cpu_engine):
     r = cpu_engine.run(SdpaConfig(h_q=6, h_kv=4, s_q=0))
     assert r.status == "invalid"
     assert {e["field"] for e in r.errors} == {"h_kv", "s_q"}
-    assert r.phases == ()
+    assert r.passes == ()
 
 
 def test_result_json_round_trip(cpu_engine):
@@ -59,7 +71,7 @@ def test_result_json_round_trip(cpu_engine):
     assert again == r
     data = json.loads(r.to_json())
     assert data["schema_version"] == SCHEMA_VERSION and data["config"]["b"] == 1
-    data["schema_version"] = "2.0"
+    data["schema_version"] = "9.0"
     with pytest.raises(ValueError, match="schema"):
         RunResult.from_dict(data)
 

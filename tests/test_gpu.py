@@ -26,9 +26,10 @@ def engine():
 def test_seed_config_matches_the_reference(engine, layout):
     r = engine.run(SEED.replace(layout=layout))
     assert r.status == "ok", r.message
-    assert r.accuracy.passed
-    assert 0 < r.accuracy.cudnn.max_abs < 5e-3
-    assert r.accuracy.torch_lowp.mismatched == 0
+    (o,) = r.forward.checks
+    assert o.passed and r.forward.passed
+    assert 0 < o.cudnn.max_abs < 5e-3
+    assert o.peers["torch fp16"].mismatched == 0
 
 
 def test_layouts_give_the_same_output(engine):
@@ -42,7 +43,7 @@ def test_layouts_give_the_same_output(engine):
 
 
 def test_every_plan_is_listed_built_and_timed(engine):
-    r = engine.run(SEED)
+    r = engine.run(SEED).forward
     assert len(r.plans) >= 2
     assert all(p.built and p.timing is not None and p.tflops > 0 for p in r.plans)
     assert all(p.name and p.engine_id is not None and p.build_seconds is not None for p in r.plans)
@@ -66,16 +67,17 @@ def test_kernel_time_agrees_with_the_profiler(engine, config):
     r = engine.run(config, RunOptions(autotune=False, check=False, timing=TimingOptions(replays=20)))
     assert r.status == "ok", r.message
     prof_us, _ = profiler_kernel_time(engine.executor(config), calls=20)
-    ratio = r.timing.median_us / prof_us
-    assert 0.8 <= ratio <= 1.2, (r.timing.median_us, prof_us)
-    assert r.host_overhead_us > 0
+    ratio = r.forward.timing.median_us / prof_us
+    assert 0.8 <= ratio <= 1.2, (r.forward.timing.median_us, prof_us)
+    assert r.forward.host_overhead_us > 0
 
 
 def test_l2_flush_reports_a_cold_kernel_time(engine):
     r = engine.run(SEED, RunOptions(autotune=False, check=False, timing=TimingOptions(l2_flush=True)))
     assert r.status == "ok", r.message
-    assert r.timing.l2_flushed and r.timing.median_us > 0
-    assert r.timing.kernels_per_call >= 1
+    t = r.forward.timing
+    assert t.l2_flushed and t.median_us > 0
+    assert t.kernels_per_call >= 1
 
 
 @pytest.mark.parametrize(
@@ -162,14 +164,16 @@ def test_each_option_builds_and_matches(engine, changes):
     config = MASKED.replace(**changes)
     r = engine.run(config, RunOptions(autotune=False))
     assert r.status == "ok", r.message
-    assert r.accuracy.passed
+    fwd = r.forward
+    (o,) = fwd.checks
+    assert o.passed
     if (
         config.dropout
     ):  # torch cannot apply cuDNN's dropout mask: its error is not shown, and the note says why
-        assert r.accuracy.torch_lowp is None and "dropout" in r.accuracy.note
+        assert o.peers == {} and any("dropout" in n for n in fwd.notes)
     else:
-        assert r.accuracy.torch_lowp.nonfinite == 0
-    assert r.plans and r.timing.median_us > 0
+        assert o.peers["torch bf16"].nonfinite == 0
+    assert fwd.plans and fwd.timing.median_us > 0
 
 
 # ---- the backward pass -------------------------------------------------------------------
@@ -209,31 +213,33 @@ def test_backward_builds_and_matches_autograd(engine, changes):
     config = TRAIN.replace(**changes)
     r = engine.run(config, RunOptions(autotune=False))
     assert r.status == "ok", r.message
-    b = r.backward
+    b = r.pass_of("backward")
     assert b.status == "ok" and b.passed, b.message
-    assert set(b.gradients) == {"dQ", "dK", "dV"}
-    assert all(m.nonfinite == 0 and m.max_abs > 0 for m in b.gradients.values())
+    assert [c.output for c in b.checks] == ["dQ", "dK", "dV"]
+    assert all(c.cudnn.nonfinite == 0 and c.cudnn.max_abs > 0 for c in b.checks)
     assert b.plans and b.timing.median_us > 0 and b.tflops > 0
     assert [p.name for p in b.phases] == list(graphmod.PHASES)
     assert b.flops == int(2.5 * config.flops())
     if config.deterministic:
-        assert b.bitwise_repeatable is True
+        assert b.repeatable is True
     if not (config.dropout or config.padded):
-        assert set(b.torch_gradients) == {"dQ", "dK", "dV"}
+        assert all(set(c.peers) == {f"torch {config.dtype}"} for c in b.checks)
 
 
 def test_backward_kernel_time_agrees_with_the_profiler(engine):
     engine.run(TRAIN, RunOptions(autotune=False))
     r = engine.run(TRAIN, RunOptions(autotune=False))
-    prof_us, _kernels = profiler_kernel_time(engine.executor(TRAIN, backward=True))
-    assert 0.9 <= r.backward.timing.median_us / prof_us <= 1.1, (r.backward.timing.median_us, prof_us)
+    prof_us, _kernels = profiler_kernel_time(engine.executor(TRAIN, "backward"))
+    bwd_us = r.pass_of("backward").timing.median_us
+    assert 0.9 <= bwd_us / prof_us <= 1.1, (bwd_us, prof_us)
 
 
 def test_backward_refusal_is_a_result(engine):
     r = engine.run(TRAIN.replace(d_qk=512, d_v=512), RunOptions(autotune=False))
-    assert r.status == "unsupported" and r.backward.status == "unsupported"
-    assert r.timing is not None  # the forward still ran and was timed
-    assert "256" in r.backward.message
+    b = r.pass_of("backward")
+    assert r.status == "unsupported" and b.status == "unsupported"
+    assert r.forward.timing is not None  # the forward still ran and was timed
+    assert "256" in b.message
 
 
 # ---- FP8 ------------------------------------------------------------------------------------
@@ -258,10 +264,11 @@ def test_fp8_forward_matches_and_reports_amax(engine, changes):
     config = FP8.replace(**changes)
     r = engine.run(config, RunOptions(autotune=False))
     assert r.status == "ok", r.message
-    assert r.accuracy.passed and r.accuracy.cudnn.max_abs > 0
-    assert r.fp8.amax["amax_o"] == pytest.approx(r.fp8.reference_amax["amax_o"], rel=2e-2)
-    assert r.fp8.scales["scale_o"] == pytest.approx(448 / r.fp8.amax["amax_o"], rel=1e-3)
-    assert r.tflops > 0
+    fwd = r.forward
+    assert fwd.passed and fwd.checks[0].cudnn.max_abs > 0
+    assert fwd.fp8.amax["amax_o"] == pytest.approx(fwd.fp8.reference_amax["amax_o"], rel=2e-2)
+    assert fwd.fp8.scales["scale_o"] == pytest.approx(448 / fwd.fp8.amax["amax_o"], rel=1e-3)
+    assert fwd.tflops > 0
 
 
 @pytest.mark.parametrize(
@@ -281,7 +288,7 @@ def test_fp8_backward_matches_autograd(engine, changes):
     config = FP8.replace(backward=True, **changes)
     r = engine.run(config, RunOptions(autotune=False))
     assert r.status == "ok", r.message
-    b = r.backward
-    assert b.passed, b.gradients
+    b = r.pass_of("backward")
+    assert b.passed, b.checks
     for name in ("dq", "dk", "dv"):
         assert b.fp8.amax[f"amax_{name}"] == pytest.approx(b.fp8.reference_amax[f"amax_{name}"], rel=5e-2)

@@ -1,4 +1,4 @@
-"""The CLI's report (tui.report): the forward's sections, and the FP8 and backward ones."""
+"""The CLI's report (tui.report): the summary, then each pass's phases, plans and output checks."""
 
 import dataclasses
 from pathlib import Path
@@ -7,14 +7,12 @@ import pytest
 from rich.console import Console
 
 from tui.engine.config import SdpaConfig
-from tui.engine.results import ErrorMetrics, Fp8Scaling, RunResult
-from tui.report import phases_table, plans_table, result_renderable
+from tui.engine.results import BACKWARD, ErrorMetrics, Fp8Scaling, RunResult
+from tui.report import checks_table, phases_table, plans_table, result_renderable
 
 DATA = Path(__file__).parent / "data"
 SEED = RunResult.from_json((DATA / "seed_h200.json").read_text())  # the seed's forward, on the H200
-TRAINING = RunResult.from_json(
-    (DATA / "train_h200.json").read_text()
-)  # Llama-3-8B prefill's training step, bf16
+TRAINING = RunResult.from_json((DATA / "train_h200.json").read_text())  # Llama-3-8B prefill's training step, bf16
 FP8 = RunResult.from_json((DATA / "fp8_h200.json").read_text())  # Llama-3-70B prefill in FP8, forward only
 
 
@@ -24,62 +22,66 @@ def text_of(renderable) -> str:
     return console.export_text()
 
 
+def with_backward(result: RunResult, **changes) -> RunResult:
+    fwd, bwd = result.passes
+    return dataclasses.replace(result, passes=(fwd, dataclasses.replace(bwd, **changes)))
+
+
 @pytest.fixture(scope="module")
 def cpu_training(cpu_engine):
     """A real run of a training configuration in CPU mode (as on a machine without a GPU)."""
     return cpu_engine.run(SdpaConfig(b=1, h_q=2, h_kv=2, s_q=64, s_kv=64, backward=True, deterministic=True))
 
 
-def test_a_cpu_backward_result_renders_the_backward_sections(cpu_training):
+def test_a_cpu_backward_result_renders_each_pass(cpu_training):
     r = cpu_training
-    assert r.status == "cpu_only" and r.backward is not None and r.backward.torch_gradients
+    bwd = r.pass_of(BACKWARD)
+    assert r.status == "cpu_only" and bwd.status == "cpu_only" and all(c.peers for c in bwd.checks)
     text = text_of(result_renderable(r))
     for words in (
         "CPU ONLY",
         "backward CPU ONLY",
         "backward FLOPs",
         "2.5x the forward's",
-        "deterministic algorithm asked for; repeatability not checked",
-        "Build phases",
+        "backward: deterministic algorithm asked for; repeatability not checked",
+        "Forward build phases",
         "Backward build phases",
-        "Gradients against fp32 autograd",
+        "Backward outputs against fp32 autograd",
         "torch fp16",
         "not run",
     ):
         assert words in text, words
-    assert "cuDNN's backward did not run" in " ".join(text.split())  # the note, under the gradients
-    assert text.index("Build phases") < text.index("Backward build phases") < text.index("Gradients against")
-    for name in ("dQ", "dK", "dV"):
-        assert f"{r.backward.atol[name]:.2e}" in text  # each gradient's own atol
+    assert "cuDNN's backward did not run" in " ".join(text.split())  # the note, under the outputs
+    assert text.index("Forward build phases") < text.index("Backward build phases") < text.index("Backward outputs")
+    for c in bwd.checks:
+        assert f"{c.atol:.2e}" in text  # each gradient's own atol
     assert "Backward plans" not in text  # no plan was built without a GPU
 
 
-def test_a_recorded_training_step_renders_the_backward():
+def test_a_recorded_training_step_renders_both_passes():
     """The Llama-3-8B training step measured on the H200: CI has no GPU, so this is where it is drawn."""
     text = text_of(result_renderable(TRAINING))
     for words in (
-        "backward OK  gradients pass",
-        "backward FLOPs 1374.56 G (2.5x the forward's)",
+        "backward OK  outputs pass (dQ, dK, dV)",
+        "backward FLOPs 1374.56 G (2.5x the forward's, five matmuls against two)",
         "backward kernel time 2.855 ms",
-        "backward 481.5 TFLOPS (at 2.5x the forward's FLOPs)",
-        "training step (forward + backward kernel time) 3.752 ms",
+        "backward 481.5 TFLOPS",
+        "step (forward + backward kernel time) 3.752 ms",
         "backward autotune: the heuristic's pick is the fastest of 2 timed plans",
-        "deterministic algorithm not asked for; not bitwise repeatable (two executions differed)",
+        "backward: deterministic algorithm not asked for; not bitwise repeatable (two executions differed)",
         "Backward build phases",
-        "Backward plans (H: the heuristic's pick, *: fastest measured; max abs err: the "
-        "largest of dQ, dK, dV)",
+        "Backward plans (H: the heuristic's pick, *: fastest measured; max abs err: the largest of dQ, dK, dV)",
         "eng6_k24=26",
         "eng7_k24=26",
         "257.0 MiB",
-        "Gradients against fp32 autograd",
-        "torch bf16",
-        "torch: torch SDPA backward",
+        "Backward outputs against fp32 autograd",
+        "torch bf16: torch SDPA backward",
     ):
         assert words in text, words
-    assert text.index("Accuracy against") < text.index("Backward build phases") < text.index("Backward plans")
+    assert text.index("Forward outputs against") < text.index("Backward build phases") < text.index("Backward plans")
     assert text.count("pass") >= 9  # the forward's two rows, the six gradient rows, the headline
-    for name in ("dQ", "dK", "dV"):
-        assert f"{TRAINING.backward.atol[name]:.2e}" in text  # each gradient's own atol
+    for c in TRAINING.pass_of(BACKWARD).checks:
+        assert f"{c.atol:.2e}" in text  # each gradient's own atol
 
 
 def test_a_recorded_fp8_result_renders_its_scales_and_amax():
@@ -89,7 +91,7 @@ def test_a_recorded_fp8_result_renders_its_scales_and_amax():
         "scale_s 448, scale_o 136.3",
         "forward FP8 amax: amax_o 3.286 (reference max 3.286)",
         "FP8 recipe: per-tensor",
-        "torch fp16 SDPA",
+        "torch fp16",
     ):  # torch has no FP8 attention: its fp16 SDPA on the dequantised inputs
         assert words in text, words
     assert "torch fp8_e4m3" not in text and "backward" not in text.lower()
@@ -99,57 +101,43 @@ def test_an_fp8_backward_renders_its_scales_and_amax_beside_the_reference():
     """Scales and amax as an FP8 backward (b=2, h=8, s=1024, d=128, causal) gave them on the H200."""
     fp8 = Fp8Scaling(
         recipe="per-tensor",
-        scales={
-            "descale_o": 0.007344,
-            "descale_dO": 0.01169,
-            "scale_dQ": 153.97,
-            "scale_dK": 162.67,
-            "scale_dV": 96.08,
-            "scale_dP": 618.85,
-            "descale_dP": 0.001616,
-        },
+        scales={"descale_o": 0.007344, "descale_dO": 0.01169, "scale_dQ": 153.97, "scale_dK": 162.67,
+                "scale_dV": 96.08, "scale_dP": 618.85, "descale_dP": 0.001616},  # fmt: skip
         amax={"amax_dq": 2.8907, "amax_dk": 2.6781, "amax_dv": 4.6627, "amax_dp": 0.7239},
         reference_amax={"amax_dq": 2.8709, "amax_dk": 2.6888, "amax_dv": 4.6762},
     )
-    r = dataclasses.replace(TRAINING, backward=dataclasses.replace(TRAINING.backward, fp8=fp8))
-    text = text_of(result_renderable(r))
+    text = text_of(result_renderable(with_backward(TRAINING, fp8=fp8)))
     assert "backward FP8 scales: descale_o 0.007344, descale_dO 0.01169, scale_dQ 154" in text
     assert "backward FP8 amax: amax_dq 2.891 (reference max 2.871)" in text and "amax_dp 0.7239" in text
 
 
-def test_a_forward_only_result_renders_no_backward_section():
+def test_a_forward_only_result_renders_no_other_pass():
     text = text_of(result_renderable(SEED))
-    assert "Plans (H: the heuristic's pick" in text and "Build phases" in text
-    for words in ("backward", "Backward", "Gradients", "training step", "FP8", "deterministic"):
+    assert "Forward plans (H: the heuristic's pick" in text and "Forward build phases" in text
+    for words in ("backward", "Backward", "step", "FP8", "deterministic"):
         assert words not in text, words
-    forward = dataclasses.replace(TRAINING, backward=None, config=TRAINING.config.replace(backward=False))
+    forward = dataclasses.replace(TRAINING, passes=TRAINING.passes[:1], config=TRAINING.config.replace(backward=False))
     assert "backward" not in text_of(result_renderable(forward)).lower()
 
 
 def test_a_failing_backward_says_which_gradient_and_that_it_was_not_repeatable():
-    b = dataclasses.replace(TRAINING.backward, deterministic=True)
+    bwd = TRAINING.pass_of(BACKWARD)
     bad = ErrorMetrics(max_abs=3.0, max_rel=9.0, mean_abs=0.1, mismatched=17, total=2097152)
-    b = dataclasses.replace(
-        b,
-        status="mismatch",
-        message="dK differs from fp32 autograd",
-        bitwise_repeatable=False,
-        gradients={**b.gradients, "dK": bad},
-    )
-    r = dataclasses.replace(
-        TRAINING, status="mismatch", message="backward: dK differs from fp32 autograd", backward=b
-    )
+    checks = tuple(dataclasses.replace(c, cudnn=bad) if c.output == "dK" else c for c in bwd.checks)
+    r = with_backward(TRAINING, checks=checks, status="mismatch", message="dK differs from fp32 autograd",
+                      deterministic=True, repeatable=False)  # fmt: skip
+    r = dataclasses.replace(r, status="mismatch", message="backward: dK differs from fp32 autograd")
     text = text_of(result_renderable(r))
-    assert "backward MISMATCH  gradients FAIL" in text and "FAIL (17 of 2097152)" in text
-    assert "deterministic algorithm asked for; not bitwise repeatable" in text
+    assert "backward MISMATCH  outputs FAIL (dQ, dK, dV)" in text and "FAIL (17 of 2097152)" in text
+    assert "backward: deterministic algorithm asked for; not bitwise repeatable" in text
     assert text.count("dK differs from fp32 autograd") == 1  # said once, not again under the backward
 
 
-def test_tables_keep_their_default_titles_and_take_a_backward():
-    assert text_of(phases_table(SEED)).startswith("Build phases")
-    assert text_of(plans_table(SEED)).startswith("Plans (H: the heuristic's pick, *: fastest measured)")
-    b = TRAINING.backward
-    assert text_of(phases_table(b, "Backward build phases", cache_hit=True)).startswith(
-        "Backward build phases (cache hit: built earlier)"
-    )
-    assert "eng6_k24=26" in text_of(plans_table(b, "Backward plans"))
+def test_each_table_is_titled_by_its_pass():
+    fwd, bwd = TRAINING.passes
+    assert text_of(phases_table(SEED.forward)).startswith("Forward build phases")
+    assert text_of(plans_table(SEED.forward)).startswith("Forward plans (H: the heuristic's pick, *: fastest measured)")
+    assert text_of(phases_table(bwd, cache_hit=True)).startswith("Backward build phases (cache hit: built earlier)")
+    assert "eng6_k24=26" in text_of(plans_table(bwd))
+    table = text_of(checks_table(fwd))
+    assert table.startswith("Forward outputs against fp32 math") and "torch bf16" in table

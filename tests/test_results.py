@@ -1,18 +1,80 @@
+import dataclasses
+import json
 from pathlib import Path
 
-from tui.engine.results import RunResult
+import pytest
 
-RECORDED = RunResult.from_json((Path(__file__).parent / "data" / "seed_h200.json").read_text())
+from tui.engine.results import BACKWARD, FORWARD, SCHEMA_VERSION, RunResult
+
+DATA = Path(__file__).parent / "data"
+RECORDED = RunResult.from_json((DATA / "seed_h200.json").read_text())  # schema 1.0, as recorded on the H200
+TRAINING = RunResult.from_json((DATA / "train_h200.json").read_text())  # schema 1.1, with a backward
+
+
+def with_forward(result: RunResult, **changes) -> RunResult:
+    return dataclasses.replace(result, passes=(dataclasses.replace(result.forward, **changes), *result.passes[1:]))
 
 
 def test_autotune_verdict_of_the_recorded_result():
-    import dataclasses
-
-    verdict = RECORDED.autotune_verdict()
+    fwd = RECORDED.forward
+    verdict = fwd.autotune_verdict()
     assert verdict.startswith("plan 5 (eng2) is ") and "% faster than the heuristic's pick" in verdict
-    same = dataclasses.replace(RECORDED, fastest_plan=RECORDED.heuristic_plan)
+    same = with_forward(RECORDED, fastest_plan=fwd.heuristic_plan).forward
     assert same.autotune_verdict() == "the heuristic's pick is the fastest of 6 timed plans"
-    assert dataclasses.replace(RECORDED, plans=RECORDED.plans[:1]).autotune_verdict() == ""
+    assert with_forward(RECORDED, plans=fwd.plans[:1]).forward.autotune_verdict() == ""
+
+
+def test_a_schema_1_0_file_reads_as_one_forward_pass():
+    data = json.loads((DATA / "seed_h200.json").read_text())
+    assert data["schema_version"] == "1.0" and RECORDED.schema_version == SCHEMA_VERSION
+    (fwd,) = RECORDED.passes
+    assert fwd.kind == FORWARD and fwd.status == "ok"
+    assert fwd.timing.median_us == data["timing"]["median_us"] and fwd.flops == data["flops"]
+    assert [p.name for p in fwd.phases] == [p["name"] for p in data["phases"]]
+    (check,) = fwd.checks
+    acc = data["accuracy"]
+    assert (check.output, check.atol, check.rtol) == ("O", acc["atol"], acc["rtol"])
+    assert check.cudnn.max_abs == acc["cudnn"]["max_abs"] and check.passed
+    assert check.peers["torch fp16"].max_abs == acc["torch_lowp"]["max_abs"]
+    assert fwd.peers == {"torch fp16": acc["torch_backend"]} and fwd.check_device == "cuda"
+    assert RECORDED.step_us is None
+
+
+def test_a_schema_1_1_training_step_reads_as_two_passes():
+    data = json.loads((DATA / "train_h200.json").read_text())
+    b = data["backward"]
+    fwd, bwd = TRAINING.passes
+    assert (fwd.kind, bwd.kind) == (FORWARD, BACKWARD) and TRAINING.pass_of(BACKWARD) is bwd
+    assert [c.output for c in bwd.checks] == ["dQ", "dK", "dV"]
+    for c in bwd.checks:
+        assert c.atol == b["atol"][c.output] and c.rtol == b["rtol"]
+        assert c.cudnn.max_abs == b["gradients"][c.output]["max_abs"]
+        assert c.peers["torch bf16"].max_abs == b["torch_gradients"][c.output]["max_abs"]
+    assert bwd.repeatable is b["bitwise_repeatable"] and bwd.deterministic is False
+    assert bwd.flops == b["flops"] and "2.5x" in bwd.flops_rule
+    assert TRAINING.step_us == pytest.approx(data["timing"]["median_us"] + b["timing"]["median_us"])
+
+
+def test_schema_2_round_trip_and_a_newer_major_is_refused():
+    for result in (RECORDED, TRAINING):
+        again = RunResult.from_json(result.to_json())
+        assert again == result
+    data = json.loads(TRAINING.to_json())
+    assert data["schema_version"] == SCHEMA_VERSION == "2.0" and len(data["passes"]) == 2
+    data["schema_version"] = "3.0"
+    with pytest.raises(ValueError, match="schema 3.0"):
+        RunResult.from_dict(data)
+
+
+def test_a_failed_output_is_the_worst_check_and_fails_the_pass():
+    from tui.engine.results import ErrorMetrics
+
+    bwd = TRAINING.pass_of(BACKWARD)
+    bad = ErrorMetrics(max_abs=3.0, max_rel=9.0, mean_abs=0.1, mismatched=17, total=100)
+    checks = tuple(dataclasses.replace(c, cudnn=bad) if c.output == "dK" else c for c in bwd.checks)
+    failing = dataclasses.replace(bwd, checks=checks)
+    assert failing.passed is False and failing.worst_check().output == "dK"
+    assert bwd.passed is True and bwd.worst_check() is None
 
 
 def test_cli_report_of_a_gpu_result_renders_every_section():
@@ -33,7 +95,7 @@ def test_cli_report_of_a_gpu_result_renders_every_section():
         "create_execution_plans",
         "eng2_k24=7",
         "KERNEL_CFG=7",
-        "torch fp16 SDPA",
+        "torch fp16",
         "pass",
     ):
         assert words in text, words

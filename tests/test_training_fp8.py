@@ -12,11 +12,9 @@ from tui.cli import main
 from tui.engine import reference as refmod
 from tui.engine.config import SdpaConfig
 from tui.engine.graph import OP_KEYWORDS, define_and_validate, op_name, sdpa_kwargs
+from tui.engine.fp8 import FP8_MAX, dequantise, quantise
 from tui.engine.reference import (
-    FP8_MAX,
-    dequantise,
     make_inputs,
-    quantise,
     random_like,
     reference_fp32,
     reference_grads,
@@ -102,7 +100,7 @@ def test_an_option_the_operation_lacks_is_refused_by_name():
     )
     assert r.status == "unsupported"
     assert r.message == "backward: define: sdpa_fp8_backward has no option for ALiBi"
-    assert r.accuracy is not None  # the forward's CPU check still ran
+    assert r.forward.checks  # the forward's CPU check still ran
 
 
 # ---- the autograd reference ------------------------------------------------------------------
@@ -185,23 +183,13 @@ def test_cpu_engine_validates_the_backward_and_checks_torch_gradients():
     config = SdpaConfig(b=1, h_q=4, h_kv=2, s_q=128, s_kv=128, backward=True, deterministic=True)
     r = _cpu_engine().run(config)
     assert r.status == "cpu_only"
-    b = r.backward
+    b = r.pass_of("backward")
     assert b.status == "cpu_only" and [p.name for p in b.phases] == ["define", "validate"]
     assert "sdpa_backward" in b.graph_json
-    assert set(b.torch_gradients) == {"dQ", "dK", "dV"}
-    assert all(m.mismatched == 0 for m in b.torch_gradients.values())
+    assert [c.output for c in b.checks] == ["dQ", "dK", "dV"]
+    assert all(c.cudnn is None and c.peers["torch fp16"].mismatched == 0 for c in b.checks)
     assert b.flops == config.backward_flops() and b.deterministic
     assert RunResult.from_json(r.to_json()) == r
-
-
-def test_result_files_of_schema_1_0_still_read():
-    r = _cpu_engine().run(SdpaConfig(b=1, h_q=2, h_kv=2, s_q=64, s_kv=64))
-    data = json.loads(r.to_json())
-    for key in ("fp8", "backward"):
-        del data[key]
-    data["schema_version"] = "1.0"
-    again = RunResult.from_dict(data)
-    assert again.backward is None and again.fp8 is None
 
 
 def test_cli_flags_reach_the_config_and_bad_combinations_name_the_option():
@@ -224,7 +212,7 @@ def test_cli_flags_reach_the_config_and_bad_combinations_name_the_option():
     )
     assert out.exit_code in (0, 1), out.output
     data = json.loads(out.output)
-    assert data["config"]["backward"] is True and data["backward"]["deterministic"] is True
+    assert data["config"]["backward"] is True and data["passes"][1]["deterministic"] is True
     bad = runner.invoke(main, ["run", "--deterministic"])
     assert bad.exit_code == 2 and "--deterministic" in bad.output
     bad = runner.invoke(main, ["run", "--out-dtype", "bf16"])

@@ -214,7 +214,7 @@ class Forward(Pass):
 class Backward(Pass):
     kind = BACKWARD
     outputs = {"dQ": "dQ", "dK": "dK", "dV": "dV"}
-    flops_rule = "2.5x the forward's (five matmuls against two)"
+    flops_rule = "2.5x the forward's, five matmuls against two"
     reference_name = GRAD_REFERENCE_NAME
     grad = True
     repeat_check = True

@@ -31,6 +31,7 @@ GOOD_STATUSES = (STATUS_OK, STATUS_CPU_ONLY)
 # The kinds of pass a run can hold, in the order they run.
 FORWARD = "forward"
 BACKWARD = "backward"
+PASS_KINDS = (FORWARD, BACKWARD)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""Graph: the graph as cuDNN describes it (its JSON), for the curious and for bug reports;
-a training step's backward graph below the forward's, since cuDNN builds them separately."""
+"""Graph: each pass's graph as cuDNN describes it (its JSON), for the curious and for bug
+reports; one below the other, since cuDNN builds each pass's graph separately."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from ...engine.results import RunResult
+from ...engine.results import PASS_KINDS, RunResult
+from .sections import show_passes
 
 
 def json_view(graph_json: str) -> Syntax | str:
@@ -17,20 +18,16 @@ def json_view(graph_json: str) -> Syntax | str:
 
 class GraphPane(VerticalScroll):
     def compose(self) -> ComposeResult:
-        yield Static("no graph yet", id="graph-json")
-        yield Static("backward graph (sdpa_backward: dQ, dK, dV)", id="backward-graph-title")
-        yield Static("", id="backward-graph-json")
+        for kind in PASS_KINDS:
+            yield Static(f"{kind} graph", id=f"graph-{kind}-head", classes="pass-head")
+            yield Static("no graph yet", id=f"graph-{kind}")
 
     def on_mount(self) -> None:
-        self._show_backward(False)
-
-    def _show_backward(self, shown: bool) -> None:
-        self.query_one("#backward-graph-title").display = shown
-        self.query_one("#backward-graph-json").display = shown
+        show_passes(self, "graph", ())
 
     def show(self, result: RunResult) -> None:
-        self.query_one("#graph-json", Static).update(json_view(result.graph_json))
-        b = result.backward
-        self._show_backward(b is not None)
-        if b is not None:
-            self.query_one("#backward-graph-json", Static).update(json_view(b.graph_json))
+        show_passes(self, "graph", tuple(p.kind for p in result.passes))
+        for p in result.passes:
+            self.query_one(f"#graph-{p.kind}", Static).update(json_view(p.graph_json))
+        if not result.passes:
+            self.query_one(f"#graph-{PASS_KINDS[0]}", Static).update("no graph")

@@ -1,5 +1,4 @@
-"""Latency charts: kernel time of each run since the app started, and per plan now (the
-backward's plans too, for a training step)."""
+"""Latency charts: each pass's kernel time of every run since the app started, and per plan now."""
 
 from __future__ import annotations
 
@@ -8,6 +7,7 @@ from textual.containers import Horizontal
 from textual_plotext import PlotextPlot
 
 from ...engine.results import PlanResult, RunResult
+from ...format import pass_short
 
 
 def plan_label(p: PlanResult, prefix: str = "") -> str:
@@ -17,8 +17,10 @@ def plan_label(p: PlanResult, prefix: str = "") -> str:
 class LatencyPane(Horizontal):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.history: list[float] = []  # kernel µs of each GPU run, in order
-        self.backward_history: list[tuple[int, float]] = []  # (run, backward kernel µs) of training steps
+        self.runs = 0  # GPU runs shown since the app started
+        self.history: dict[
+            str, list[tuple[int, float]]
+        ] = {}  # pass kind -> (run, kernel µs) of each timed run
 
     def compose(self) -> ComposeResult:
         yield PlotextPlot(id="latency-history")
@@ -29,11 +31,11 @@ class LatencyPane(Horizontal):
         self._draw_plans(None)
 
     def show(self, result: RunResult) -> None:
-        if result.timing is not None:
-            self.history.append(result.timing.median_us)
-            b = result.backward
-            if b is not None and b.timing is not None:
-                self.backward_history.append((len(self.history), b.timing.median_us))
+        timed = [p for p in result.passes if p.timing is not None]
+        if timed:
+            self.runs += 1
+            for p in timed:
+                self.history.setdefault(p.kind, []).append((self.runs, p.timing.median_us))
         self._draw_history()
         self._draw_plans(result)
 
@@ -43,60 +45,48 @@ class LatencyPane(Horizontal):
         plt.clear_data()
         plt.clear_figure()
         plt.title("kernel time per run (µs)")
-        if self.history:
-            runs = list(range(1, len(self.history) + 1))
+        several = len(self.history) > 1
+        for kind, points in self.history.items():
+            runs, times = (list(x) for x in zip(*points, strict=True))
             if len(runs) > 1:
-                plt.plot(runs, self.history, marker="braille")
-            if self.backward_history:
-                plt.scatter(runs, self.history, marker="●", label="forward")
-                bwd_runs, bwd_us = zip(*self.backward_history, strict=True)
-                plt.scatter(list(bwd_runs), list(bwd_us), marker="●", label="backward")
-            else:
-                plt.scatter(runs, self.history, marker="●")
+                plt.plot(runs, times, marker="braille")
+            plt.scatter(runs, times, marker="●", label=kind if several else None)
+        if self.history:
             plt.xlabel("run")
         plot.refresh()
 
     def _draw_plans(self, result: RunResult | None) -> None:
+        """Every timed plan of every pass as a bar; with several passes, one colour a pass."""
         plot = self.query_one("#latency-plans", PlotextPlot)
         plt = plot.plt
         plt.clear_data()
         plt.clear_figure()
         plt.title("kernel time per plan (µs)")
-        timed = [p for p in (result.plans if result else ()) if p.timing is not None]
-        bwd = [
-            p for p in (result.backward.plans if result and result.backward else ()) if p.timing is not None
+        groups = [
+            (p.kind, [x for x in p.plans if x.timing is not None]) for p in (result.passes if result else ())
         ]
-        if bwd:
-            self._bar_groups(plt, timed, bwd)
-        elif timed:
-            plt.bar(
-                [plan_label(p) for p in timed],
-                [p.timing.median_us for p in timed],
-                orientation="horizontal",
-                width=0.4,
-            )
-        if timed or bwd:
+        groups = [(kind, plans) for kind, plans in groups if plans]
+        if len(groups) == 1:
+            plans = groups[0][1]
+            plt.bar([plan_label(p) for p in plans], [p.timing.median_us for p in plans], orientation="horizontal",
+                    width=0.4)  # fmt: skip
+        elif groups:
+            at, labels, start = [], [], 1
+            for kind, plans in groups:
+                where = list(range(start, start + len(plans)))
+                plt.bar(
+                    where,
+                    [p.timing.median_us for p in plans],
+                    orientation="horizontal",
+                    width=0.4,
+                    label=kind,
+                )
+                at += where
+                labels += [
+                    plan_label(p, "" if kind == groups[0][0] else f"{pass_short(kind)} ") for p in plans
+                ]
+                start += len(plans)
+            plt.yticks(at, labels)
+        if groups:
             plt.xlabel("µs (H heuristic's pick, * fastest)")
         plot.refresh()
-
-    @staticmethod
-    def _bar_groups(plt, forward: list[PlanResult], backward: list[PlanResult]) -> None:
-        """Forward and backward plans as two coloured groups on one axis, backward's labelled 'bwd'."""
-        at = list(range(1, len(forward) + len(backward) + 1))
-        fwd_at, bwd_at = at[: len(forward)], at[len(forward) :]
-        if forward:
-            plt.bar(
-                fwd_at,
-                [p.timing.median_us for p in forward],
-                orientation="horizontal",
-                width=0.4,
-                label="forward",
-            )
-        plt.bar(
-            bwd_at,
-            [p.timing.median_us for p in backward],
-            orientation="horizontal",
-            width=0.4,
-            label="backward",
-        )
-        plt.yticks(at, [plan_label(p) for p in forward] + [plan_label(p, "bwd ") for p in backward])

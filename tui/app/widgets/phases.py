@@ -1,5 +1,5 @@
-"""Build phases: each phase's time as a table and a bar, the total, and cache hits; for a
-training step the backward graph's phases too, since it is built separately."""
+"""Build phases: each phase's time as a table and a bar, the total, and cache hits; a table a
+pass, since each pass builds its own graph."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
-from ...engine.results import PhaseTiming, RunResult
-from ...report import ms
-from .sections import show_backward
+from ...engine.results import PASS_KINDS, PhaseTiming, RunResult
+from ...format import ms
+from .sections import show_passes
 
 BAR_WIDTH = 24
 
@@ -39,27 +39,26 @@ def total(phases: tuple[PhaseTiming, ...]) -> str:
 
 class PhasesPane(Vertical):
     def compose(self) -> ComposeResult:
-        yield Static("", id="phases-head")
-        yield PhaseTable(id="phases-table")
-        yield Static("", id="backward-phases-head")
-        yield PhaseTable(id="backward-phases-table")
+        for kind in PASS_KINDS:
+            yield Static("", id=f"phases-{kind}-head", classes="pass-head")
+            yield PhaseTable(id=f"phases-{kind}")
 
     def on_mount(self) -> None:
-        show_backward(self, False, "backward-phases-head", "backward-phases-table")
+        show_passes(self, "phases", (), lone_head=True)
 
     def show(self, result: RunResult) -> None:
-        self.query_one("#phases-table", PhaseTable).show_phases(result.phases)
-        b = result.backward
-        head = total(result.phases)
-        if b is not None:
-            head = f"forward graph: {head}"
-        if result.cache_hit:
-            head += " — cache hit: this configuration was built earlier; no phase ran now"
-        self.query_one("#phases-head", Static).update(head)
-        show_backward(self, b is not None, "backward-phases-head", "backward-phases-table")
-        if b is not None:
-            self.query_one("#backward-phases-table", PhaseTable).show_phases(b.phases)
-            both = sum(p.seconds for p in (*result.phases, *b.phases))
-            self.query_one("#backward-phases-head", Static).update(
-                f"backward graph: {total(b.phases)}   (forward and backward: {ms(both)})"
+        show_passes(self, "phases", tuple(p.kind for p in result.passes), lone_head=True)
+        for i, p in enumerate(result.passes):
+            self.query_one(f"#phases-{p.kind}", PhaseTable).show_phases(p.phases)
+            head = f"{p.kind} graph: {total(p.phases)}"
+            if i == 0 and result.cache_hit:
+                head += " — cache hit: this configuration was built earlier; no phase ran now"
+            if i == len(result.passes) - 1 and i > 0:
+                every = sum(ph.seconds for q in result.passes for ph in q.phases)
+                head += f"   (every pass: {ms(every)})"
+            self.query_one(f"#phases-{p.kind}-head", Static).update(head)
+        if not result.passes:
+            self.query_one(f"#phases-{PASS_KINDS[0]}", PhaseTable).show_phases(())
+            self.query_one(f"#phases-{PASS_KINDS[0]}-head", Static).update(
+                result.message or "no graph was built"
             )

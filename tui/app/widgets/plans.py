@@ -1,5 +1,5 @@
-"""Plans: every candidate with its measurements, the forward's and (for a training step) the
-backward's; the selected row's details below."""
+"""Plans: every candidate of each pass with its measurements, a table a pass; the selected
+row's details below."""
 
 from __future__ import annotations
 
@@ -8,19 +8,19 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
-from ...engine.config import format_bytes
-from ...engine.results import PlanResult, RunResult, autotune_verdict
-from ...report import ms, sci, timing_text, us
-from .sections import show_backward
+from ...engine.results import PASS_KINDS, PassResult, PlanResult, RunResult
+from ...format import format_bytes, ms, sci, timing_text, us
+from .sections import show_passes
 
 LEGEND = "H: the heuristic's pick   *: fastest measured   select a row for details"
 
 
 class PlanTable(DataTable):
-    """One graph's candidate plans, a row each, keyed by plan index."""
+    """One pass's candidate plans, a row each, keyed by plan index."""
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, kind: str, **kwargs) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
+        self.kind = kind
         self.plans: tuple[PlanResult, ...] = ()
         self.add_columns(
             "#", "", "plan", "engine", "knobs", "workspace", "build", "kernel", "TFLOPS", "max err", "notes"
@@ -51,33 +51,39 @@ class PlanTable(DataTable):
         return next((p for p in self.plans if p.index == index), None)
 
 
+def head(p: PassResult) -> Text:
+    """A pass's heading: its name, and the autotune verdict or why it has no plan."""
+    text = Text(f"{p.kind} plans", style="bold")
+    if p.autotune_verdict():
+        text.append(f"  autotune: {p.autotune_verdict()}", style="dim")
+    elif not p.plans:
+        text.append(f"  none: {p.message or '; '.join(p.notes) or 'cuDNN proposed no plan'}", style="dim")
+    return text
+
+
 class PlansPane(Vertical):
+    result: RunResult | None = None
+
     def compose(self) -> ComposeResult:
-        yield PlanTable(id="plans-table")
-        yield Static("", id="backward-plans-head")
-        yield PlanTable(id="backward-plans-table")
+        for kind in PASS_KINDS:
+            yield Static("", id=f"plans-{kind}-head", classes="pass-head")
+            yield PlanTable(kind, id=f"plans-{kind}")
         yield Static(LEGEND, id="plan-detail")
 
     def on_mount(self) -> None:
-        show_backward(self, False, "backward-plans-head", "backward-plans-table")
+        show_passes(self, "plans", ())
 
     def show(self, result: RunResult) -> None:
-        self.query_one("#plans-table", PlanTable).show_plans(result.plans)
-        b = result.backward
-        show_backward(self, b is not None, "backward-plans-head", "backward-plans-table")
-        if b is not None:
-            self.query_one("#backward-plans-table", PlanTable).show_plans(b.plans)
-            head = Text("backward plans", style="bold")
-            verdict = autotune_verdict(b.plans, b.heuristic_plan, b.fastest_plan)
-            if verdict:
-                head.append(f"  autotune: {verdict}", style="dim")
-            elif not b.plans:
-                head.append(f"  none: {b.message or b.note or 'cuDNN proposed no plan'}", style="dim")
-            self.query_one("#backward-plans-head", Static).update(head)
-        pick = result.plan(result.heuristic_plan)
+        self.result = result
+        show_passes(self, "plans", tuple(p.kind for p in result.passes))
+        for p in result.passes:
+            self.query_one(f"#plans-{p.kind}", PlanTable).show_plans(p.plans)
+            self.query_one(f"#plans-{p.kind}-head", Static).update(head(p))
+        first = result.passes[0] if result.passes else None
+        pick = first.plan(first.heuristic_plan) if first else None
         if pick is not None:
-            self._detail(pick)
-        elif not result.plans:
+            self._detail(pick, first)
+        elif not (first and first.plans):
             why = result.message or "no plan was proposed"
             self.query_one("#plan-detail", Static).update(f"no plans: {why}")
 
@@ -88,34 +94,30 @@ class PlansPane(Vertical):
             return
         if event.row_key is not None and event.row_key.value is not None:
             plan = table.plan(int(event.row_key.value))
-            if plan is not None:
-                self._detail(plan, backward=table.id == "backward-plans-table")
+            p = self.result.pass_of(table.kind) if self.result is not None else None
+            if plan is not None and p is not None:
+                self._detail(plan, p)
 
-    def _detail(self, p: PlanResult, backward: bool = False) -> None:
-        what = "backward plan" if backward else "plan"
+    def _detail(self, plan: PlanResult, p: PassResult) -> None:
         lines = [
-            f"{what} {p.index}: {p.name}"
-            + ("  (heuristic's pick)" if p.is_heuristic_pick else "")
-            + ("  (fastest)" if p.is_fastest else "")
+            f"{p.kind} plan {plan.index}: {plan.name}"
+            + ("  (heuristic's pick)" if plan.is_heuristic_pick else "")
+            + ("  (fastest)" if plan.is_fastest else "")
         ]
-        lines.append(
-            f"engine {p.engine_id}  knobs {p.knobs or '{}'}  workspace "
-            f"{'-' if p.workspace_bytes is None else format_bytes(p.workspace_bytes)}"
-        )
-        if p.built:
-            lines.append(f"built in {ms(p.build_seconds)}; kernel time {timing_text(p.timing)}")
-            if p.timing:
+        workspace = "-" if plan.workspace_bytes is None else format_bytes(plan.workspace_bytes)
+        lines.append(f"engine {plan.engine_id}  knobs {plan.knobs or '{}'}  workspace {workspace}")
+        if plan.built:
+            lines.append(f"built in {ms(plan.build_seconds)}; kernel time {timing_text(plan.timing)}")
+            if plan.timing:
                 lines.append(
-                    f"{p.timing.replays} replays of {p.timing.per_replay} executions, "
-                    f"{p.timing.kernels_per_call} kernel(s) per call, {p.timing.method}"
+                    f"{plan.timing.replays} replays of {plan.timing.per_replay} executions, "
+                    f"{plan.timing.kernels_per_call} kernel(s) per call, {plan.timing.method}"
                 )
-            if p.max_abs_error is not None:
-                of = " (worst of dQ, dK, dV)" if backward else ""
-                lines.append(
-                    f"max abs error {p.max_abs_error:.3e}{of}: "
-                    f"{'within' if p.matches else 'OUTSIDE'} tolerance"
-                )
-            lines.append("behavior notes: " + (", ".join(p.behavior_notes) or "none"))
+            if plan.max_abs_error is not None:
+                of = f" (worst of {', '.join(c.output for c in p.checks)})" if len(p.checks) > 1 else ""
+                within = "within" if plan.matches else "OUTSIDE"
+                lines.append(f"max abs error {plan.max_abs_error:.3e}{of}: {within} tolerance")
+            lines.append("behavior notes: " + (", ".join(plan.behavior_notes) or "none"))
         else:
-            lines.append(f"does not build: {p.build_error}")
+            lines.append(f"does not build: {plan.build_error}")
         self.query_one("#plan-detail", Static).update("\n".join(lines))

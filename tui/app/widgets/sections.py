@@ -1,13 +1,18 @@
-"""Sections of a pane that exist only for some results (the backward's, FP8's)."""
+"""Each pass's section of a pane: the widgets of the passes a result has take room, the others none."""
 
 from __future__ import annotations
 
 from textual.widget import Widget
 
+from ...engine.results import PASS_KINDS
 
-def show_backward(pane: Widget, shown: bool, *ids: str) -> None:
-    """The backward's widgets take room only when the result has a backward; the pane's
-    `-with-backward` class lets the stylesheet share the height between both sections."""
-    pane.set_class(shown, "-with-backward")
-    for widget_id in ids:
-        pane.query_one(f"#{widget_id}").display = shown
+
+def show_passes(pane: Widget, prefix: str, kinds: tuple[str, ...], lone_head: bool = False) -> None:
+    """Show `#{prefix}-{kind}` for each pass in `kinds` (the first kind's when there is none yet)
+    and its heading `#{prefix}-{kind}-head` when there are several passes (or always, with
+    `lone_head`); the pane's `-passes` class lets the stylesheet share the height between them."""
+    for kind in PASS_KINDS:
+        shown = kind in kinds or (not kinds and kind == PASS_KINDS[0])
+        pane.query_one(f"#{prefix}-{kind}").display = shown
+        pane.query_one(f"#{prefix}-{kind}-head").display = shown and (lone_head or len(kinds) > 1)
+    pane.set_class(len(kinds) > 1, "-passes")

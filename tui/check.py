@@ -1,0 +1,75 @@
+"""`sdpa-explorer check`: the sanity check of a GPU box. The smoke set (the seed's GPT-2 shape in
+both layouts and dtypes, causal and not, and one GQA case) and every built-in preset, each run
+through the same Engine as the dashboard, one line a case."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .engine.config import SdpaConfig
+from .engine.results import STATUS_OK, PassResult, RunResult
+from .format import us
+
+SMOKE_CASES: tuple[SdpaConfig, ...] = (
+    SdpaConfig(),
+    SdpaConfig(layout="BHSD"),
+    SdpaConfig(dtype="bf16"),
+    SdpaConfig(layout="BHSD", dtype="bf16", causal="none"),
+    SdpaConfig(causal="none"),
+    SdpaConfig(b=2, h_q=32, h_kv=8, s_q=2048, s_kv=2048, d_qk=128, d_v=128, dtype="bf16"),
+)
+
+
+def builtin_cases(problems_out: list[str]) -> list[tuple[str, SdpaConfig]]:
+    """The smoke set, then every built-in preset (a preset that does not load is reported, not run)."""
+    from .presets import load_all
+
+    presets, problems = load_all()
+    problems_out += [str(p) for p in problems]
+    builtins = [(name, p.config) for name, p in sorted(presets.items()) if p.origin == "builtin"]
+    return [("smoke", c) for c in SMOKE_CASES] + builtins
+
+
+def pass_figures(p: PassResult) -> dict[str, Any]:
+    """A pass's line of the check: kernel time, TFLOPS, the worst output error, the heuristic's plan."""
+    errors = [c.cudnn.max_abs for c in p.checks if c.cudnn is not None]
+    pick = p.plan(p.heuristic_plan)
+    return {
+        "kind": p.kind,
+        "status": p.status,
+        "kernel_us": p.timing.median_us if p.timing else None,
+        "tflops": p.tflops,
+        "max_abs_error": max(errors) if errors else None,
+        "plan": pick.name if pick else "-",
+    }
+
+
+def case_row(name: str, result: RunResult) -> dict[str, Any]:
+    """One case for `check --json`: the forward's figures at the top level (as scripts read them),
+    every pass's in `passes`."""
+    passes = [pass_figures(p) for p in result.passes]
+    first = {k: v for k, v in passes[0].items() if k not in ("kind", "status")} if passes else {}
+    return {
+        "case": name,
+        "config": result.config.to_dict(),
+        "label": result.config.label(),
+        "status": result.status,
+        "message": result.message,
+        **first,
+        "passes": passes,
+    }
+
+
+def case_line(name: str, result: RunResult) -> str:
+    """One case for the terminal: PASS or FAIL, then each pass's figures (or why it failed)."""
+    ok = result.status == STATUS_OK
+    mark = "[green]PASS[/green]" if ok else "[red]FAIL[/red]"
+    if not ok:
+        return f"{mark} {name:20} {result.config.label():42} {result.status}: {result.message}"
+    parts = []
+    for i, f in enumerate(pass_figures(p) for p in result.passes):
+        err = f["max_abs_error"] if f["max_abs_error"] is not None else float("nan")
+        lead = "" if i == 0 else f"{f['kind']} "
+        parts.append(f"{lead}{us(f['kernel_us']):>11}  {(f['tflops'] or 0):6.1f} TFLOPS  max abs err {err:.2e}  "
+                     f"plan {f['plan']}")  # fmt: skip
+    return f"{mark} {name:20} {result.config.label():42} " + "  ".join(parts)
