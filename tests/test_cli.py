@@ -30,7 +30,7 @@ def test_help_lists_the_commands():
         (["--dtype", "fp64"], "--dtype"),
         (["--heuristics", "A,Z"], "--heuristics: unknown heuristic mode 'Z'"),
         (["--replays", "0"], "--replays"),
-        (["--scale", "-1"], "--attn-scale: attention scale must be a positive number"),
+        (["--scale", "-1"], "--scale: attention scale must be a positive number"),
     ],
 )
 def test_bad_input_exits_2_and_names_the_option(args, needle):
@@ -48,7 +48,8 @@ def test_run_json_without_gpu_uses_the_shorthands():
     assert data["status"] == "cpu_only"
     c = data["config"]
     assert (c["h_q"], c["h_kv"], c["s_q"], c["s_kv"], c["d_qk"], c["d_v"]) == (4, 4, 128, 128, 64, 64)
-    assert data["accuracy"]["torch_lowp"]["mismatched"] == 0
+    (forward,) = data["passes"]
+    assert forward["checks"][0]["peers"]["torch fp16"]["mismatched"] == 0
 
 
 @pytest.mark.skipif(not NO_GPU, reason="checks the answer of a machine without a GPU")

@@ -172,3 +172,37 @@ def test_label():
         SdpaConfig(h_q=32, h_kv=8, s_q=1, s_kv=64, d_qk=192, d_v=128, causal="none").label()
         == "b4 h32/8 s1x64 d192/128 fp16 BSHD"
     )
+
+
+def _plain(value) -> bool:
+    if isinstance(value, str | int | float | bool | type(None)):
+        return True
+    if isinstance(value, tuple | list):
+        return all(_plain(v) for v in value)
+    return isinstance(value, dict) and all(_plain(k) and _plain(v) for k, v in value.items())
+
+
+def test_the_config_class_needs_only_the_standard_library_and_plain_constants():
+    """So that a standalone script can carry SdpaConfig's source as is, with the constants it names."""
+    import ast
+    import dataclasses
+    import inspect
+    import sys
+    import typing
+
+    from tui.engine import config as module
+
+    tree = ast.parse(inspect.getsource(module.SdpaConfig))
+    in_annotations = {
+        id(node)
+        for parent in ast.walk(tree)
+        for annotation in (getattr(parent, "returns", None), getattr(parent, "annotation", None))
+        if annotation is not None
+        for node in ast.walk(annotation)
+    }
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) not in in_annotations}
+    for name in sorted(used & set(vars(module))):
+        value = getattr(module, name)
+        stdlib = inspect.ismodule(value) and value.__name__ in sys.stdlib_module_names
+        helper = value in (dataclasses.field, dataclasses.dataclass, typing.Any)
+        assert stdlib or helper or _plain(value), name

@@ -13,18 +13,8 @@ import sys
 import click
 from rich.console import Console
 
-from .engine.config import (
-    BIAS_SHAPES,
-    CAUSAL_MODES,
-    DTYPES,
-    IMPLEMENTATIONS,
-    OUT_DTYPES,
-    ConfigError,
-    SdpaConfig,
-    parse_lengths,
-    with_lengths,
-)
-from .engine.layouts import LAYOUTS
+from .engine.config import ConfigError, FieldError, SdpaConfig
+from .engine.fields import FIELD, FIELDS, SHORTHANDS, Choice, Field, Switch, from_entries
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -39,16 +29,6 @@ SMOKE_CASES: tuple[SdpaConfig, ...] = (
     SdpaConfig(b=2, h_q=32, h_kv=8, s_q=2048, s_kv=2048, d_qk=128, d_v=128, dtype="bf16"),
 )
 
-_FIELD_OPTIONS = {
-    "b": "batch",
-    "h_q": "query heads",
-    "h_kv": "key/value heads",
-    "s_q": "query sequence length",
-    "s_kv": "key/value sequence length",
-    "d_qk": "head dim of q and k",
-    "d_v": "head dim of v",
-}
-
 
 def _console(stderr: bool = False) -> Console:
     return Console(stderr=stderr, highlight=False)
@@ -61,60 +41,41 @@ def _fail_usage(messages: list[str]) -> None:
     sys.exit(EXIT_USAGE)
 
 
+_CLICK_TYPES = {"int": click.INT, "float": click.FLOAT}
+
+
+def _click_type(field: Field) -> click.ParamType:
+    if isinstance(field, Choice):
+        return click.Choice(field.choices, case_sensitive=False)
+    return _CLICK_TYPES.get(field.kind, click.STRING)  # other kinds parse their own text
+
+
+def _option(field: Field):
+    """The click option of a declared field. Its default is None, so that only what is given
+    overrides the preset."""
+    helptext = f"{field.help} (default {field.default_text()})"
+    if isinstance(field, Switch):
+        return click.option(field.option_pair, field.name, default=None, help=helptext)
+    kind = _click_type(field)
+    metavar = field.kind.upper() if kind is click.STRING else None  # LENGTHS, MODES
+    return click.option(field.option, field.name, type=kind, metavar=metavar, help=helptext)
+
+
 def config_options(fn):
-    """The configuration options, named after SdpaConfig's fields, plus the seed's
-    shorthands --h, --s, --d that set both sides at once."""
+    """One option per configuration field, as the field declares it, plus the seed's
+    shorthands (--h sets h_q and h_kv, ...) and --preset to start from."""
     opts = [
         click.option(
             "--preset", help="start from this preset (see `sdpa-explorer presets`); options override it"
         ),
-        click.option("--h", "h", type=int, help="heads: sets h_q and h_kv"),
-        click.option("--s", "s", type=int, help="sequence length: sets s_q and s_kv"),
-        click.option("--d", "d", type=int, help="head dim: sets d_qk and d_v"),
-        click.option("--dtype", type=click.Choice(DTYPES, case_sensitive=False)),
-        click.option("--layout", type=click.Choice(tuple(LAYOUTS), case_sensitive=False)),
-        click.option("--causal", type=click.Choice(CAUSAL_MODES, case_sensitive=False)),
-        click.option("--scale", "attn_scale", type=float, help="attention scale (default 1/sqrt(d_qk))"),
-        click.option("--heuristics", help="heuristic modes, e.g. A,FALLBACK (default) or B"),
-        click.option("--window", type=int, help="sliding window: each query sees this many keys back"),
-        click.option(
-            "--seq-lens-q", "seq_lens_q", help="real query lengths: full, random, 'ratio 0.5' or 512,384,..."
+        *(
+            click.option(
+                f"--{short}", short, type=_click_type(FIELD[names[0]]), help=f"sets {' and '.join(names)}"
+            )
+            for short, names in SHORTHANDS.items()
         ),
-        click.option("--seq-lens-kv", "seq_lens_kv", help="real key/value lengths (same forms)"),
-        click.option("--alibi/--no-alibi", default=None, help="add ALiBi position biases"),
-        click.option(
-            "--bias",
-            type=click.Choice(BIAS_SHAPES, case_sensitive=False),
-            help="additive bias of shape (1|b) x (1|h) x s_q x s_kv",
-        ),
-        click.option(
-            "--implementation",
-            type=click.Choice(IMPLEMENTATIONS, case_sensitive=False),
-            help="cuDNN's attention implementation (default auto)",
-        ),
-        click.option(
-            "--dropout", type=float, help="dropout probability (checked against the mask cuDNN drew)"
-        ),
-        click.option("--dropout-seed", "dropout_seed", type=int, help="seed of the dropout mask"),
-        click.option(
-            "--out-dtype",
-            "out_dtype",
-            type=click.Choice(OUT_DTYPES, case_sensitive=False),
-            help="O's dtype (default auto: the inputs'); FP8 inputs may ask for fp16/bf16",
-        ),
-        click.option(
-            "--backward/--no-backward",
-            default=None,
-            help="the training step: forward with softmax stats, then dQ, dK, dV",
-        ),
-        click.option(
-            "--deterministic/--no-deterministic",
-            default=None,
-            help="ask the backward for a deterministic algorithm (checked: two executions, identical bits)",
-        ),
+        *(_option(field) for field in FIELDS),
     ]
-    for name, helptext in _FIELD_OPTIONS.items():
-        opts.append(click.option(f"--{name.replace('_', '-')}", name, type=int, help=helptext))
     for opt in reversed(opts):
         fn = opt(fn)
     return fn
@@ -133,47 +94,26 @@ def preset_config(name: str) -> SdpaConfig:
 
 
 def config_from_options(values: dict) -> SdpaConfig:
-    """Options -> SdpaConfig: the preset (or the seed's configuration), then shorthands, then fields."""
+    """Options -> SdpaConfig: the preset (or the seed's configuration), then shorthands, then
+    fields. Any problem exits 2, each message naming its option."""
     base = preset_config(values["preset"]) if values.get("preset") else None
-    data: dict = {}
-    for short, pair in (("h", ("h_q", "h_kv")), ("s", ("s_q", "s_kv")), ("d", ("d_qk", "d_v"))):
+    given: dict = {}
+    for short, names in SHORTHANDS.items():
         if values.get(short) is not None:
-            data.update(dict.fromkeys(pair, values[short]))
-    for key in (
-        *_FIELD_OPTIONS,
-        "dtype",
-        "layout",
-        "causal",
-        "attn_scale",
-        "heuristics",
-        "window",
-        "alibi",
-        "bias",
-        "implementation",
-        "dropout",
-        "dropout_seed",
-        "out_dtype",
-        "backward",
-        "deterministic",
-    ):
-        if values.get(key) is not None:
-            data[key] = values[key]
+            given.update(dict.fromkeys(names, values[short]))
+    given.update({f.name: values[f.name] for f in FIELDS if values.get(f.name) is not None})
     try:
-        config = SdpaConfig.from_dict(data, base=base)
+        config = from_entries(given, base)
     except ConfigError as exc:
-        _fail_usage([f"--{e.field.replace('_', '-')}: {e.message}" for e in exc.errors])
-    lens = {"seq_lens_q": config.seq_lens_q, "seq_lens_kv": config.seq_lens_kv}
-    for key, size in (("seq_lens_q", config.s_q), ("seq_lens_kv", config.s_kv)):
-        if values.get(key) is not None:
-            try:
-                lens[key] = parse_lengths(values[key], config.b, size)
-            except ValueError as exc:
-                _fail_usage([f"--{key.replace('_', '-')}: {exc}"])
-    config = with_lengths(config, lens["seq_lens_q"], lens["seq_lens_kv"])
+        _fail_usage(_by_option(exc.errors))
     errors = config.validate()
     if errors:
-        _fail_usage([f"--{e.field.replace('_', '-')}: {e.message}" for e in errors])
+        _fail_usage(_by_option(errors))
     return config
+
+
+def _by_option(errors: list[FieldError]) -> list[str]:
+    return [f"{FIELD[e.field].option if e.field in FIELD else e.field}: {e.message}" for e in errors]
 
 
 def _run_options(replays: int, l2_flush: bool, autotune: bool, check: bool, seed: int):

@@ -1,45 +1,34 @@
-"""The configuration form: every field validated as typed, the problem shown at the field."""
+"""The configuration form: every field validated as typed, the problem shown at the field.
+
+The widgets come from the fields' declarations (engine/fields.py): a text entry, a select, a
+switch or a row of checks, each with the line for its problem below it. Fields are shown by
+group; in a group the labelled rows come first, then its switches.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Checkbox, Input, Label, Select
 
-from ...engine.config import (
-    BIAS_SHAPES,
-    CAUSAL_MODES,
-    DTYPES,
-    FIELD_LABELS,
-    IMPLEMENTATIONS,
-    OUT_DTYPES,
-    ConfigError,
-    SdpaConfig,
-    format_lengths,
-    parse_lengths,
-    with_lengths,
-)
-from ...engine.layouts import LAYOUTS
+from ...engine.config import ConfigError, FieldError, SdpaConfig
+from ...engine.fields import FIELDS, GROUPS, Field, from_entries
 from ..messages import ConfigEdited
 
-INT_FIELDS = ("b", "h_q", "h_kv", "s_q", "s_kv", "d_qk", "d_v")
-_REQUIRED = object()
-# text fields holding numbers: (type, value when blank; None: leave unset, _REQUIRED: an error)
-NUMBER_FIELDS = {
-    **{name: (int, _REQUIRED) for name in INT_FIELDS},
-    "attn_scale": (float, None),
-    "window": (int, None),
-    "dropout": (float, 0.0),
-    "dropout_seed": (int, 0),
-}
-CAUSAL_LABELS = {"none": "none", "top_left": "top-left", "bottom_right": "bottom-right"}
-SELECT_FIELDS = ("dtype", "out_dtype", "layout", "causal", "bias", "implementation")
-# on/off fields of the config, each a checkbox with its problem shown below it
-SWITCH_FIELDS = {
-    "alibi": "ALiBi position biases",
-    "backward": "backward: dQ, dK, dV",
-    "deterministic": "deterministic backward",
-}
+FORM_FIELDS: tuple[Field, ...] = tuple(
+    sorted(FIELDS, key=lambda f: (GROUPS.index(f.group), f.entry == "switch"))
+)
+_WIDGETS = {"text": Input, "select": Select, "switch": Checkbox}
+
+
+def _by_field(errors: list[FieldError]) -> dict[str, str]:
+    """One message per field: a field with several problems says them all."""
+    merged: dict[str, str] = {}
+    for e in errors:
+        merged[e.field] = f"{merged[e.field]}; {e.message}" if e.field in merged else e.message
+    return merged
 
 
 class ConfigForm(VerticalScroll):
@@ -50,76 +39,53 @@ class ConfigForm(VerticalScroll):
         self._initial = config or SdpaConfig()
         self._posted: tuple | None = None  # what the last ConfigEdited said
 
+    # ---- the widgets of one field --------------------------------------------------------
     @staticmethod
-    def _row(name: str, label: str, widget) -> ComposeResult:
-        """One field: its label and widget on a line, and the line for its problem below."""
-        with Horizontal(classes="field"):
-            yield Label(label, classes="field-label")
-            yield widget
-        yield Label("", id=f"err-{name}", classes="field-error")
+    def _entry(field: Field, value: Any):
+        """The one widget of a text, select or switch field."""
+        if field.entry == "select":
+            options = [(field.shown(choice), choice) for choice in field.choices]
+            return Select(
+                options, value=value, allow_blank=False, id=field.form_id, compact=True, tooltip=field.help
+            )
+        if field.entry == "switch":
+            return Checkbox(field.form_label, value, id=field.form_id, compact=True, tooltip=field.help)
+        tooltip = f"{field.help}\n{field.accepts()}"
+        return Input(field.format(value), id=field.form_id, compact=True, tooltip=tooltip)
 
-    @staticmethod
-    def _select(name: str, options, value) -> Select:
-        return Select(options, value=value, allow_blank=False, id=f"f-{name}", compact=True)
+    @classmethod
+    def _field(cls, field: Field, value: Any) -> ComposeResult:
+        """A field's widgets, and the line for its problem below them."""
+        if field.entry == "checks":
+            yield Label(field.form_label, classes="section-label")
+            with Horizontal(classes="checks"):
+                for choice in field.choices:
+                    yield Checkbox(choice, choice in value, id=f"{field.form_id}-{choice}", compact=True)
+        elif field.entry == "switch":
+            yield cls._entry(field, value)
+        else:
+            with Horizontal(classes="field"):
+                yield Label(field.form_label, classes="field-label")
+                yield cls._entry(field, value)
+        yield Label("", id=f"err-{field.name}", classes="field-error")
 
-    @staticmethod
-    def _switch(name: str, value: bool) -> ComposeResult:
-        """An on/off field: its checkbox, and the line for its problem below."""
-        yield Checkbox(SWITCH_FIELDS[name], value, id=f"f-{name}", compact=True)
-        yield Label("", id=f"err-{name}", classes="field-error")
+    def _value(self, field: Field) -> Any:
+        """What the field's widgets hold: text to parse, a choice, on/off, or the checked modes."""
+        if field.entry == "checks":
+            return tuple(c for c in field.choices if self.query_one(f"#{field.form_id}-{c}", Checkbox).value)
+        return self.query_one(f"#{field.form_id}", _WIDGETS[field.entry]).value
+
+    def _show(self, field: Field, value: Any) -> None:
+        if field.entry == "checks":
+            for choice in field.choices:
+                self.query_one(f"#{field.form_id}-{choice}", Checkbox).value = choice in value
+        else:
+            widget = self.query_one(f"#{field.form_id}", _WIDGETS[field.entry])
+            widget.value = field.format(value) if field.entry == "text" else value
 
     def compose(self) -> ComposeResult:
-        c = self._initial
-        for name in INT_FIELDS:
-            yield from self._row(
-                name, FIELD_LABELS[name], Input(str(getattr(c, name)), id=f"f-{name}", compact=True)
-            )
-        yield from self._row("dtype", "dtype", self._select("dtype", [(d, d) for d in DTYPES], c.dtype))
-        yield from self._row(
-            "out_dtype", "out dtype", self._select("out_dtype", [(d, d) for d in OUT_DTYPES], c.out_dtype)
-        )
-        yield from self._row("layout", "layout", self._select("layout", [(k, k) for k in LAYOUTS], c.layout))
-        yield from self._row(
-            "causal",
-            "causal mask",
-            self._select("causal", [(CAUSAL_LABELS[m], m) for m in CAUSAL_MODES], c.causal),
-        )
-        scale = "" if c.attn_scale is None else repr(c.attn_scale)
-        yield from self._row(
-            "attn_scale", "scale (blank: 1/√d_qk)", Input(scale, id="f-attn_scale", compact=True)
-        )
-        window = "" if c.window is None else str(c.window)
-        yield from self._row("window", "window (blank: none)", Input(window, id="f-window", compact=True))
-        for name in ("seq_lens_q", "seq_lens_kv"):
-            widget = Input(
-                format_lengths(getattr(c, name)),
-                id=f"f-{name}",
-                compact=True,
-                tooltip="full, random, ratio 0.5, or one length per batch entry: 512,384,...",
-            )
-            yield from self._row(name, FIELD_LABELS[name], widget)
-        yield from self._row("bias", "bias", self._select("bias", [(x, x) for x in BIAS_SHAPES], c.bias))
-        yield from self._row(
-            "implementation",
-            "implementation",
-            self._select("implementation", [(x, x) for x in IMPLEMENTATIONS], c.implementation),
-        )
-        yield from self._switch("alibi", c.alibi)
-        yield from self._row(
-            "dropout", FIELD_LABELS["dropout"], Input(f"{c.dropout:g}", id="f-dropout", compact=True)
-        )
-        yield from self._row(
-            "dropout_seed",
-            FIELD_LABELS["dropout_seed"],
-            Input(str(c.dropout_seed), id="f-dropout_seed", compact=True),
-        )
-        yield from self._switch("backward", c.backward)
-        yield from self._switch("deterministic", c.deterministic)
-        yield Label("heuristic modes", classes="section-label")
-        with Horizontal(classes="checks"):
-            for mode in ("A", "B", "FALLBACK"):
-                yield Checkbox(mode, mode in c.heuristics, id=f"f-heur-{mode}", compact=True)
-        yield Label("", id="err-heuristics", classes="field-error")
+        for field in FORM_FIELDS:
+            yield from self._field(field, getattr(self._initial, field.name))
         yield Label("timing", classes="section-label")
         yield Checkbox("flush L2 before each execution", False, id="f-l2_flush", compact=True)
         yield Checkbox("time every plan (autotune)", True, id="f-autotune", compact=True)
@@ -128,47 +94,13 @@ class ConfigForm(VerticalScroll):
     # ---- reading and writing ------------------------------------------------------------
     def read(self) -> tuple[SdpaConfig | None, dict[str, str]]:
         """The config the form shows, or None with the problem of each bad field."""
-        data: dict = {}
-        errors: dict[str, str] = {}
-        for name, (kind, blank) in NUMBER_FIELDS.items():
-            text = self.query_one(f"#f-{name}", Input).value.strip()
-            if not text and blank is not _REQUIRED:
-                if blank is not None:
-                    data[name] = blank
-                continue
-            try:
-                data[name] = kind(text)
-            except ValueError:
-                what = "a whole number" if kind is int else "a number"
-                errors[name] = f"{FIELD_LABELS[name]} must be {what} (got {text!r})"
-        for name in SELECT_FIELDS:
-            data[name] = self.query_one(f"#f-{name}", Select).value
-        for name in SWITCH_FIELDS:
-            data[name] = self.query_one(f"#f-{name}", Checkbox).value
-        data["heuristics"] = [
-            m for m in ("A", "B", "FALLBACK") if self.query_one(f"#f-heur-{m}", Checkbox).value
-        ]
-        if errors:
-            return None, errors
         try:
-            config = SdpaConfig.from_dict(data)
+            config = from_entries({field.name: self._value(field) for field in FORM_FIELDS})
         except ConfigError as exc:
-            return None, {e.field: e.message for e in exc.errors}
-        lens: dict = {}
-        for name, size in (("seq_lens_q", config.s_q), ("seq_lens_kv", config.s_kv)):
-            try:
-                lens[name] = parse_lengths(self.query_one(f"#f-{name}", Input).value, config.b, size)
-            except ValueError as exc:
-                errors[name] = str(exc)
-        if errors:
-            return None, errors
-        config = with_lengths(config, lens["seq_lens_q"], lens["seq_lens_kv"])
+            return None, _by_field(exc.errors)
         problems = config.validate(self.app_gpu_memory())
         if problems:
-            merged: dict[str, str] = {}
-            for e in problems:
-                merged[e.field] = f"{merged[e.field]}; {e.message}" if e.field in merged else e.message
-            return None, merged
+            return None, _by_field(problems)
         return config, {}
 
     def app_gpu_memory(self) -> int | None:
@@ -186,22 +118,8 @@ class ConfigForm(VerticalScroll):
     def load(self, config: SdpaConfig) -> None:
         """Show `config` in the form. Each field set posts its own change; `_edited` turns them
         into one ConfigEdited, since every one of them reads the same finished form."""
-        for name in INT_FIELDS:
-            self.query_one(f"#f-{name}", Input).value = str(getattr(config, name))
-        for name in SELECT_FIELDS:
-            self.query_one(f"#f-{name}", Select).value = getattr(config, name)
-        for name in SWITCH_FIELDS:
-            self.query_one(f"#f-{name}", Checkbox).value = getattr(config, name)
-        self.query_one("#f-attn_scale", Input).value = (
-            "" if config.attn_scale is None else repr(config.attn_scale)
-        )
-        self.query_one("#f-window", Input).value = "" if config.window is None else str(config.window)
-        for name in ("seq_lens_q", "seq_lens_kv"):
-            self.query_one(f"#f-{name}", Input).value = format_lengths(getattr(config, name))
-        self.query_one("#f-dropout", Input).value = f"{config.dropout:g}"
-        self.query_one("#f-dropout_seed", Input).value = str(config.dropout_seed)
-        for m in ("A", "B", "FALLBACK"):
-            self.query_one(f"#f-heur-{m}", Checkbox).value = m in config.heuristics
+        for field in FORM_FIELDS:
+            self._show(field, getattr(config, field.name))
 
     def show_errors(self, errors: dict[str, str]) -> None:
         shown = set()
@@ -214,10 +132,9 @@ class ConfigForm(VerticalScroll):
                 shown.add(field)
             label.update(message)
             label.set_class(bool(message), "-visible")
-        for name in (*NUMBER_FIELDS, "seq_lens_q", "seq_lens_kv"):
-            self.query_one(f"#f-{name}", Input).set_class(name in errors, "-invalid")
-        for name in SWITCH_FIELDS:
-            self.query_one(f"#f-{name}", Checkbox).set_class(name in errors, "-invalid")
+        for field in FORM_FIELDS:
+            if field.entry != "checks":
+                self.query_one(f"#{field.form_id}").set_class(field.name in errors, "-invalid")
         rest = [m for f, m in errors.items() if f not in shown]
         other = self.query_one("#err-b-memory", Label)
         other.update("\n".join(rest))

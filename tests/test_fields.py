@@ -1,0 +1,216 @@
+"""Every configuration field is declared once; the CLI, the form, presets and the README follow."""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from pathlib import Path
+
+import pytest
+from textual.app import App
+
+from tui.app.widgets.config_form import ConfigForm
+from tui.cli import main
+from tui.engine.config import ConfigError, SdpaConfig
+from tui.engine.fields import (
+    FIELD,
+    FIELDS,
+    GROUPS,
+    SHORTHANDS,
+    Choice,
+    Field,
+    Lengths,
+    Modes,
+    Number,
+    Switch,
+    Whole,
+    from_entries,
+    option_table,
+    with_option_table,
+)
+from tui.presets import to_toml
+
+ROOT = Path(__file__).resolve().parent.parent
+IDS = [f.name for f in FIELDS]
+
+
+# every field away from its default, and still a sensible configuration
+RICH = SdpaConfig(
+    b=2,
+    h_q=8,
+    h_kv=4,
+    s_q=512,
+    s_kv=2048,
+    d_qk=128,
+    d_v=96,
+    dtype="fp8_e4m3",
+    layout="SBHD",
+    causal="bottom_right",
+    attn_scale=0.125,
+    heuristics=("B", "A"),
+    window=64,
+    seq_lens_q=(3, 512),
+    seq_lens_kv=(5, 2048),
+    alibi=True,
+    bias="1xh",
+    implementation="unified",
+    dropout=0.25,
+    dropout_seed=9,
+    out_dtype="bf16",
+    backward=True,
+    deterministic=True,
+)
+
+
+def sample(field: Field):
+    """A value of the field other than its default, of its own type."""
+    if isinstance(field, Switch):
+        return not field.default
+    if isinstance(field, Choice):
+        return next(c for c in reversed(field.choices) if c != field.default)
+    if isinstance(field, Modes):
+        return tuple(reversed(field.choices))
+    if isinstance(field, Lengths):
+        return tuple(range(1, SdpaConfig().b + 1))
+    if isinstance(field, Number):
+        return 0.5
+    return field.meta.get("min", 0) + 1 if field.default is None else field.default + 1
+
+
+def test_the_declaration_is_complete():
+    assert [f.name for f in dataclasses.fields(SdpaConfig)] == IDS
+    for f in FIELDS:
+        assert f.label and f.help and f.group in GROUPS, f.name
+        assert isinstance(f, Switch | Choice | Modes | Lengths | Number | Whole)
+    assert all(len(names) >= 2 and all(n in FIELD for n in names) for names in SHORTHANDS.values())
+
+
+@pytest.mark.parametrize("field", FIELDS, ids=IDS)
+def test_every_field_has_a_cli_option(field):
+    run = main.commands["run"]
+    options = {opt: p.name for p in run.params for opt in (*p.opts, *p.secondary_opts)}
+    assert options[field.option] == field.name
+    if isinstance(field, Switch):
+        assert options[f"--no-{field.option[2:]}"] == field.name
+
+
+@pytest.mark.parametrize("field", FIELDS, ids=IDS)
+def test_every_field_round_trips_through_a_preset(field):
+    config = SdpaConfig().replace(**{field.name: sample(field)})
+    data = tomllib.loads(to_toml(config))["config"]
+    assert data[field.name] is not None
+    assert SdpaConfig.from_dict(data) == config
+    assert SdpaConfig.from_dict(data).to_dict()[field.name] == data[field.name]
+
+
+@pytest.mark.parametrize("field", FIELDS, ids=IDS)
+def test_text_round_trips(field):
+    """What the form shows reads back as the same value, for the default and another value."""
+    config = SdpaConfig()
+    for value in (field.default, sample(field)):
+        assert field.parse(field.format(value), config) == value
+    if isinstance(field, Number):
+        assert field.parse(field.format(0.08838834764831845)) == 0.08838834764831845
+
+
+@pytest.mark.parametrize("field", FIELDS, ids=IDS)
+def test_a_fields_own_messages_name_it(field):
+    wrong = 3 if isinstance(field, Choice | Modes) else "x"
+    assert field.label in field.problem(wrong)
+    with pytest.raises(ConfigError) as exc:
+        SdpaConfig.from_dict({field.name: object()})
+    assert field.label in str(exc.value) and exc.value.errors[0].field == field.name
+    assert field.problem(field.default) is None and field.problem(sample(field)) is None
+
+
+def test_limits_are_said_in_words():
+    assert FIELD["window"].problem(0) == "sliding window must be at least 1 (got 0)"
+    assert FIELD["s_q"].problem(1 << 30) == f"query length (s_q) must be at most {1 << 22} (got {1 << 30})"
+    assert FIELD["attn_scale"].problem(0.0) == "attention scale must be a positive number (got 0.0)"
+    assert FIELD["attn_scale"].problem(float("inf")) == "attention scale must be a finite number (got inf)"
+    assert FIELD["dropout"].problem(1.0) == "dropout probability must be below 1 (got 1.0)"
+    assert FIELD["dropout_seed"].problem(-1) == "dropout seed must be at least 0 (got -1)"
+    assert FIELD["heuristics"].problem(("A", "A")) == "heuristic modes must not repeat"
+
+
+def test_entries_blank_means_the_default_except_for_the_shape():
+    assert from_entries({"attn_scale": "", "window": " ", "dropout": "", "dropout_seed": ""}) == SdpaConfig()
+    with pytest.raises(ConfigError) as exc:
+        from_entries({"b": "", "s_q": "1.5", "window": "w"})
+    assert {e.field: e.message for e in exc.value.errors} == {
+        "b": "batch (b) must be a whole number (got '')",
+        "s_q": "query length (s_q) must be a whole number (got '1.5')",
+        "window": "sliding window must be a whole number (got 'w')",
+    }
+
+
+def test_entries_read_lengths_against_the_shape_entered_with_them():
+    config = from_entries({"b": "2", "s_kv": "100", "seq_lens_kv": "ratio 0.5", "heuristics": "b"})
+    assert config.seq_lens_kv == (50, 50) and config.seq_lens_q == (1024, 1024)  # one side: the other full
+    assert config.heuristics == ("B",)
+    with pytest.raises(ConfigError, match="query lengths: a ratio must be in"):
+        from_entries({"seq_lens_q": "ratio 2"})
+
+
+def test_choices_take_the_spellings_people_type():
+    dtype, causal, bias = FIELD["dtype"], FIELD["causal"], FIELD["bias"]
+    assert (dtype.parse("FP8"), dtype.parse(" BF16 "), causal.parse("Bottom-Right"), bias.parse("b*h")) == (
+        "fp8_e4m3",
+        "bf16",
+        "bottom_right",
+        "bxh",
+    )
+    assert dtype.parse("fp64") == "fp64" and dtype.problem("fp64").startswith("dtype must be one of")
+
+
+def test_label_tags_come_from_the_declaration():
+    """Each field declaring a tag changes the label when set; the others leave it alone."""
+    needs = {f.meta["tag_needs"]: True for f in FIELDS if "tag_needs" in f.meta}  # deterministic: backward
+    shape = {"b", "h_q", "h_kv", "s_q", "s_kv", "d_qk", "d_v", "dtype", "layout"}
+    for f in FIELDS:
+        base = SdpaConfig() if f.name in needs else SdpaConfig(**needs)
+        changed = base.replace(**{f.name: sample(f)}).label() != base.label()
+        assert changed == (f.name in shape or "tag" in f.meta), f.name
+    assert RICH.label() == (
+        "b2 h8/4 s512x2048 d128/96 fp8_e4m3 SBHD causal-br win64 varlen alibi bias1xh unified drop0.25 "
+        "out-bf16 +bwd-det"
+    )
+    assert SdpaConfig(dtype="fp8_e4m3", out_dtype="fp8_e4m3", deterministic=True).label().endswith("causal")
+
+
+def test_the_readme_table_is_the_declaration():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert with_option_table(readme) == readme, "regenerate it: uv run python -m tui.engine.fields README.md"
+    for f in FIELDS:
+        assert f"| `{f.name}` |" in option_table()
+
+
+def test_the_cli_and_the_form_have_no_code_of_their_own_fields():
+    for path in ("tui/cli.py", "tui/app/widgets/config_form.py"):
+        source = (ROOT / path).read_text(encoding="utf-8")
+        for name in ("dropout_seed", "out_dtype", "implementation", "deterministic", "seq_lens_kv"):
+            assert name not in source, (path, name)
+
+
+@pytest.mark.asyncio
+async def test_every_field_has_a_form_widget_that_loads_and_reads_back():
+    assert RICH.validate() == []
+    assert all(getattr(RICH, f.name) != f.default for f in FIELDS)
+
+    class FormApp(App):
+        def compose(self):
+            yield ConfigForm(SdpaConfig())
+
+    app = FormApp()
+    async with app.run_test(size=(60, 80)) as pilot:
+        form = app.query_one(ConfigForm)
+        for f in FIELDS:
+            if isinstance(f, Modes):
+                assert all(form.query_one(f"#{f.form_id}-{choice}") for choice in f.choices)
+            else:
+                assert form.query_one(f"#{f.form_id}")
+            assert form.query_one(f"#err-{f.name}")
+        assert form.read() == (SdpaConfig(), {})
+        form.load(RICH)
+        await pilot.pause()
+        assert form.read() == (RICH.replace(heuristics=("A", "B")), {})  # the checks read in their order

@@ -1,0 +1,121 @@
+"""Whether a configuration makes sense: each field's own check, then the rules across fields.
+
+A field's own type, limits and choices come from its declaration (fields.py). The rules here
+involve several fields; each is a small function of the config and of the fields already
+found bad, so that one typo is reported once, at its field, and not again by every rule
+that reads it. Whether cuDNN supports a sensible configuration is cuDNN's to say.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from .config import DTYPES, FieldError, SdpaConfig, format_bytes
+from .fields import FIELDS, Lengths
+
+Rule = Callable[[SdpaConfig, set[str]], Iterator[FieldError]]
+SHAPE = frozenset(f.name for f in FIELDS if f.group == "shape")
+
+
+def problems(config: SdpaConfig, gpu_memory_bytes: int | None = None) -> list[FieldError]:
+    """Every problem at once, each naming its field; [] when the config is sensible. With
+    the GPU's memory, a config that would not fit in it is a problem too."""
+    errors = [FieldError(f.name, message) for f in FIELDS if (message := f.problem(getattr(config, f.name)))]
+    bad = {e.field for e in errors}
+    for rule in RULES:
+        errors += rule(config, bad)
+    if gpu_memory_bytes is not None:
+        errors += fits_in_memory(config, bad, gpu_memory_bytes)
+    return errors
+
+
+def heads_divide(config: SdpaConfig, bad: set[str]) -> Iterator[FieldError]:
+    """Grouped-query attention: each key/value head serves the same number of query heads."""
+    if not {"h_q", "h_kv"} & bad and config.h_q % config.h_kv:
+        yield FieldError("h_kv", f"h_q must be a multiple of h_kv (got {config.h_q} and {config.h_kv})")
+
+
+def bottom_right_fits(config: SdpaConfig, bad: set[str]) -> Iterator[FieldError]:
+    if not {"s_q", "s_kv", "causal"} & bad and config.causal == "bottom_right" and config.s_q > config.s_kv:
+        yield FieldError(
+            "causal",
+            f"bottom-right causal needs s_q <= s_kv (got {config.s_q} and {config.s_kv}): "
+            "the first queries would see no key",
+        )
+
+
+def window_fits(config: SdpaConfig, bad: set[str]) -> Iterator[FieldError]:
+    """Unpadded, a sliding window takes no more queries than keys."""
+    if config.window is None or {"window", "b", "s_q", "s_kv"} & bad or config.padded:
+        return
+    if config.s_q > config.s_kv:
+        yield FieldError(
+            "window",
+            "a sliding window needs s_q <= s_kv unless lengths are padded "
+            f"(got {config.s_q} and {config.s_kv})",
+        )
+
+
+def lengths_fit(config: SdpaConfig, bad: set[str]) -> Iterator[FieldError]:
+    """Real lengths: one per batch entry, each within its side's sequence length."""
+    for f in FIELDS:
+        lens = getattr(config, f.name)
+        size = f.meta.get("size")
+        if not isinstance(f, Lengths) or lens is None or {f.name, "b", size} & bad:
+            continue
+        limit = getattr(config, size)
+        if len(lens) != config.b:
+            yield FieldError(
+                f.name, f"{f.label} need one length per batch entry: {config.b} (got {len(lens)})"
+            )
+        elif any(not 1 <= x <= limit for x in lens):
+            wrong = next(x for x in lens if not 1 <= x <= limit)
+            yield FieldError(f.name, f"{f.label} must lie between 1 and {limit} (got {wrong})")
+
+
+def lengths_pair(config: SdpaConfig, bad: set[str]) -> Iterator[FieldError]:
+    """A padding mask has both sides or neither ('full' is a side without padding)."""
+    if (config.seq_lens_q is None) != (config.seq_lens_kv is None):
+        missing = "seq_lens_kv" if config.seq_lens_kv is None else "seq_lens_q"
+        yield FieldError(missing, "padding needs both query and key/value lengths (use 'full' for one side)")
+
+
+def out_dtype_for_fp8(config: SdpaConfig, bad: set[str]) -> Iterator[FieldError]:
+    """fp16 and bf16 attention writes O in its inputs' dtype; only FP8 may choose."""
+    if {"dtype", "out_dtype"} & bad or config.fp8 or config.o_dtype == config.dtype:
+        return
+    yield FieldError(
+        "out_dtype",
+        f"{config.dtype} inputs give {config.dtype} output; only FP8 inputs may choose (got {config.out_dtype})",
+    )
+
+
+def deterministic_needs_backward(config: SdpaConfig, bad: set[str]) -> Iterator[FieldError]:
+    if config.deterministic is True and config.backward is False:
+        yield FieldError(
+            "deterministic", "the deterministic option is for the backward pass: turn the backward pass on"
+        )
+
+
+def fits_in_memory(config: SdpaConfig, bad: set[str], gpu_memory_bytes: int) -> Iterator[FieldError]:
+    """The estimate of a checked run against the GPU's memory, said at the batch."""
+    if (SHAPE | {"dtype"}) & bad or config.dtype not in DTYPES:
+        return
+    need = config.memory_estimate()
+    if need > gpu_memory_bytes:
+        yield FieldError(
+            "b",
+            f"this run needs about {format_bytes(need)} of GPU memory but the GPU has "
+            f"{format_bytes(gpu_memory_bytes)}; lower b, heads or sequence lengths",
+        )
+
+
+RULES: tuple[Rule, ...] = (
+    heads_divide,
+    bottom_right_fits,
+    window_fits,
+    lengths_fit,
+    lengths_pair,
+    out_dtype_for_fp8,
+    deterministic_needs_backward,
+)
