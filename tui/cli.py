@@ -18,17 +18,6 @@ from .engine.fields import FIELD, FIELDS, SHORTHANDS, Choice, Field, Switch, fro
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
-# the `check` smoke set: the seed's GPT-2 shape in both layouts and dtypes, causal and
-# not, and one GQA case
-SMOKE_CASES: tuple[SdpaConfig, ...] = (
-    SdpaConfig(),
-    SdpaConfig(layout="BHSD"),
-    SdpaConfig(dtype="bf16"),
-    SdpaConfig(layout="BHSD", dtype="bf16", causal="none"),
-    SdpaConfig(causal="none"),
-    SdpaConfig(b=2, h_q=32, h_kv=8, s_q=2048, s_kv=2048, d_qk=128, d_v=128, dtype="bf16"),
-)
-
 
 def _console(stderr: bool = False) -> Console:
     return Console(stderr=stderr, highlight=False)
@@ -148,14 +137,52 @@ def timing_options(fn):
 
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="cudnn-sdpa-explorer")
+@click.option(
+    "--open",
+    "open_path",
+    type=click.Path(dir_okay=False),
+    help="open a saved result (run --json, or the dashboard's export) in the dashboard",
+)
 @click.pass_context
-def main(ctx: click.Context) -> None:
+def main(ctx: click.Context, open_path: str | None) -> None:
     """Explore cuDNN scaled-dot-product attention: support, plans, build phases,
     accuracy against an fp32 reference, and kernel time. Without a command: the dashboard."""
     if ctx.invoked_subcommand is None:
         from .app import make_app
 
-        make_app().run()
+        opened = read_result(open_path, "--open") if open_path else None
+        make_app(opened.config if opened else None, opened=opened).run()
+
+
+def read_result(path: str, option: str):
+    """A saved RunResult (any schema this version reads); exit 2 naming the file when it is not one."""
+    from pathlib import Path
+
+    from .engine.config import ConfigError
+    from .engine.results import RunResult
+
+    try:
+        return RunResult.from_json(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        _fail_usage([f"{option}: cannot read {path}: {exc.strerror or exc}"])
+    except (ValueError, KeyError, TypeError, ConfigError) as exc:
+        _fail_usage([f"{option}: {path} is not a saved result: {exc}"])
+    raise AssertionError  # unreachable: _fail_usage exits
+
+
+@main.command()
+@click.argument("path", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="print it as JSON in this version's schema")
+def show(path: str, as_json: bool) -> None:
+    """Render a saved result (schema 1.0, 1.1 or 2.x) as the `run` report: results recorded on a
+    GPU box read on a laptop."""
+    result = read_result(path, "show")
+    if as_json:
+        click.echo(result.to_json())
+    else:
+        from .report import result_renderable
+
+        _console().print(result_renderable(result))
 
 
 @main.command()
@@ -218,15 +245,15 @@ def _save_exports(result, seed: int, paths: dict) -> None:
 
 def check_cases(preset_names: tuple[str, ...]) -> list[tuple[str, SdpaConfig]]:
     """The smoke set and every built-in preset; or only the presets named."""
-    from .presets import load_all
+    from .check import builtin_cases
 
-    presets, problems = load_all()
     if preset_names:
         return [(name, preset_config(name)) for name in preset_names]
+    problems: list[str] = []
+    cases = builtin_cases(problems)
     for p in problems:
         _console(stderr=True).print(f"[yellow]preset skipped:[/yellow] {p}")
-    builtins = [(name, p.config) for name, p in sorted(presets.items()) if p.origin == "builtin"]
-    return [("smoke", c) for c in SMOKE_CASES] + builtins
+    return cases
 
 
 @main.command()
@@ -236,8 +263,8 @@ def check_cases(preset_names: tuple[str, ...]) -> list[tuple[str, SdpaConfig]]:
 def check(replays, l2_flush, seed, preset_names, as_json) -> None:
     """Sanity-check this GPU box: the smoke set and every built-in preset; exit non-zero on
     any mismatch, failure or unavailable GPU."""
+    from .check import case_line, case_row
     from .engine.runner import Engine
-    from .report import us
 
     engine = Engine()
     env = engine.environment()
@@ -260,44 +287,10 @@ def check(replays, l2_flush, seed, preset_names, as_json) -> None:
         )
     for name, config in cases:
         result = engine.run(config, options)
-        ok = result.status == "ok"
-        passed += ok
-        acc = result.accuracy.cudnn if result.accuracy else None
-        plan = result.plans[result.heuristic_plan].name if result.heuristic_plan is not None else "-"
-        bwd = result.backward
-        bwd_us = bwd.timing.median_us if bwd is not None and bwd.timing else None
-        grad_err = max((m.max_abs for m in bwd.gradients.values()), default=None) if bwd is not None else None
-        rows.append(
-            {
-                "case": name,
-                "config": config.to_dict(),
-                "label": config.label(),
-                "status": result.status,
-                "message": result.message,
-                "kernel_us": result.timing.median_us if result.timing else None,
-                "tflops": result.tflops,
-                "max_abs_error": acc.max_abs if acc else None,
-                "plan": plan,
-                "backward_kernel_us": bwd_us,
-                "backward_tflops": bwd.tflops if bwd is not None else None,
-                "grad_max_abs_error": grad_err,
-            }
-        )
+        passed += result.status == "ok"
+        rows.append(case_row(name, result))
         if not as_json:
-            mark = "[green]PASS[/green]" if ok else "[red]FAIL[/red]"
-            detail = (
-                f"{us(result.timing.median_us if result.timing else None):>11}  "
-                f"{(result.tflops or 0):6.1f} TFLOPS  max abs err {acc.max_abs if acc else float('nan'):.2e}  "
-                f"plan {plan}"
-            )
-            if bwd_us is not None:
-                detail += (
-                    f"  backward {us(bwd_us)} {(bwd.tflops or 0):.1f} TFLOPS grad err {grad_err or 0:.2e}"
-                )
-            console.print(
-                f"{mark} {name:20} {config.label():42} "
-                f"{detail if ok else result.status + ': ' + result.message}"
-            )
+            console.print(case_line(name, result))
     failed = len(cases) - passed
     if as_json:
         click.echo(
