@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .config import SdpaConfig
+from .reference import torch_dtype
 from .results import Fp8Scaling
 
 FP8_MAX = 448.0  # largest finite E4M3 value
@@ -107,8 +108,6 @@ def backward_scales(config: SdpaConfig, data: dict[str, Any], d_o: Any, device: 
     """Add the backward's scale tensors and amax outputs to `data`; dO comes in O's dtype
     (quantised when O is E4M3). Returns dO as the graph reads it."""
     import torch
-
-    from .reference import torch_dtype
 
     descale = 1.0
     if config.o_dtype == "fp8_e4m3":

@@ -17,6 +17,7 @@ from typing import Any
 from . import fp8
 from .config import SdpaConfig
 from .layouts import strides
+from .reference import bias_dims
 from .results import PhaseTiming, PlanResult
 
 PHASES = (
@@ -368,15 +369,6 @@ def define_backward(config: SdpaConfig, handle: Any = None) -> SdpaGraph:
     b.output("dK", dk, c.k_dims, c.dtype, c.layout)
     b.output("dV", dv, c.v_dims, c.dtype, c.layout)
     return b.done("backward")
-
-
-def bias_dims(config: SdpaConfig) -> tuple[int, int, int, int]:
-    return (
-        config.b if config.bias[0] == "b" else 1,
-        config.h_q if config.bias[-1] == "h" else 1,
-        config.s_q,
-        config.s_kv,
-    )
 
 
 def define_and_validate(

@@ -198,17 +198,8 @@ class Forward(Pass):
         return the mask. The timed graph does not dump: writing the mask would slow it."""
         import torch
 
-        config = built.graph.config
-        check = build(config, handle, rng_dump=True, every_plan=False)
-        dump = torch.empty(
-            (config.b, config.h_q, config.s_q, config.s_kv), dtype=torch.float32, device="cuda"
-        )
-        data = {**built.data, "o": torch.empty_like(built.data["o"]), "rng_dump": dump}
-        if "stats" in data:
-            data["stats"] = torch.empty_like(data["stats"])
-        check.graph.execute(check.variant_pack(data), workspace(torch, check), handle=handle)
-        torch.cuda.synchronize()
-        return dump
+        check = build(built.graph.config, handle, rng_dump=True, every_plan=False)
+        return dump_dropout_mask(check, built.data, workspace(torch, check), handle)
 
 
 class Backward(Pass):
@@ -284,6 +275,21 @@ def passes_of(config: SdpaConfig) -> tuple[Pass, ...]:
 
 def workspace(torch: Any, g: SdpaGraph) -> Any:
     return torch.empty(max(g.workspace_bytes, 1), dtype=torch.uint8, device="cuda")
+
+
+def dump_dropout_mask(check: SdpaGraph, data: dict[str, Any], ws: Any, handle: Any) -> Any:
+    """One execution of `check`, the forward defined with rng_dump, on the forward's tensors (its
+    outputs written to scratch copies): the dropout mask it drew, (b, h_q, s_q, s_kv) of 0 and 1."""
+    import torch
+
+    config = check.config
+    dump = torch.empty((config.b, config.h_q, config.s_q, config.s_kv), dtype=torch.float32, device="cuda")
+    data = {**data, "o": torch.empty_like(data["o"]), "rng_dump": dump}
+    if "stats" in data:
+        data["stats"] = torch.empty_like(data["stats"])
+    check.graph.execute(check.variant_pack(data), ws, handle=handle)
+    torch.cuda.synchronize()
+    return dump
 
 
 def device_tensors(config: SdpaConfig, device: str, seed: int) -> dict[str, Any]:

@@ -158,10 +158,17 @@ def make_bias(config: SdpaConfig, gen: Any, device: str) -> Any:
 
     if config.bias == "none":
         return None
-    from .graph import bias_dims
-
     return torch.randn(bias_dims(config), generator=gen, device=device, dtype=torch.float32).to(
         torch_dtype(torch, bias_dtype(config))
+    )
+
+
+def bias_dims(config: SdpaConfig) -> tuple[int, int, int, int]:
+    return (
+        config.b if config.bias[0] == "b" else 1,
+        config.h_q if config.bias[-1] == "h" else 1,
+        config.s_q,
+        config.s_kv,
     )
 
 
