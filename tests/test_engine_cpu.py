@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from tui.engine.config import SdpaConfig
-from tui.engine.graph import SDPA_KEYWORDS, define_and_validate, sdpa_kwargs
+from tui.engine.graph import define_and_validate
+from tui.engine.keywords import SDPA_KEYWORDS, sdpa_kwargs
 from tui.engine.results import SCHEMA_VERSION, RunResult
 
 

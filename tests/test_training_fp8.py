@@ -12,7 +12,8 @@ from tui.cli import main
 from tui.engine import reference as refmod
 from tui.engine.config import SdpaConfig
 from tui.engine.fp8 import FP8_MAX, dequantise, quantise
-from tui.engine.graph import OP_KEYWORDS, define_and_validate, op_name, sdpa_kwargs
+from tui.engine.graph import define_and_validate
+from tui.engine.keywords import OP_KEYWORDS, op_name, sdpa_kwargs
 from tui.engine.reference import (
     make_inputs,
     random_like,

@@ -1,0 +1,153 @@
+"""The keywords of each SDPA operation of the frontend, and the one function that sets them.
+
+The frontend accepts any keyword silently, so a misspelling, or an option an operation lacks,
+would change nothing and say nothing. Every keyword goes through sdpa_kwargs(), which refuses
+an option the operation has no keyword for, and a test checks these sets against the binding.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .config import SdpaConfig
+
+# The keywords this product sets on each SDPA operation.
+_MASK_KEYWORDS = {
+    "name",
+    "q",
+    "k",
+    "v",
+    "attn_scale",
+    "use_causal_mask",
+    "use_causal_mask_bottom_right",
+    "diagonal_alignment",
+    "use_padding_mask",
+    "seq_len_q",
+    "seq_len_kv",
+    "dropout",
+}
+OP_KEYWORDS: dict[str, frozenset[str]] = {
+    "sdpa": frozenset(
+        _MASK_KEYWORDS
+        | {
+            "generate_stats",
+            "diagonal_band_left_bound",
+            "use_alibi_mask",
+            "bias",
+            "implementation",
+            "rng_dump",
+        }
+    ),
+    "sdpa_backward": frozenset(
+        _MASK_KEYWORDS
+        | {
+            "o",
+            "dO",
+            "stats",
+            "diagonal_band_left_bound",
+            "use_alibi_mask",
+            "bias",
+            "use_deterministic_algorithm",
+        }
+    ),
+    "sdpa_fp8": frozenset(
+        _MASK_KEYWORDS
+        | {
+            "generate_stats",
+            "left_bound",
+            "use_alibi_mask",
+            "bias",
+            "implementation",
+            "rng_dump",
+            "descale_q",
+            "descale_k",
+            "descale_v",
+            "descale_s",
+            "scale_s",
+            "scale_o",
+        }
+    ),
+    "sdpa_fp8_backward": frozenset(
+        _MASK_KEYWORDS
+        | {
+            "o",
+            "dO",
+            "stats",
+            "left_bound",
+            "use_deterministic_algorithm",
+            "descale_q",
+            "descale_k",
+            "descale_v",
+            "descale_o",
+            "descale_dO",
+            "descale_s",
+            "descale_dP",
+            "scale_s",
+            "scale_dQ",
+            "scale_dK",
+            "scale_dV",
+            "scale_dP",
+        }
+    ),
+}
+SDPA_KEYWORDS = OP_KEYWORDS["sdpa"]
+
+
+class UnsupportedOption(Exception):
+    """The configuration asks for an option the chosen SDPA operation has no keyword for."""
+
+
+def op_name(config: SdpaConfig, backward: bool = False) -> str:
+    return ("sdpa_fp8" if config.fp8 else "sdpa") + ("_backward" if backward else "")
+
+
+_OPTION_WORDS = {
+    "use_alibi_mask": "ALiBi",
+    "bias": "an additive bias",
+    "implementation": "an implementation choice",
+    "rng_dump": "a dropout mask dump",
+    "left_bound": "a sliding window",
+    "diagonal_band_left_bound": "a sliding window",
+}
+
+
+def sdpa_kwargs(
+    config: SdpaConfig, tensors: dict[str, Any] | None = None, op: str = "sdpa"
+) -> dict[str, Any]:
+    """The keywords of `op` (sdpa, sdpa_backward, sdpa_fp8, sdpa_fp8_backward) for this config;
+    `tensors` are the graph tensors the op reads (q, k, v, ... and the optional seq_len_q,
+    seq_len_kv, bias, seed, offset and scale tensors; absent: the option keywords only).
+    Raises UnsupportedOption when the config needs a keyword the op does not have."""
+    import cudnn
+
+    backward = op.endswith("_backward")
+    kw: dict[str, Any] = {"name": op, "attn_scale": config.scale}
+    if not backward:
+        kw["generate_stats"] = config.backward
+        if config.implementation != "auto":
+            kw["implementation"] = getattr(cudnn.attention_implementation, config.implementation.upper())
+    elif config.deterministic:
+        kw["use_deterministic_algorithm"] = True
+    tensors = dict(tensors or {})
+    seed, offset = tensors.pop("seed", None), tensors.pop("offset", None)
+    kw.update(tensors)
+    if config.dropout and seed is not None:
+        kw["dropout"] = (config.dropout, seed, offset)
+    if config.causal == "top_left":
+        kw["use_causal_mask"] = True
+    elif config.causal == "bottom_right":
+        kw["use_causal_mask_bottom_right"] = True
+    if config.window:
+        kw["left_bound" if config.fp8 else "diagonal_band_left_bound"] = config.window
+        if config.causal == "none":
+            kw["diagonal_alignment"] = cudnn.diagonal_alignment.TOP_LEFT
+    if config.padded:
+        kw["use_padding_mask"] = True
+    if config.alibi:
+        kw["use_alibi_mask"] = True
+    known = OP_KEYWORDS[op]
+    missing = [k for k in kw if k not in known]
+    if missing:
+        what = _OPTION_WORDS.get(missing[0], repr(missing[0]))
+        raise UnsupportedOption(f"{op} has no option for {what}")
+    return kw
