@@ -24,22 +24,7 @@ FP8_RECIPE = (
     "then 448/amax of its result"
 )
 
-# The scale tensors of the FP8 operations, fp32 (1, 1, 1, 1) each, and the amax each one writes.
-FORWARD_SCALES = ("descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o")
-BACKWARD_SCALES = (
-    "descale_q",
-    "descale_k",
-    "descale_v",
-    "descale_o",
-    "descale_dO",
-    "descale_s",
-    "descale_dP",
-    "scale_s",
-    "scale_dQ",
-    "scale_dK",
-    "scale_dV",
-    "scale_dP",
-)
+# The amax each FP8 operation writes (the scale tensors it reads: keywords.FP8_*_SCALES), fp32 (1, 1, 1, 1).
 FORWARD_AMAX = ("amax_o",)
 BACKWARD_AMAX = ("amax_dq", "amax_dk", "amax_dv", "amax_dp")
 # amax written -> (the scale it sets, the descale that undoes it, if the graph reads one)

@@ -16,7 +16,7 @@ from typing import Any
 
 from . import fp8
 from .config import SdpaConfig
-from .keywords import UnsupportedOption, op_name, sdpa_kwargs
+from .keywords import FP8_BACKWARD_SCALES, FP8_FORWARD_SCALES, UnsupportedOption, op_name, sdpa_kwargs
 from .layouts import strides
 from .reference import bias_dims
 from .results import PhaseTiming, PlanResult
@@ -190,7 +190,7 @@ def define(config: SdpaConfig, handle: Any = None, rng_dump: bool = False) -> Sd
     extras = b.options(rng_dump)
     op = op_name(c)
     if c.fp8:
-        scales = dict(zip(fp8.FORWARD_SCALES, b.scales(fp8.FORWARD_SCALES), strict=True))
+        scales = dict(zip(FP8_FORWARD_SCALES, b.scales(FP8_FORWARD_SCALES), strict=True))
         o, stats, _amax_s, amax_o = b.graph.sdpa_fp8(
             **sdpa_kwargs(c, {"q": q, "k": k, "v": v, **extras, **scales}, op)
         )
@@ -216,7 +216,7 @@ def define_backward(config: SdpaConfig, handle: Any = None) -> SdpaGraph:
     op = op_name(c, backward=True)
     tensors = {"q": q, "k": k, "v": v, "o": o, "dO": d_o, "stats": stats, **extras}
     if c.fp8:
-        scales = dict(zip(fp8.BACKWARD_SCALES, b.scales(fp8.BACKWARD_SCALES), strict=True))
+        scales = dict(zip(FP8_BACKWARD_SCALES, b.scales(FP8_BACKWARD_SCALES), strict=True))
         dq, dk, dv, *amaxes = b.graph.sdpa_fp8_backward(**sdpa_kwargs(c, {**tensors, **scales}, op))
         for name, t in zip(fp8.BACKWARD_AMAX, amaxes, strict=True):
             b.output(name, t, (1, 1, 1, 1), "fp32")

@@ -11,6 +11,11 @@ from typing import Any
 
 from .config import SdpaConfig
 
+# The scale tensors the FP8 operations read, by keyword: fp32 (1, 1, 1, 1) each (fp8.py sets them).
+FP8_FORWARD_SCALES = ("descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o")
+FP8_BACKWARD_SCALES = ("descale_q", "descale_k", "descale_v", "descale_o", "descale_dO", "descale_s", "descale_dP",
+                       "scale_s", "scale_dQ", "scale_dK", "scale_dV", "scale_dP")  # fmt: skip
+
 # The keywords this product sets on each SDPA operation.
 _MASK_KEYWORDS = {
     "name",
@@ -52,42 +57,13 @@ OP_KEYWORDS: dict[str, frozenset[str]] = {
     ),
     "sdpa_fp8": frozenset(
         _MASK_KEYWORDS
-        | {
-            "generate_stats",
-            "left_bound",
-            "use_alibi_mask",
-            "bias",
-            "implementation",
-            "rng_dump",
-            "descale_q",
-            "descale_k",
-            "descale_v",
-            "descale_s",
-            "scale_s",
-            "scale_o",
-        }
+        | {"generate_stats", "left_bound", "use_alibi_mask", "bias", "implementation", "rng_dump"}
+        | set(FP8_FORWARD_SCALES)
     ),
     "sdpa_fp8_backward": frozenset(
         _MASK_KEYWORDS
-        | {
-            "o",
-            "dO",
-            "stats",
-            "left_bound",
-            "use_deterministic_algorithm",
-            "descale_q",
-            "descale_k",
-            "descale_v",
-            "descale_o",
-            "descale_dO",
-            "descale_s",
-            "descale_dP",
-            "scale_s",
-            "scale_dQ",
-            "scale_dK",
-            "scale_dV",
-            "scale_dP",
-        }
+        | {"o", "dO", "stats", "left_bound", "use_deterministic_algorithm"}
+        | set(FP8_BACKWARD_SCALES)
     ),
 }
 SDPA_KEYWORDS = OP_KEYWORDS["sdpa"]

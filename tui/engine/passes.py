@@ -15,6 +15,7 @@ from typing import Any
 from . import fp8
 from .config import SdpaConfig
 from .graph import SdpaGraph, build, define_and_validate
+from .keywords import FP8_FORWARD_SCALES
 from .layouts import allocate
 from .reference import (
     REFERENCE_NAME,
@@ -142,7 +143,7 @@ class Forward(Pass):
     kind = FORWARD
     outputs = {"O": "o"}
     fp8_delayed = fp8.FORWARD_DELAYED
-    fp8_scales = fp8.FORWARD_SCALES
+    fp8_scales = FP8_FORWARD_SCALES
     fp8_amax = fp8.FORWARD_AMAX
 
     def flops(self, config: SdpaConfig) -> int:
