@@ -18,6 +18,7 @@ import json
 from tui.engine.config import SdpaConfig
 from tui.engine.runner import Engine, RunOptions
 from tui.engine.timing import TimingOptions, profiler_kernel_time
+from tui.format import pass_short
 
 CASES = {
     "small": SdpaConfig(b=1, h_q=8, h_kv=8, s_q=256, s_kv=256, d_qk=64, d_v=64, causal="none"),
@@ -56,7 +57,7 @@ def measure(name: str, config: SdpaConfig, engine: Engine) -> list[dict]:
     result = engine.run(config, RunOptions(autotune=False, check=False, timing=TimingOptions(replays=30)))
     rows = []
     for p in result.passes:
-        case = name if p.kind == "forward" else f"{name} {p.kind[:3]}"
+        case = name if p.kind == "forward" else f"{name} {pass_short(p.kind)}"
         if p.timing is None:
             rows.append({"case": case, "status": p.status, "message": p.message})
         else:

@@ -108,3 +108,17 @@ def test_timing_summary_statistics():
     assert (stats.median_us, stats.min_us, stats.max_us) == (3.0, 1.0, 5.0)
     assert stats.p10_us == 1.4 and stats.p90_us == 4.6
     assert stats.replays == 5 and stats.spread_pct == (4.6 - 1.4) / 3.0 * 100
+
+
+def test_a_schema_2_recording_and_an_upgraded_1_1_one_have_the_same_shape():
+    """The same preset recorded on the H200 by schema 1.1 and by schema 2.0: the upgrade gives
+    the passes, outputs and peers the engine now writes."""
+    now = RunResult.from_json((DATA / "train_h200_v2.json").read_text())
+    assert json.loads((DATA / "train_h200_v2.json").read_text())["schema_version"] == "2.0"
+    assert now.config == TRAINING.config
+    for new, old in zip(now.passes, TRAINING.passes, strict=True):
+        assert (new.kind, new.status, new.flops, new.io_bytes) == (old.kind, old.status, old.flops, old.io_bytes)
+        assert [c.output for c in new.checks] == [c.output for c in old.checks]
+        assert [set(c.peers) for c in new.checks] == [set(c.peers) for c in old.checks]
+        assert new.peers == old.peers and new.reference == old.reference and new.flops_rule == old.flops_rule
+        assert new.timing.median_us == pytest.approx(old.timing.median_us, rel=0.1)  # two runs, one GPU
