@@ -20,21 +20,21 @@ last good results, marked stale.
 - **Phases**: the frontend's build calls, each timed. `validate` is a Python check,
   `build_operation_graph` does nothing for SDPA, `create_execution_plans` lowers and asks the
   heuristic, `build_plans` compiles. A cache hit means the graph was built earlier.
-- **Plans**: every candidate plan. `H` the heuristic's pick, `*` the fastest measured.
-  Select a row for its knobs, workspace, notes and timing detail. With the backward pass on,
-  the backward graph's plans follow in a second table, with its own autotune verdict.
-- **Accuracy**: max abs / max rel / mean abs error against fp32 math on the same logical
-  tensors (explicit mask, GQA expanded), the dtype's tolerance, and torch's own fp16/bf16
-  SDPA against the same reference. With the backward pass on: dQ, dK, dV against fp32
-  autograd (same inputs, same dO), each with its atol, beside torch's own backward. With
-  FP8: the recipe, the scales each graph read, and the amax it wrote beside the reference's.
-- **Latency**: kernel time of each run since the app started, and per plan now
-  (backward plans labelled `bwd`).
+- **Plans**: every candidate plan of each pass (the forward; the backward of a training step),
+  a table a pass with its own autotune verdict. `H` the heuristic's pick, `*` the fastest
+  measured. Select a row for its knobs, workspace, notes and timing detail.
+- **Accuracy**: every output of every pass (O; dQ, dK, dV of a backward) against fp32 math
+  on the same logical tensors (explicit mask, GQA expanded; autograd for the gradients, same
+  dO): cuDNN's max abs / max rel / mean abs error, then each peer's (torch's own fp16/bf16
+  SDPA) on the same inputs, each output with its atol. With FP8: the recipe, the scales each
+  graph read, and the amax it wrote beside the reference's.
+- **Latency**: kernel time of each pass in each run since the app started, and per plan now
+  (a later pass's plans labelled by its short name, `bwd`).
 - **Mask**: which scores the configuration keeps (causal band, sliding window, real lengths),
   per batch entry, downsampled to the pane.
 - **Environment**: GPU, driver, CUDA, torch, cuDNN (as the frontend loaded it and as torch
   reports it), frontend; or why there is no GPU.
-- **Graph**: the graph as cuDNN describes it (JSON); the backward graph below it.
+- **Graph**: each pass's graph as cuDNN describes it (JSON), one below the other.
 
 ## Training step and FP8
 - **out dtype**: O's dtype; `auto` is the inputs'. Only FP8 inputs may choose another
