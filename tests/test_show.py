@@ -13,7 +13,7 @@ DATA = Path(__file__).parent / "data"
 
 
 def show(*args):
-    return CliRunner().invoke(main, ["show", *args])
+    return CliRunner().invoke(main, ["show", *args], env={"COLUMNS": "400"})  # paths unwrapped
 
 
 def words_of(output: str) -> str:

@@ -32,6 +32,7 @@ HEURISTIC_MODES = ("A", "B", "FALLBACK")
 BIAS_SHAPES = ("none", "1x1", "bx1", "1xh", "bxh")  # additive bias of shape (1|b, 1|h, s_q, s_kv)
 IMPLEMENTATIONS = ("auto", "composite", "unified")  # cuDNN's attention_implementation
 REFERENCE_CHUNK_BYTES = 256 << 20  # fp32 scores the reference holds at once
+BACKWARD_FLOPS_RULE = "2.5x the forward's, five matmuls against two"  # how backward_flops() counts
 
 # The shape's numbers. Their upper bounds are far above anything a GPU could hold: beyond
 # them a number is a typo, not a shape, so they never refuse a real model.

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import fp8
-from .config import SdpaConfig
+from .config import BACKWARD_FLOPS_RULE, SdpaConfig
 from .graph import SdpaGraph, build, define_and_validate
 from .keywords import FP8_FORWARD_SCALES
 from .layouts import allocate
@@ -206,7 +206,7 @@ class Forward(Pass):
 class Backward(Pass):
     kind = BACKWARD
     outputs = {"dQ": "dQ", "dK": "dK", "dV": "dV"}
-    flops_rule = "2.5x the forward's, five matmuls against two"
+    flops_rule = BACKWARD_FLOPS_RULE
     reference_name = GRAD_REFERENCE_NAME
     grad = True
     repeat_check = True

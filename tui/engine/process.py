@@ -32,10 +32,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .config import SdpaConfig
 from .results import Environment, RunResult
+
+if TYPE_CHECKING:
+    from .runner import RunOptions
 
 
 # ---- events the client reports (plain records: the UI turns them into its messages) ----------
@@ -64,6 +67,42 @@ class EngineDied:
 
 
 EngineEvent = EngineReady | EngineProgress | EngineResult | EngineDied
+EventSink = Callable[[EngineEvent], None]
+
+
+@runtime_checkable
+class EngineClientProtocol(Protocol):
+    """What a UI needs of an engine: the real child process, or a test's scripted stand-in.
+
+    Events arrive on `on_event` from any thread, in the order the engine said them; `submit`
+    never blocks, and only the newest waiting request is answered."""
+
+    def start(self, on_event: EventSink) -> None: ...
+
+    def submit(self, config: SdpaConfig, options: RunOptions) -> int: ...
+
+    def close(self) -> None: ...
+
+    @property
+    def busy(self) -> bool: ...
+
+
+def exit_reason(code: int | None) -> str:
+    """Why the engine process is gone, in the words the status line shows."""
+    if code is None:
+        return "the engine process stopped answering"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"the engine process died ({name}, a crash in native code)"
+    return f"the engine process exited with code {code}"
+
+
+def silence_reason(time_limit_s: float) -> str:
+    """Why a working engine that said nothing for too long was stopped."""
+    return f"the engine was silent for more than {time_limit_s:g} s and was stopped"
 
 
 def log_path() -> str:
@@ -124,12 +163,11 @@ class EngineClient:
 
     def __init__(
         self,
-        on_event: Callable[[EngineEvent], None],
         time_limit_s: float = 180.0,
         environment_override: Environment | None = None,
         log_file: str | None = "auto",
     ):
-        self.on_event = on_event
+        self.on_event: EventSink = lambda _event: None
         self.time_limit_s = time_limit_s
         self._env_override = dataclasses.asdict(environment_override) if environment_override else None
         self._log_file = log_path() if log_file == "auto" else log_file
@@ -139,14 +177,22 @@ class EngineClient:
         self._send: Any = None
         self._recv: Any = None
         self._in_flight: int | None = None
+        self._unsent: tuple | None = None  # the newest request, until a live child has it
         self._last_word = 0.0
         self._started_at = 0.0
+        self._ready = False  # the current child has said it is ready
         self._closing = False
         self._reader: threading.Thread | None = None
         self.restarts = 0
 
     # ---- lifecycle -------------------------------------------------------------------
-    def start(self) -> None:
+    def start(self, on_event: EventSink) -> None:
+        self.on_event = on_event
+        self._spawn()
+
+    def _spawn(self, before_reading: Callable[[], None] = lambda: None) -> None:
+        """Start a child; `before_reading` runs once it exists and before any word of it is read,
+        so an event it sends (the old child's death) comes before the new child's ready."""
         to_child_r, to_child_w = os.pipe()
         to_parent_r, to_parent_w = os.pipe()
         args = [sys.executable, "-m", "tui.engine.process", f"{to_child_r},{to_parent_w}"]
@@ -171,8 +217,12 @@ class EngineClient:
         send = Connection(to_child_w, readable=False)
         recv = Connection(to_parent_r, writable=False)
         with self._lock:
-            self._proc, self._send, self._recv = proc, send, recv
-            self._in_flight = None
+            self._proc, self._send, self._recv, self._ready = proc, send, recv, False
+            unsent, self._unsent = self._unsent, None
+        if unsent is not None:  # asked for while the last child was dying: this one runs it
+            with contextlib.suppress(OSError):
+                send.send(unsent)
+        before_reading()
         self._reader = threading.Thread(
             target=self._read, args=(proc, recv), daemon=True, name="sdpa-engine-reader"
         )
@@ -181,8 +231,10 @@ class EngineClient:
     def close(self) -> None:
         self._closing = True
         with self._lock:
-            proc, send = self._proc, self._send
-        if send is not None:
+            proc, send, ready = self._proc, self._send, self._ready
+        if proc is not None and not ready:
+            proc.kill()  # still loading torch: nothing of its own to put away, no need to wait
+        elif send is not None:
             with contextlib.suppress(OSError):
                 send.send(("stop",))
         if proc is not None:
@@ -201,15 +253,21 @@ class EngineClient:
         return self._in_flight is not None
 
     # ---- requests --------------------------------------------------------------------
-    def submit(self, config: SdpaConfig, options: Any) -> int:
+    def submit(self, config: SdpaConfig, options: RunOptions) -> int:
         """Queue a run; returns its request id. Never blocks on the engine."""
         request_id = next(self._ids)
+        msg = ("run", request_id, config.to_dict(), options.to_dict())
         with self._lock:
             self._in_flight = request_id
             self._last_word = time.perf_counter()
-            send = self._send
-        with contextlib.suppress(OSError):  # a dead child: the reader notices and restarts it
-            send.send(("run", request_id, config.to_dict(), options.to_dict()))
+            self._unsent, send = msg, self._send
+        try:
+            send.send(msg)
+        except OSError:
+            return request_id  # a dead child: the reader notices, and sends it to the next one
+        with self._lock:
+            if self._unsent is msg:
+                self._unsent = None
         return request_id
 
     # ---- reader thread ------------------------------------------------------------------
@@ -221,26 +279,25 @@ class EngineClient:
             except (EOFError, OSError):
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(timeout=1)
-                self._died(proc, self._exit_reason(proc))
+                self._died(proc, exit_reason(proc.poll()))
                 return
             if msg is not None:
                 self._last_word = time.perf_counter()
                 self._dispatch(msg)
                 continue
             if proc.poll() is not None:
-                self._died(proc, self._exit_reason(proc))
+                self._died(proc, exit_reason(proc.poll()))
                 return
             if self._in_flight is not None and time.perf_counter() - self._last_word > self.time_limit_s:
                 proc.kill()
                 proc.wait(timeout=5)
-                self._died(
-                    proc, f"the engine was silent for more than {self.time_limit_s:.0f} s and was stopped"
-                )
+                self._died(proc, silence_reason(self.time_limit_s))
                 return
 
     def _dispatch(self, msg: tuple) -> None:
         kind = msg[0]
         if kind == "ready":
+            self._ready = True
             self.on_event(EngineReady(Environment(**msg[1]), time.perf_counter() - self._started_at))
         elif kind == "progress":
             if msg[1] == self._in_flight:
@@ -252,31 +309,19 @@ class EngineClient:
                     self._in_flight = None
             self.on_event(EngineResult(request_id, RunResult.from_dict(msg[2])))
 
-    @staticmethod
-    def _exit_reason(proc: subprocess.Popen) -> str:
-        code = proc.poll()
-        if code is None:
-            return "the engine process stopped answering"
-        if code < 0:
-            try:
-                name = signal.Signals(-code).name
-            except ValueError:
-                name = f"signal {-code}"
-            return f"the engine process died ({name}, a crash in native code)"
-        return f"the engine process exited with code {code}"
-
     def _died(self, proc: subprocess.Popen, reason: str) -> None:
         if self._closing:
             return
         with self._lock:
             request_id, self._in_flight = self._in_flight, None
+            if self._unsent is not None and self._unsent[1] == request_id:
+                self._unsent = None  # reported lost with the child: not run by the next one
             conns = (self._send, self._recv)
         for conn in conns:
             with contextlib.suppress(OSError):
                 conn.close()
         self.restarts += 1
-        self.on_event(EngineDied(reason, request_id))
-        self.start()
+        self._spawn(before_reading=lambda: self.on_event(EngineDied(reason, request_id)))
 
 
 if __name__ == "__main__":
