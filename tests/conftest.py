@@ -1,6 +1,14 @@
-"""GPU tests carry @pytest.mark.gpu and skip themselves where CUDA is not usable."""
+"""GPU tests carry @pytest.mark.gpu and skip themselves where CUDA is not usable.
+
+The dashboard's tests talk to an engine through a fixture: `fake_engine` (recordings of the
+H200, relabelled where a test only needs a result), `cpu_fake_engine` (the CPU engine run in
+this process behind the same fake), or `engine_process` (the real child process, for the few
+tests of start-up, crash recovery and quitting)."""
 
 from __future__ import annotations
+
+import os
+import shutil
 
 import pytest
 
@@ -13,6 +21,24 @@ def _gpu_reason() -> str | None:
     except Exception as exc:  # pragma: no cover
         return f"environment could not be read: {exc}"
     return None if env.gpu_available else env.unavailable_reason
+
+
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto` (the default): up to 4 test processes, each loading torch and Textual once;
+    where an NVIDIA GPU is present, none (one process), so GPU timings never share the device."""
+    if os.path.exists("/dev/nvidiactl") or shutil.which("nvidia-smi"):
+        return 0
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return min(cores, 4) if cores > 1 else 0
+
+
+@pytest.fixture(scope="session", autouse=True)
+def own_user_presets(tmp_path_factory):
+    """No test reads the user's own presets (one of theirs must not change a test) or shares a
+    folder with another test process; a test that saves presets gives itself a folder of its own."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SDPA_EXPLORER_PRESET_DIR", str(tmp_path_factory.mktemp("user-presets")))
+        yield
 
 
 def pytest_collection_modifyitems(config, items):
@@ -38,3 +64,34 @@ def cpu_engine():
         collect(), gpu_available=False, unavailable_reason="CPU mode requested by the test"
     )
     return Engine(environment=env)
+
+
+@pytest.fixture
+def fake_engine():
+    from fakes import FakeEngine
+
+    fake = FakeEngine()
+    yield fake
+    fake.close()
+
+
+@pytest.fixture
+def cpu_fake_engine(cpu_engine):
+    """Real CPU-mode results (the engine's own code, in this process), in the fake's envelope."""
+    from fakes import FakeEngine, computed
+
+    fake = FakeEngine(computed(cpu_engine), environment=cpu_engine.environment())
+    yield fake
+    fake.close()
+
+
+@pytest.fixture
+def engine_process():
+    """The real engine child process, told there is no GPU; its output is not logged."""
+    from fakes import NO_GPU
+
+    from tui.engine.process import EngineClient
+
+    client = EngineClient(environment_override=NO_GPU, log_file=None)
+    yield client
+    client.close()

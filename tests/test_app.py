@@ -1,33 +1,26 @@
-"""The dashboard driven by Pilot on the CPU, with a real engine process told there is no GPU."""
+"""The dashboard driven by Pilot on the CPU.
+
+Most tests talk to a scripted engine (tests/fakes.py: recordings of the H200, the CPU engine in
+this process, or a failure); a few keep the real engine process, told there is no GPU, for what
+only it can show: start-up to a first result, a SIGKILL mid-run, quitting.
+"""
 
 from __future__ import annotations
 
 import os
 import signal
-import time
 
 import pytest
-from test_snapshots import FP8, RECORDED, TRAINING
+from fakes import FP8, RECORDED, TRAINING, crash, hang, refused
+from pilot_waits import status_text, wait_for
 from textual.widgets import Checkbox, Input, Select
 
 from tui.app import make_app
+from tui.app.widgets.status import Phase, Status
 from tui.engine.config import SdpaConfig
-from tui.engine.results import Environment
+from tui.engine.results import STATUS_CPU_ONLY, STATUS_OK, STATUS_UNSUPPORTED
 
-NO_GPU = Environment(gpu_available=False, unavailable_reason="CPU mode requested by the test")
 SMALL = SdpaConfig(b=1, h_q=2, h_kv=2, s_q=64, s_kv=64, d_qk=64, d_v=64)
-
-
-async def wait_for(pilot, predicate, timeout: float = 90.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for the dashboard; status: {status_text(pilot.app)}")
-        await pilot.pause(0.1)
-
-
-def status_text(app) -> str:
-    return str(app.query_one("#status").render())
 
 
 async def set_field(pilot, app, name: str, value: str) -> None:
@@ -35,71 +28,235 @@ async def set_field(pilot, app, name: str, value: str) -> None:
     await pilot.pause()
 
 
+def phase(app) -> Phase:
+    return app.status.state.phase
+
+
+def shown(app, config: SdpaConfig):
+    """A predicate: the panes show a result for `config`."""
+    return lambda: app.result is not None and app.result.config == config and phase(app) is Phase.DONE
+
+
+# ---- the real engine process ------------------------------------------------------------------
 @pytest.mark.asyncio
-async def test_no_gpu_mode_explains_itself_and_still_checks():
-    app = make_app(SMALL, environment_override=NO_GPU)
+async def test_the_engine_process_starts_checks_on_the_cpu_and_stops_on_quit(engine_process):
+    app = make_app(SMALL, client=engine_process)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.result is not None)
-        assert app.result.status == "cpu_only"
+        await wait_for(pilot, lambda: app.result is not None, timeout=120)
+        assert app.result.status == STATUS_CPU_ONLY
         assert "no GPU: CPU mode requested by the test" in status_text(app)
-        assert app.result.accuracy.torch_lowp.mismatched == 0
         env_rows = [str(app.query_one("#environment").get_row_at(i)[0]) for i in range(3)]
         assert "GPU unavailable" in env_rows
+        pid = engine_process.pid
+        await pilot.press("ctrl+q")
+    with pytest.raises(ProcessLookupError):  # closing the app ended (and reaped) its engine
+        os.kill(pid, 0)
 
 
 @pytest.mark.asyncio
-async def test_editing_a_field_reruns_and_updates_the_panes():
-    app = make_app(SMALL, environment_override=NO_GPU)
+async def test_engine_killed_mid_run_is_reported_and_recovered(engine_process):
+    app = make_app(SMALL, client=engine_process)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.result is not None)
+        await wait_for(pilot, lambda: app.status.state.step != "", timeout=120)  # the engine is at work
+        first_pid = engine_process.pid
+        os.kill(first_pid, signal.SIGKILL)
+        await wait_for(pilot, lambda: app.status.state.restart_reason != "")
+        assert phase(app) is Phase.ERROR and app.result is None  # the run died with the process
+        assert "engine restarted: the engine process died (SIGKILL" in status_text(app)
+        assert engine_process.pid != first_pid and engine_process.restarts == 1
+        assert app.form.read()[0] == SMALL  # the form is as the user left it
+        await pilot.press("ctrl+r")  # as the status line advises
+        await wait_for(pilot, shown(app, SMALL), timeout=120)
+        assert app.status.state.restart_reason == "" and "engine restarted" not in status_text(app)
+
+
+# ---- a scripted engine --------------------------------------------------------------------------
+@pytest.mark.asyncio
+async def test_no_gpu_mode_explains_itself_and_still_checks(cpu_fake_engine):
+    app = make_app(SMALL, client=cpu_fake_engine)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, shown(app, SMALL))
+        assert app.result.status == STATUS_CPU_ONLY
+        assert status_text(app).startswith(f"{STATUS_CPU_ONLY} in ")
+        assert "no GPU: CPU mode requested by the test" in status_text(app)
+        assert app.result.accuracy.torch_lowp.mismatched == 0
+
+
+@pytest.mark.asyncio
+async def test_editing_a_field_reruns_and_updates_the_panes(cpu_fake_engine):
+    app = make_app(SMALL, client=cpu_fake_engine)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, shown(app, SMALL))
         await set_field(pilot, app, "s_q", "32")
-        await wait_for(pilot, lambda: app.result.config.s_q == 32)
+        await wait_for(pilot, shown(app, SMALL.replace(s_q=32)))
         assert app.result.config == SMALL.replace(s_q=32)
         summary = str(app.query_one("#summary").render())
         assert "s32x64" in summary
         assert app.query_one("#phases-table").row_count == 2  # define, validate
+        assert [config for config, _ in cpu_fake_engine.requests] == [SMALL, SMALL.replace(s_q=32)]
 
 
 @pytest.mark.asyncio
-async def test_a_bad_value_shows_the_field_error_and_starts_no_run():
-    app = make_app(SMALL, environment_override=NO_GPU)
+async def test_a_bad_value_shows_the_field_error_and_starts_no_run(fake_engine):
+    app = make_app(SMALL, client=fake_engine)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.result is not None)
-        shown = app.result
+        await wait_for(pilot, shown(app, SMALL))
+        shown_before = app.result
         await set_field(pilot, app, "h_kv", "3")
+        await wait_for(pilot, lambda: phase(app) is Phase.STALE)
         error = app.query_one("#err-h_kv")
         assert "h_q must be a multiple of h_kv (got 2 and 3)" in str(error.render())
         assert error.has_class("-visible")
         assert app.query_one("#right").has_class("-stale")
-        await pilot.pause(0.6)  # longer than the debounce
-        assert app.client.busy is False and app.result is shown
+        assert status_text(app).startswith("not run: fix h_kv; the panes show the last good configuration")
+        assert not app.run_pending and not fake_engine.busy and app.result is shown_before
         await set_field(pilot, app, "b", "x")
+        await wait_for(pilot, lambda: "b" in app.status.state.stale_fields)
         assert "whole number" in str(app.query_one("#err-b").render())
         await pilot.press("ctrl+r")
-        assert app.client.busy is False and "not run" in status_text(app)
+        assert phase(app) is Phase.STALE and status_text(app).startswith("not run: fix b")
+        assert len(fake_engine.requests) == 1 and not app.run_pending
+        await set_field(pilot, app, "b", "1")
+        await set_field(pilot, app, "h_kv", "1")
+        await wait_for(pilot, shown(app, SMALL.replace(h_kv=1)))
+        assert not app.query_one("#right").has_class("-stale")
 
 
 @pytest.mark.asyncio
-async def test_engine_killed_mid_run_is_reported_and_recovered():
-    app = make_app(SMALL, environment_override=NO_GPU)
+async def test_the_status_line_follows_the_engine_step_by_step(fake_engine):
+    fake_engine.hold()  # each result waits for the test
+    app = make_app(SMALL, client=fake_engine)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.result is not None)
-        first_pid = app.client.pid
-        await set_field(pilot, app, "s_kv", "128")
-        await pilot.pause(0.3)  # the debounced run is submitted
-        os.kill(first_pid, signal.SIGKILL)
-        await wait_for(pilot, lambda: "engine restarted" in status_text(app))
-        assert "SIGKILL" in status_text(app)
-        assert app.client.pid != first_pid and app.client.restarts == 1
-        assert app.query_one("#f-s_kv", Input).value == "128"  # the form is as the user left it
-        await set_field(pilot, app, "s_q", "128")
-        await wait_for(pilot, lambda: app.result.config.s_q == 128)
-        assert app.result.config.s_kv == 128
+        await wait_for(pilot, lambda: phase(app) is Phase.TIMING)
+        assert status_text(app) == "timing plan 1 of 1 ..."
+        assert app.status.state.startup_s is not None  # ready came first, and did not hide the run
+        fake_engine.release()
+        await wait_for(pilot, shown(app, SMALL))
+        assert status_text(app) == f"{STATUS_OK} in {RECORDED.wall_seconds:.2f} s"
+        fake_engine.hold()
+        await set_field(pilot, app, "s_q", "32")
+        await wait_for(pilot, lambda: phase(app) is Phase.TIMING)
+        await set_field(pilot, app, "h_kv", "3")  # a bad value while a run is under way
+        await wait_for(pilot, lambda: phase(app) is Phase.STALE)
+        fake_engine.release()  # the run for s_q=32 lands, for the last good configuration
+        await wait_for(pilot, lambda: app.result.config.s_q == 32)
+        assert phase(app) is Phase.STALE and app.query_one("#right").has_class("-stale")
+        await set_field(pilot, app, "h_kv", "2")  # back to what just ran: nothing new to run
+        await wait_for(pilot, lambda: phase(app) is Phase.DONE)
+        assert not app.run_pending and len(fake_engine.requests) == 2
+
+
+@pytest.mark.asyncio
+async def test_cudnns_refusal_is_shown_in_its_own_words(fake_engine):
+    fake_engine.then(refused())
+    app = make_app(SMALL, client=fake_engine)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, shown(app, SMALL))
+        assert app.result.status == STATUS_UNSUPPORTED
+        assert (
+            status_text(app)
+            == f"{STATUS_UNSUPPORTED} in 0.05 s   validate: hidden_dim should be multiple of 8"
+        )
+        await set_field(pilot, app, "s_q", "32")  # the next answer is a recording again: the error goes
+        await wait_for(pilot, shown(app, SMALL.replace(s_q=32)))
+        assert app.status.state.error == "" and status_text(app).startswith(STATUS_OK)
+
+
+@pytest.mark.asyncio
+async def test_a_crash_is_reported_and_the_form_kept(fake_engine):
+    fake_engine.then(crash())
+    app = make_app(SMALL, client=fake_engine)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.status.state.restart_reason != "")
+        assert phase(app) is Phase.ERROR and app.result is None
+        assert status_text(app) == (
+            "the form is as you left it; edit or press Ctrl+R to run again"
+            "   engine restarted: the engine process died (SIGSEGV, a crash in native code)"
+        )
+        assert any("fresh engine process" in str(n.message) for n in app._notifications)
+        assert fake_engine.restarts == 1 and app.form.read()[0] == SMALL
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, shown(app, SMALL))
+        assert app.status.state.error == ""
+
+
+@pytest.mark.asyncio
+async def test_a_hang_is_stopped_and_reported(fake_engine):
+    fake_engine.then(hang())
+    app = make_app(SMALL, client=fake_engine)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: phase(app) is Phase.ERROR)
+        assert "engine restarted: the engine was silent for more than 0.2 s and was stopped" in status_text(
+            app
+        )
+        await set_field(pilot, app, "s_q", "32")
+        await wait_for(pilot, shown(app, SMALL.replace(s_q=32)))
+
+
+@pytest.mark.asyncio
+async def test_a_saved_result_opens_and_runs_only_when_asked(fake_engine):
+    app = make_app(client=fake_engine, opened=TRAINING)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.status.state.startup_s is not None)  # the engine is ready
+        assert app.result is TRAINING and app.form.read()[0] == TRAINING.config
+        assert TRAINING.config.label() in str(app.query_one("#summary").render())
+        assert app.query_one("#mask").config == TRAINING.config
+        assert status_text(app) == f"{STATUS_OK} in {TRAINING.wall_seconds:.2f} s"
+        assert (
+            fake_engine.requests == []
+            and not app.run_pending
+            and not app.query_one("#right").has_class("-stale")
+        )
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: fake_engine.requests and phase(app) is Phase.DONE)
+        assert [config for config, _ in fake_engine.requests] == [TRAINING.config]
+        await set_field(pilot, app, "b", "2")  # an edit runs too
+        await wait_for(pilot, shown(app, TRAINING.config.replace(b=2)))
+        assert len(fake_engine.requests) == 2
+
+
+@pytest.mark.asyncio
+async def test_a_typing_pause_ending_before_the_engine_starts_asks_nothing(fake_engine):
+    app = make_app(SMALL, client=fake_engine, start_engine=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.action_run()  # as the debounce timer would, on a machine slow to paint the first screen
+        assert fake_engine.requests == [] and phase(app) is Phase.STARTING
+        app.start_engine()
+        await wait_for(pilot, shown(app, SMALL))
+        assert [config for config, _ in fake_engine.requests] == [SMALL]
+
+
+def test_the_status_line_says_each_state_in_words():
+    """The words are the status line's alone: a state renders the same wherever it is set."""
+    start = Status()
+    assert start.phase is Phase.STARTING and start.render().plain.startswith("starting the engine process")
+    ready = start.ready(4.24, "no CUDA device")
+    assert ready.render().plain == "engine ready in 4.2 s   no GPU: no CUDA device"
+    queued = ready.queued("b1 h2/2 s64x64 d64")
+    assert queued.phase is Phase.QUEUED and queued.now == "queued b1 h2/2 s64x64 d64 ..."
+    steps = [queued.working(w).phase for w in ("building the forward", "checking the backward: autograd 40%")]
+    assert steps == [Phase.BUILDING, Phase.CHECKING]
+    timing = queued.working("timing plan 3 of 6")
+    assert timing.phase is Phase.TIMING and timing.now == "timing plan 3 of 6 ..."
+    done = timing.shown(STATUS_OK, "", 0.123, "")
+    assert done.phase is Phase.DONE and done.render().plain == "ok in 0.12 s"
+    stale = done.stale(("h_kv", "b"))
+    assert stale.now == "not run: fix b, h_kv; the panes show the last good configuration (stale)"
+    assert Status().stale(("b",)).now == "not run: fix b"  # nothing on screen yet to call stale
+    assert stale.working("timing plan 1 of 1").phase is Phase.STALE  # the run goes on underneath
+    assert stale.settled().phase is Phase.DONE
+    died = timing.restarted("the engine process died (SIGKILL, a crash in native code)")
+    assert died.phase is Phase.ERROR and died.error.startswith("engine restarted: ")
+    assert died.ready(3.0, "").phase is Phase.ERROR  # the fresh engine keeps the advice on screen
+    refusal = died.shown(STATUS_UNSUPPORTED, "validate: hidden_dim should be multiple of 8", 0.05, "")
+    assert refusal.error == "validate: hidden_dim should be multiple of 8"  # the restart is history
+    assert refusal.shown(STATUS_OK, "", 0.1, "no CUDA device").error == "no GPU: no CUDA device"
+    assert done.preset_loaded("bert-base", "BERT base").now == "preset bert-base: BERT base"
 
 
 @pytest.mark.asyncio
 async def test_help_and_palette_commands():
-    app = make_app(SMALL, environment_override=NO_GPU, start_engine=False)
+    app = make_app(SMALL, start_engine=False)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("f1")
         assert app.screen.__class__.__name__ == "HelpScreen"
@@ -117,11 +274,7 @@ async def test_help_and_palette_commands():
 @pytest.mark.asyncio
 async def test_panes_render_a_result_measured_on_the_h200():
     """Every pane draws a real GPU RunResult (recorded on the H200 with `run --json`)."""
-    from pathlib import Path
-
-    from tui.engine.results import RunResult
-
-    result = RunResult.from_json((Path(__file__).parent / "data" / "seed_h200.json").read_text())
+    result = RECORDED
     app = make_app(result.config, start_engine=False)
     async with app.run_test(size=(120, 40)) as pilot:
         app.show_result(result)
@@ -146,10 +299,10 @@ def user_presets(tmp_path, monkeypatch):
 
 
 @pytest.mark.asyncio
-async def test_preset_picker_filters_and_loads_and_runs(user_presets):
-    app = make_app(SMALL, environment_override=NO_GPU)
+async def test_preset_picker_filters_and_loads_and_runs(user_presets, fake_engine):
+    app = make_app(SMALL, client=fake_engine)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.result is not None)
+        await wait_for(pilot, shown(app, SMALL))
         await pilot.press("ctrl+o")
         assert app.screen.__class__.__name__ == "PresetPicker"
         await pilot.press(*"bert")
@@ -271,10 +424,10 @@ async def test_deterministic_without_backward_shows_the_field_error():
 
 
 @pytest.mark.asyncio
-async def test_a_cpu_training_step_shows_the_backward_graph_and_torchs_gradients():
+async def test_a_cpu_training_step_shows_the_backward_graph_and_torchs_gradients(cpu_fake_engine):
     """A real engine result: without a GPU the backward graph is still defined and validated,
     and torch's own backward is checked against fp32 autograd on the CPU."""
-    app = make_app(SMALL.replace(backward=True), environment_override=NO_GPU)
+    app = make_app(SMALL.replace(backward=True), client=cpu_fake_engine)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: app.result is not None)
         b = app.result.backward
@@ -353,17 +506,18 @@ async def test_the_form_says_each_change_once():
 
     heard: list[ConfigEdited] = []
     app = make_app(SMALL, start_engine=False)
+    original = app._config_edited
+    app._config_edited = lambda message: (heard.append(message), original(message))
     async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.pause(0.2)
-        original = app._config_edited
-        app._config_edited = lambda message: (heard.append(message), original(message))
+        await wait_for(pilot, lambda: len(heard) > 0)  # the form's first reading, at mount
         preset = SMALL.replace(h_q=8, h_kv=2, s_kv=128, window=32, backward=True)
         app.form.load(preset)
-        await pilot.pause(0.2)
-        assert [m.config for m in heard] == [preset]
+        await wait_for(pilot, lambda: heard[-1].config == preset)
+        assert [m.config for m in heard] == [SMALL, preset]
         app.form.load(preset)  # the same again: nothing new to say
-        await pilot.pause(0.2)
-        assert len(heard) == 1
         await set_field(pilot, app, "h_kv", "3")
-        await set_field(pilot, app, "h_kv", "3")
-        assert len(heard) == 2 and heard[-1].config is None and "h_kv" in heard[-1].errors
+        await wait_for(pilot, lambda: heard[-1].config is None)
+        await set_field(pilot, app, "h_kv", "3")  # nor here
+        await set_field(pilot, app, "h_kv", "4")
+        await wait_for(pilot, lambda: heard[-1].config is not None)
+        assert [m.config for m in heard[2:]] == [None, preset.replace(h_kv=4)] and "h_kv" in heard[2].errors

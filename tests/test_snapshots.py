@@ -6,22 +6,12 @@ values are fixed and the snapshots are stable on any machine.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from fakes import FP8, RECORDED, TRAINING
+from pilot_waits import wait_for
 
 from tui.app import make_app
-from tui.engine.results import RunResult
-
-RECORDED = RunResult.from_json((Path(__file__).parent / "data" / "seed_h200.json").read_text())
-
-
-TRAINING = RunResult.from_json(
-    (Path(__file__).parent / "data" / "train_h200.json").read_text()
-)  # llama3-8b-train
-FP8 = RunResult.from_json(
-    (Path(__file__).parent / "data" / "fp8_h200.json").read_text()
-)  # llama3-70b-fp8-prefill
+from tui.app.widgets.status import Phase
 
 
 def recorded_app():
@@ -52,12 +42,7 @@ def test_field_error_marks_results_stale(snap_compare):
     async def run_before(pilot) -> None:
         await show_recorded(pilot)
         pilot.app.query_one("#f-h_kv").value = "5"
-        right = pilot.app.query_one("#right")
-        for _ in range(200):  # wait for the edit, its message and the stale marking, however busy the machine
-            await pilot.pause(0.05)
-            if right.has_class("-stale") and str(pilot.app.status.render()).startswith("not run"):
-                break
-        await pilot.pause()
+        await wait_for(pilot, lambda: pilot.app.status.state.phase is Phase.STALE)  # the panes dim with it
 
     assert snap_compare(recorded_app(), terminal_size=(120, 40), run_before=run_before)
 

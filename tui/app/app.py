@@ -1,15 +1,14 @@
-"""The dashboard: form -> SdpaConfig -> engine process -> RunResult -> panes.
+"""The dashboard: form -> SdpaConfig -> engine client -> RunResult -> panes.
 
 The UI thread never touches torch or cuDNN: runs happen in the engine's own child
-process (tui.engine.process), whose replies arrive as messages. Panes only render a
-RunResult.
+process (tui.engine.process), whose replies arrive as messages. The app is handed its
+engine client (tests give it a scripted one). Panes only render a RunResult.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
-from pathlib import Path
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding
@@ -19,16 +18,22 @@ from textual.timer import Timer
 from textual.widgets import Checkbox, Footer, Header, Select, TabbedContent, TabPane
 
 from ..engine.config import SdpaConfig
-from ..engine.process import EngineClient, EngineDied, EngineEvent, EngineProgress, EngineReady, EngineResult
+from ..engine.process import (
+    EngineClient,
+    EngineClientProtocol,
+    EngineDied,
+    EngineEvent,
+    EngineProgress,
+    EngineReady,
+    EngineResult,
+)
 from ..engine.results import Environment, RunResult
 from ..engine.runner import RunOptions
 from ..engine.timing import TimingOptions
-from ..export import render, script
-from ..files import atomic_write
-from ..presets import Preset, PresetExists, PresetProblem, load_all, save_user
+from ..presets import Preset, PresetProblem
+from .actions import KeepingActions
 from .commands import ExplorerCommands
 from .messages import ConfigEdited, EngineMessage
-from .screens import Confirm, ExportDialog, HelpScreen, PresetPicker, SavePreset
 from .widgets import (
     AccuracyPane,
     ConfigForm,
@@ -41,6 +46,7 @@ from .widgets import (
     StatusLine,
     SummaryPane,
 )
+from .widgets.status import Phase, Status
 
 DEBOUNCE_S = 0.25  # typing "4096" must not start four builds
 
@@ -64,7 +70,7 @@ TABS = (
 RESULT_PANES = tuple(pane for _, pane in TABS if pane not in (EnvironmentPane, MaskPane))
 
 
-class SdpaExplorerApp(App[None]):
+class SdpaExplorerApp(KeepingActions, App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "cuDNN SDPA Explorer"
     COMMANDS = App.COMMANDS | {ExplorerCommands}
@@ -82,24 +88,23 @@ class SdpaExplorerApp(App[None]):
     def __init__(
         self,
         config: SdpaConfig | None = None,
-        environment_override: Environment | None = None,
-        time_limit_s: float = 180.0,
+        client: EngineClientProtocol | None = None,
+        opened: RunResult | None = None,
         start_engine: bool = True,
     ) -> None:
         super().__init__()
-        self.initial_config = config or SdpaConfig()
+        self.opened = opened
+        self.initial_config = opened.config if opened is not None else config or SdpaConfig()
         self.environment: Environment | None = None
         self.result: RunResult | None = None
-        self.client: EngineClient | None = None
+        self.client = client
+        self._client_started = False
         self.edit_to_result_s: list[tuple[bool, float]] = []  # (cache hit, seconds) of each result shown
-        self._environment_override = environment_override
-        self._time_limit_s = time_limit_s
         self._start_engine_on_mount = start_engine
         self._latest: int | None = None
         self._submitted_at = 0.0
         self._debounce: Timer | None = None
         self._last_request: tuple[SdpaConfig, RunOptions] | None = None
-        self.last_error = ""
         self.presets: dict[str, Preset] = {}
         self.preset_problems: list[PresetProblem] = []
 
@@ -127,60 +132,73 @@ class SdpaExplorerApp(App[None]):
     def form(self) -> ConfigForm:
         return self.query_one(ConfigForm)
 
+    @property
+    def run_pending(self) -> bool:
+        """An edit waits out the typing pause before it runs."""
+        return self._debounce is not None
+
     def on_mount(self) -> None:
+        self.watch(self.status, "state", self._status_changed, init=False)
         self.reload_presets()
         self.query_one(MaskPane).show_config(self.initial_config)
-        self.status.set("starting the engine process (it loads torch and cuDNN) ...")
+        if self.opened is not None:
+            self.show_result(self.opened)
         if self._start_engine_on_mount:
             self.call_after_refresh(self.start_engine)
 
     def start_engine(self) -> None:
-        self.client = EngineClient(self._on_engine_event, self._time_limit_s, self._environment_override)
-        self.client.start()
-        self.action_run()
+        """Start the engine client; run the form's configuration unless a saved result is open."""
+        if self.client is None:
+            self.client = EngineClient()
+        self.client.start(self._on_engine_event)
+        self._client_started = True
+        if self.opened is None:
+            self.action_run()
 
     def on_unmount(self) -> None:
         if self.client is not None:
             self.client.close()
 
-    # ---- engine events (reader thread -> message -> UI thread) ---------------------------------
+    def _status_changed(self, state: Status) -> None:
+        """The panes are dimmed exactly while the status line says they are stale."""
+        self.query_one("#right").set_class(state.phase is Phase.STALE, "-stale")
+
+    def _no_gpu(self) -> str:
+        env = self.environment
+        return "" if env is None or env.gpu_available else env.unavailable_reason
+
+    # ---- engine events (client thread -> message -> UI thread) ----------------------------------
     def _on_engine_event(self, event: EngineEvent) -> None:
         self.post_message(EngineMessage(event))
 
     def on_engine_message(self, message: EngineMessage) -> None:
-        event = message.event
+        with contextlib.suppress(NoMatches):  # an event that arrives while the screen goes away
+            self._engine_event(message.event)
+
+    def _engine_event(self, event: EngineEvent) -> None:
+        status = self.status
         if isinstance(event, EngineReady):
-            self._engine_ready(event)
+            self.environment = event.environment
+            self.query_one(EnvironmentPane).show(event.environment)
+            status.state = status.state.ready(event.startup_seconds, self._no_gpu())
         elif isinstance(event, EngineProgress):
             if event.request_id == self._latest:
-                self.status.set(f"{event.text} ...", self.last_error)
+                status.state = status.state.working(event.text)
         elif isinstance(event, EngineResult):
-            self._engine_result(event)
+            if event.request_id != self._latest:
+                return  # a configuration the user has already left
+            self._latest = None
+            self.show_result(event.result)
+            self.edit_to_result_s.append((event.result.cache_hit, time.perf_counter() - self._submitted_at))
         elif isinstance(event, EngineDied):
-            self._engine_died(event)
-
-    def _engine_ready(self, event: EngineReady) -> None:
-        self.environment = event.environment
-        self.query_one(EnvironmentPane).show(event.environment)
-        if not event.environment.gpu_available and not self.last_error.startswith("engine restarted"):
-            self.last_error = f"no GPU: {event.environment.unavailable_reason}"
-        if self._latest is None:
-            self.status.set(f"engine ready in {event.startup_seconds:.1f} s", self.last_error)
-
-    def _engine_result(self, event: EngineResult) -> None:
-        if event.request_id != self._latest:
-            return  # a configuration the user has already left
-        self._latest = None
-        self.show_result(event.result)
-        self.edit_to_result_s.append((event.result.cache_hit, time.perf_counter() - self._submitted_at))
-
-    def _engine_died(self, event: EngineDied) -> None:
-        self._latest = None
-        self.last_error = f"engine restarted: {event.reason}"
-        self.status.set("the form is as you left it; edit or press Ctrl+R to run again", self.last_error)
-        self.notify(
-            event.reason + ". A fresh engine process was started.", title="Engine crashed", severity="error"
-        )
+            if event.request_id == self._latest:
+                self._latest = None  # lost with the process; a request made since goes to the next
+            status.state = status.state.restarted(event.reason)
+            self.notify(
+                event.reason + ". A fresh engine process was started.",
+                title="Engine crashed",
+                severity="error",
+            )
 
     # ---- results -----------------------------------------------------------------------------
     def show_result(self, result: RunResult) -> None:
@@ -191,14 +209,8 @@ class SdpaExplorerApp(App[None]):
         if result.environment is not None and self.environment is None:
             self.environment = result.environment
             self.query_one(EnvironmentPane).show(result.environment)
-        self.query_one("#right").remove_class("-stale")
-        if result.status == "error" or result.status == "unsupported":
-            self.last_error = result.message
-        elif self.environment is not None and not self.environment.gpu_available:
-            self.last_error = f"no GPU: {self.environment.unavailable_reason}"
-        else:
-            self.last_error = ""
-        self.status.set(f"{result.status} in {result.wall_seconds:.2f} s", self.last_error)
+        status = self.status
+        status.state = status.state.shown(result.status, result.message, result.wall_seconds, self._no_gpu())
 
     # ---- editing -----------------------------------------------------------------------------
     def on_config_edited(self, message: ConfigEdited) -> None:
@@ -206,27 +218,31 @@ class SdpaExplorerApp(App[None]):
             self._config_edited(message)
 
     def _config_edited(self, message: ConfigEdited) -> None:
-        if message.config is not None:
-            self.query_one(MaskPane).show_config(message.config)
+        self._cancel_pending_run()
+        status = self.status
+        if message.config is None:
+            status.state = status.state.stale(tuple(message.errors))
+            return
+        self.query_one(MaskPane).show_config(message.config)
+        status.state = status.state.settled()
+        options = self._options(message.l2_flush, message.autotune)
+        if self._last_request is None and self.opened is not None and message.config == self.opened.config:
+            self._last_request = (message.config, options)  # the form showing the opened result
+        if (message.config, options) != self._last_request:
+            self._debounce = self.set_timer(DEBOUNCE_S, self.action_run)
+        # else: back to what was last run (or the form's own mount): nothing new to measure
+
+    def _cancel_pending_run(self) -> None:
         if self._debounce is not None:
             self._debounce.stop()
             self._debounce = None
-        if message.config is None:
-            self.query_one("#right").add_class("-stale")
-            fields = ", ".join(sorted(message.errors))
-            self.status.set(f"not run: fix {fields}; the panes show the last good configuration (stale)")
-            return
-        options = self._options(message.l2_flush, message.autotune)
-        if (message.config, options) == self._last_request:
-            self.query_one("#right").remove_class("-stale")
-            return  # back to what was last run (or the form's own mount): nothing new to measure
-        self._debounce = self.set_timer(DEBOUNCE_S, self.action_run)
 
     @staticmethod
     def _options(l2_flush: bool, autotune: bool) -> RunOptions:
         return RunOptions(timing=LIVE_TIMING(l2_flush=l2_flush), autotune=autotune)
 
     def action_run(self) -> None:
+        self._cancel_pending_run()
         try:
             form = self.form
         except NoMatches:
@@ -234,15 +250,15 @@ class SdpaExplorerApp(App[None]):
         config, errors = form.read()
         if config is None:
             form.show_errors(errors)
-            self.status.set(f"not run: fix {', '.join(sorted(errors))}")
+            self.status.state = self.status.state.stale(tuple(errors))
             return
-        if self.client is None:
-            return
+        if self.client is None or not self._client_started:
+            return  # a typing pause ending before the engine starts: starting runs the form anyway
         options = self._options(form.l2_flush, form.autotune)
         self._last_request = (config, options)
         self._submitted_at = time.perf_counter()
         self._latest = self.client.submit(config, options)
-        self.status.set(f"queued {config.label()} ...", self.last_error)
+        self.status.state = self.status.state.queued(config.label())
 
     def set_layout(self, layout: str) -> None:
         self.query_one("#f-layout", Select).value = layout
@@ -255,82 +271,17 @@ class SdpaExplorerApp(App[None]):
         switch = self.query_one("#f-backward", Checkbox)
         switch.value = not switch.value
 
-    # ---- presets and exports ---------------------------------------------------------------
-    def reload_presets(self) -> None:
-        self.presets, self.preset_problems = load_all()
-        for problem in self.preset_problems:
-            self.notify(str(problem), title="Preset not loaded", severity="warning", timeout=10)
 
-    def action_presets(self) -> None:
-        self.push_screen(PresetPicker(self.presets, self.preset_problems), self.load_preset)
+def make_app(
+    config: SdpaConfig | None = None,
+    *,
+    client: EngineClientProtocol | None = None,
+    opened: RunResult | None = None,
+    start_engine: bool = True,
+) -> SdpaExplorerApp:
+    """The one way the CLI, the tests and the benchmarks make the dashboard.
 
-    def load_preset(self, preset: Preset | None) -> None:
-        if preset is not None:
-            self.form.load(preset.config)
-            self.status.set(f"preset {preset.name}: {preset.description}", self.last_error)
-
-    def _form_config(self, what: str) -> SdpaConfig | None:
-        config, errors = self.form.read()
-        if config is None:
-            self.notify(f"fix {', '.join(sorted(errors))} first", title=f"Cannot {what}", severity="error")
-        return config
-
-    def action_save_preset(self) -> None:
-        config = self._form_config("save a preset")
-        if config is not None:
-            self.push_screen(SavePreset(config.label()), lambda answer: self._save_preset(config, answer))
-
-    def _save_preset(
-        self, config: SdpaConfig, answer: tuple[str, str] | None, overwrite: bool = False
-    ) -> None:
-        if answer is None:
-            return
-        name, description = answer
-        try:
-            path = save_user(name, config, description, overwrite=overwrite)
-        except PresetExists:
-            question = f"You already have a preset named {name!r}. Overwrite it?"
-            self.push_screen(Confirm(question), lambda yes: yes and self._save_preset(config, answer, True))
-            return
-        except ValueError as exc:
-            self.push_screen(
-                SavePreset(config.label(), str(exc)), lambda again: self._save_preset(config, again)
-            )
-            return
-        except OSError as exc:
-            self.notify(f"{exc}", title=f"Preset {name!r} not saved", severity="error")
-            return
-        self.reload_presets()
-        self.notify(str(path), title=f"Saved preset {name!r}")
-
-    def action_export(self) -> None:
-        config = self._form_config("export")
-        if config is not None:
-            has_result = self.result is not None and self.result.config == config
-            self.push_screen(ExportDialog(config, has_result), lambda answer: self._export(config, answer))
-
-    def _export(self, config: SdpaConfig, answer: tuple[str, str] | None) -> None:
-        if answer is None:
-            return
-        kind, path = answer
-        try:
-            text = script(config) if kind == "script" else render(kind, self.result)
-            written = atomic_write(Path(path).expanduser(), text)
-        except OSError as exc:
-            self.notify(f"{path}: {exc.strerror or exc}", title=f"{kind} not written", severity="error")
-            return
-        self.notify(str(written.resolve()), title=f"Wrote {kind}")
-
-    def action_help(self) -> None:
-        focused = self.focused
-        bindings = []
-        if focused is not None:
-            for binding in getattr(focused, "BINDINGS", []):
-                if isinstance(binding, Binding) and binding.description:
-                    bindings.append((binding.key, binding.description))
-        self.push_screen(HelpScreen(bindings))
-
-
-def make_app(config: SdpaConfig | None = None, **kwargs) -> SdpaExplorerApp:
-    """The one way the CLI, the tests and the benchmarks make the dashboard."""
-    return SdpaExplorerApp(config, **kwargs)
+    `client` is the engine to talk to (default: a fresh engine process); `opened` is a saved
+    result to show at start, with its configuration in the form: nothing runs until the user
+    edits or presses Ctrl+R. Without `start_engine` no engine starts at all (a viewer)."""
+    return SdpaExplorerApp(config, client, opened, start_engine)

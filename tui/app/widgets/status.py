@@ -1,14 +1,144 @@
-"""The status line: what is running now, and the last error."""
+"""The status line: what the engine is doing now, and the last error.
+
+It has one owner: a small immutable `Status` that renders itself. Handlers replace the state
+through its transitions, never the text, so a progress report, a result and a restart arriving
+in any order cannot leave a line that mixes two moments.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+from enum import Enum
+
 from rich.text import Text
+from textual.reactive import reactive
 from textual.widgets import Static
+
+from ...engine.results import STATUS_ERROR, STATUS_UNSUPPORTED
+
+
+class Phase(Enum):
+    STARTING = "starting"  # the engine process is loading torch and cuDNN
+    IDLE = "idle"  # nothing asked yet: the engine is ready, or a preset was just loaded
+    QUEUED = "queued"  # a run was asked for; the engine has said nothing about it yet
+    BUILDING = "building"
+    CHECKING = "checking"
+    TIMING = "timing"  # "timing plan 3 of 6"
+    WORKING = "working"  # another step the engine names (validating, scaling)
+    DONE = "done"  # a result is on screen
+    STALE = "stale"  # the form does not validate: nothing runs, the panes show the last good result
+    ERROR = "error"  # the engine process died (or hung) and was restarted
+
+
+RUNNING = frozenset({Phase.QUEUED, Phase.BUILDING, Phase.CHECKING, Phase.TIMING, Phase.WORKING})
+_STEP_PHASES = {"building": Phase.BUILDING, "checking": Phase.CHECKING, "timing": Phase.TIMING}
+_REFUSALS = (STATUS_ERROR, STATUS_UNSUPPORTED)  # a result whose message is the error to show
+
+
+@dataclass(frozen=True)
+class Status:
+    """What the line says. `activity` follows the engine; a form that does not validate lays
+    `stale_fields` over it (the run in flight still lands, for the last good configuration)."""
+
+    activity: Phase = Phase.STARTING
+    label: str = ""  # the configuration queued
+    step: str = ""  # the engine's own words for what it does now
+    startup_s: float | None = None  # how long the engine process took to be ready
+    preset: tuple[str, str] | None = None  # (name, description) of the preset just loaded
+    result_status: str = ""  # of the result on screen (STATUS_OK, ...); "" before the first
+    wall_s: float = 0.0  # that result's wall time
+    refusal: str = ""  # its message, when cuDNN refused it or it failed
+    stale_fields: tuple[str, ...] = ()  # the fields to fix before anything runs
+    restart_reason: str = ""  # why the engine process was restarted (until the next result)
+    no_gpu: str = ""  # why the engine has no GPU
+
+    # ---- transitions: every handler goes through one of these ----------------------------
+    def ready(self, startup_s: float, no_gpu: str) -> Status:
+        """The engine process answered; a run already asked for, or a result, keeps the line."""
+        activity = Phase.IDLE if self.activity is Phase.STARTING else self.activity
+        return replace(self, activity=activity, startup_s=startup_s, no_gpu=no_gpu)
+
+    def queued(self, label: str) -> Status:
+        return replace(self, activity=Phase.QUEUED, label=label, step="", preset=None, stale_fields=())
+
+    def working(self, step: str) -> Status:
+        activity = _STEP_PHASES.get(step.split(" ", 1)[0], Phase.WORKING)
+        return replace(self, activity=activity, step=step)
+
+    def shown(self, result_status: str, message: str, wall_s: float, no_gpu: str) -> Status:
+        """A result is on screen: the error is now its own (or none); a restart is history."""
+        return replace(
+            self,
+            activity=Phase.DONE,
+            step="",
+            preset=None,
+            result_status=result_status,
+            wall_s=wall_s,
+            refusal=message if result_status in _REFUSALS else "",
+            restart_reason="",
+            no_gpu=no_gpu,
+        )
+
+    def stale(self, fields: tuple[str, ...]) -> Status:
+        return replace(self, stale_fields=tuple(sorted(fields)), preset=None)
+
+    def settled(self) -> Status:
+        """The form validates again."""
+        return replace(self, stale_fields=())
+
+    def restarted(self, reason: str) -> Status:
+        return replace(self, activity=Phase.ERROR, restart_reason=reason, step="", preset=None)
+
+    def preset_loaded(self, name: str, description: str) -> Status:
+        return replace(self, activity=Phase.IDLE, preset=(name, description), step="")
+
+    # ---- what the user reads -------------------------------------------------------------
+    @property
+    def phase(self) -> Phase:
+        return Phase.STALE if self.stale_fields else self.activity
+
+    @property
+    def error(self) -> str:
+        """The last error, most pressing first: the engine's restart, the run's own, no GPU."""
+        if self.restart_reason:
+            return f"engine restarted: {self.restart_reason}"
+        if self.refusal:
+            return self.refusal
+        if self.no_gpu:
+            return f"no GPU: {self.no_gpu}"
+        return ""
+
+    @property
+    def now(self) -> str:
+        phase = self.phase
+        if phase is Phase.STALE:
+            fix = f"not run: fix {', '.join(self.stale_fields)}"
+            return f"{fix}; the panes show the last good configuration (stale)" if self.result_status else fix
+        if phase is Phase.STARTING:
+            return "starting the engine process (it loads torch and cuDNN) ..."
+        if phase is Phase.IDLE:
+            if self.preset is not None:
+                return f"preset {self.preset[0]}: {self.preset[1]}"
+            return f"engine ready in {self.startup_s or 0.0:.1f} s"
+        if phase is Phase.QUEUED:
+            return f"queued {self.label} ..."
+        if phase in RUNNING:
+            return f"{self.step} ..."
+        if phase is Phase.DONE:
+            return f"{self.result_status} in {self.wall_s:.2f} s"
+        return "the form is as you left it; edit or press Ctrl+R to run again"
+
+    def render(self) -> Text:
+        text = Text(self.now)
+        if self.error:
+            text.append("   " + self.error, style="bold red")
+        return text
 
 
 class StatusLine(Static):
-    def set(self, now: str, error: str = "") -> None:
-        t = Text(now)
-        if error:
-            t.append("   " + error, style="bold red")
-        self.update(t)
+    """Renders its `state`; set the state, never the text."""
+
+    state: reactive[Status] = reactive(Status, layout=True)
+
+    def render(self) -> Text:
+        return self.state.render()

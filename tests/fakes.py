@@ -1,0 +1,228 @@
+"""A scripted engine client for the dashboard's tests.
+
+FakeEngine keeps EngineClient's contract (tui.engine.process.EngineClientProtocol): events on a
+thread of its own, in the engine's order (ready; progress and a result per request; died, then
+ready again), only the newest waiting request answered. What it answers is a script: recordings
+made on the H200 (tests/data), a recording relabelled for whatever was asked, the CPU engine run
+in this process, or a failure (cuDNN's refusal, a crash, a hang). No child process, no torch
+import of its own: a test that needs the real engine process says so and uses EngineClient.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import queue
+import signal
+import threading
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+
+from tui.engine.config import SdpaConfig
+from tui.engine.process import (
+    EngineDied,
+    EngineProgress,
+    EngineReady,
+    EngineResult,
+    exit_reason,
+    silence_reason,
+)
+from tui.engine.results import STATUS_UNSUPPORTED, Environment, RunResult
+
+DATA = Path(__file__).parent / "data"
+NO_GPU = Environment(gpu_available=False, unavailable_reason="CPU mode requested by the test")
+
+
+def recording(name: str) -> RunResult:
+    """A result recorded on the H200 with `run --json` (tests/data/NAME_h200.json)."""
+    return RunResult.from_json((DATA / f"{name}_h200.json").read_text())
+
+
+RECORDED = recording("seed")  # the seed tutorial's configuration
+TRAINING = recording("train")  # llama3-8b-train: forward and backward
+FP8 = recording("fp8")  # llama3-70b-fp8-prefill
+
+STEPS = ("building the forward", "checking the forward", "timing plan 1 of 1")  # the engine's words
+REFUSAL = "validate: hidden_dim should be multiple of 8"  # cuDNN's own words for d=65
+
+
+class Reply:
+    """What an answer may say about one request, as the engine process would say it."""
+
+    def __init__(self, fake: FakeEngine, request_id: int) -> None:
+        self.fake = fake
+        self.request_id = request_id
+
+    def progress(self, text: str) -> None:
+        if self.fake._in_flight == self.request_id:  # the client drops words about older requests
+            self.fake.on_event(EngineProgress(self.request_id, text))
+
+    def result(self, result: RunResult) -> None:
+        self.fake._gate.wait()
+        with self.fake._lock:
+            if self.fake._in_flight == self.request_id:
+                self.fake._in_flight = None
+        self.fake.on_event(EngineResult(self.request_id, result))
+
+    def died(self, reason: str) -> None:
+        """The process is gone: the client says so, then a fresh one is ready."""
+        with self.fake._lock:
+            self.fake._in_flight = None
+            self.fake.restarts += 1
+        self.fake.on_event(EngineDied(reason, self.request_id))
+        self.fake.on_event(EngineReady(self.fake.environment, 0.01))
+
+    def silence(self) -> None:
+        """A build that hangs: nothing until the client's silence limit, then it is stopped."""
+        if not self.fake._closed.wait(self.fake.time_limit_s):
+            self.died(silence_reason(self.fake.time_limit_s))
+
+
+Answer = Callable[[Reply, SdpaConfig, object], None]
+
+
+def relabelled(result: RunResult) -> Answer:
+    """Any configuration gets `result`, relabelled for it: for tests that need "a result"."""
+
+    def answer(reply: Reply, config: SdpaConfig, options: object) -> None:
+        for step in STEPS:
+            reply.progress(step)
+        reply.result(dataclasses.replace(result, config=config))
+
+    return answer
+
+
+def replay(*recordings: RunResult) -> Answer:
+    """The recording of the asked configuration if there is one, else the first relabelled."""
+    recordings = recordings or (RECORDED, TRAINING, FP8)
+    by_config = {r.config: r for r in recordings}
+    fallback = relabelled(recordings[0])
+
+    def answer(reply: Reply, config: SdpaConfig, options: object) -> None:
+        if config in by_config:
+            for step in STEPS:
+                reply.progress(step)
+            reply.result(by_config[config])
+        else:
+            fallback(reply, config, options)
+
+    return answer
+
+
+def computed(engine) -> Answer:
+    """The CPU engine (tui.engine.runner.Engine) run here, its own progress words relayed."""
+
+    def answer(reply: Reply, config: SdpaConfig, options: object) -> None:
+        reply.result(engine.run(config, options, progress=reply.progress))
+
+    return answer
+
+
+def refused(words: str = REFUSAL) -> Answer:
+    """cuDNN will not build this graph, and says why."""
+
+    def answer(reply: Reply, config: SdpaConfig, options: object) -> None:
+        reply.progress(STEPS[0])
+        reply.result(RunResult(config=config, status=STATUS_UNSUPPORTED, message=words, wall_seconds=0.05))
+
+    return answer
+
+
+def crash(signum: int = signal.SIGSEGV) -> Answer:
+    """Native code kills the engine process mid-build."""
+
+    def answer(reply: Reply, config: SdpaConfig, options: object) -> None:
+        reply.progress(STEPS[0])
+        reply.died(exit_reason(-signum))
+
+    return answer
+
+
+def hang() -> Answer:
+    """A build that never returns: the engine falls silent until the client stops it."""
+
+    def answer(reply: Reply, config: SdpaConfig, options: object) -> None:
+        reply.progress(STEPS[0])
+        reply.silence()
+
+    return answer
+
+
+class FakeEngine:
+    """An engine client that answers from a script (see the module's docstring).
+
+    `answer` answers every request; `then(...)` lines up answers for the next requests first.
+    `hold()` keeps the next result back until `release()`, so a test can see what the line
+    says while a run is under way. `requests` lists what was submitted, in order."""
+
+    def __init__(
+        self,
+        answer: Answer | None = None,
+        environment: Environment | None = None,
+        time_limit_s: float = 0.2,
+    ) -> None:
+        self.answer = answer or replay()
+        self.environment = environment or RECORDED.environment  # the H200 the recordings came from
+        self.time_limit_s = time_limit_s
+        self.requests: list[tuple[SdpaConfig, object]] = []
+        self.restarts = 0
+        self.on_event: Callable = lambda _event: None
+        self._script: deque[Answer] = deque()
+        self._inbox: queue.Queue = queue.Queue()
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._in_flight: int | None = None
+        self._gate = threading.Event()
+        self._gate.set()
+        self._closed = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def then(self, *answers: Answer) -> FakeEngine:
+        self._script.extend(answers)
+        return self
+
+    def hold(self) -> None:
+        self._gate.clear()
+
+    def release(self) -> None:
+        self._gate.set()
+
+    # ---- EngineClientProtocol ----------------------------------------------------------
+    def start(self, on_event: Callable) -> None:
+        self.on_event = on_event
+        self._thread = threading.Thread(target=self._serve, daemon=True, name="fake-engine")
+        self._thread.start()
+
+    def submit(self, config: SdpaConfig, options: object) -> int:
+        assert self._thread is not None, "submitted before start (the real client has no pipe yet)"
+        request_id = next(self._ids)
+        with self._lock:
+            self._in_flight = request_id
+            self.requests.append((config, options))
+        self._inbox.put((request_id, config, options))
+        return request_id
+
+    def close(self) -> None:
+        self._closed.set()
+        self._gate.set()
+        self._inbox.put(None)
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    @property
+    def busy(self) -> bool:
+        return self._in_flight is not None
+
+    # ---- its thread ---------------------------------------------------------------------
+    def _serve(self) -> None:
+        self.on_event(EngineReady(self.environment, 0.01))
+        while True:
+            item = self._inbox.get()
+            while item is not None and not self._inbox.empty():  # only the newest request matters
+                item = self._inbox.get()
+            if item is None or self._closed.is_set():
+                return
+            request_id, config, options = item
+            answer = self._script.popleft() if self._script else self.answer
+            answer(Reply(self, request_id), config, options)

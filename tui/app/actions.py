@@ -1,0 +1,98 @@
+"""What the user keeps from the dashboard: presets loaded and saved, exports written, help.
+
+A mixin of the app's actions that touch files rather than the engine, so app.py keeps to the
+flow form -> engine -> panes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.binding import Binding
+
+from ..engine.config import SdpaConfig
+from ..export import render, script
+from ..files import atomic_write
+from ..presets import Preset, PresetExists, PresetProblem, load_all, save_user
+from .screens import Confirm, ExportDialog, HelpScreen, PresetPicker, SavePreset
+
+
+class KeepingActions:
+    """Mixed into SdpaExplorerApp, whose form, status line, result and screens it uses."""
+
+    presets: dict[str, Preset]
+    preset_problems: list[PresetProblem]
+
+    def reload_presets(self) -> None:
+        self.presets, self.preset_problems = load_all()
+        for problem in self.preset_problems:
+            self.notify(str(problem), title="Preset not loaded", severity="warning", timeout=10)
+
+    def action_presets(self) -> None:
+        self.push_screen(PresetPicker(self.presets, self.preset_problems), self.load_preset)
+
+    def load_preset(self, preset: Preset | None) -> None:
+        if preset is not None:
+            self.form.load(preset.config)
+            self.status.state = self.status.state.preset_loaded(preset.name, preset.description)
+
+    def _form_config(self, what: str) -> SdpaConfig | None:
+        config, errors = self.form.read()
+        if config is None:
+            self.notify(f"fix {', '.join(sorted(errors))} first", title=f"Cannot {what}", severity="error")
+        return config
+
+    def action_save_preset(self) -> None:
+        config = self._form_config("save a preset")
+        if config is not None:
+            self.push_screen(SavePreset(config.label()), lambda answer: self._save_preset(config, answer))
+
+    def _save_preset(
+        self, config: SdpaConfig, answer: tuple[str, str] | None, overwrite: bool = False
+    ) -> None:
+        if answer is None:
+            return
+        name, description = answer
+        try:
+            path = save_user(name, config, description, overwrite=overwrite)
+        except PresetExists:
+            question = f"You already have a preset named {name!r}. Overwrite it?"
+            self.push_screen(Confirm(question), lambda yes: yes and self._save_preset(config, answer, True))
+            return
+        except ValueError as exc:
+            self.push_screen(
+                SavePreset(config.label(), str(exc)), lambda again: self._save_preset(config, again)
+            )
+            return
+        except OSError as exc:
+            self.notify(f"{exc}", title=f"Preset {name!r} not saved", severity="error")
+            return
+        self.reload_presets()
+        self.notify(str(path), title=f"Saved preset {name!r}")
+
+    def action_export(self) -> None:
+        config = self._form_config("export")
+        if config is not None:
+            has_result = self.result is not None and self.result.config == config
+            self.push_screen(ExportDialog(config, has_result), lambda answer: self._export(config, answer))
+
+    def _export(self, config: SdpaConfig, answer: tuple[str, str] | None) -> None:
+        if answer is None:
+            return
+        kind, path = answer
+        try:
+            text = script(config) if kind == "script" else render(kind, self.result)
+            written = atomic_write(Path(path).expanduser(), text)
+        except OSError as exc:
+            self.notify(f"{path}: {exc.strerror or exc}", title=f"{kind} not written", severity="error")
+            return
+        self.notify(str(written.resolve()), title=f"Wrote {kind}")
+
+    def action_help(self) -> None:
+        focused = self.focused
+        bindings = []
+        if focused is not None:
+            for binding in getattr(focused, "BINDINGS", []):
+                if isinstance(binding, Binding) and binding.description:
+                    bindings.append((binding.key, binding.description))
+        self.push_screen(HelpScreen(bindings))
