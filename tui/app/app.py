@@ -229,8 +229,21 @@ class SdpaExplorerApp(KeepingActions, App[None]):
         if self._last_request is None and self.opened is not None and message.config == self.opened.config:
             self._last_request = (message.config, options)  # the form showing the opened result
         if (message.config, options) != self._last_request:
-            self._debounce = self.set_timer(DEBOUNCE_S, self.action_run)
+            self._debounce = self.set_timer(DEBOUNCE_S, self._typing_paused)
         # else: back to what was last run (or the form's own mount): nothing new to measure
+
+    def _typing_paused(self) -> None:
+        """Run what the form says, unless it is what was last run (Ctrl+R runs it again)."""
+        self._debounce = None
+        with contextlib.suppress(NoMatches):  # a timer firing while the app closes
+            form = self.form
+            config, _ = form.read()
+            if (
+                config is not None
+                and (config, self._options(form.l2_flush, form.autotune)) == self._last_request
+            ):
+                return  # edited and edited back within the pause
+            self.action_run()
 
     def _cancel_pending_run(self) -> None:
         if self._debounce is not None:
@@ -246,14 +259,14 @@ class SdpaExplorerApp(KeepingActions, App[None]):
         try:
             form = self.form
         except NoMatches:
-            return  # a debounce timer firing while the app closes
+            return  # the app is closing
         config, errors = form.read()
         if config is None:
             form.show_errors(errors)
             self.status.state = self.status.state.stale(tuple(errors))
             return
         if self.client is None or not self._client_started:
-            return  # a typing pause ending before the engine starts: starting runs the form anyway
+            return  # asked before the engine started: starting runs the form anyway
         options = self._options(form.l2_flush, form.autotune)
         self._last_request = (config, options)
         self._submitted_at = time.perf_counter()
