@@ -79,7 +79,8 @@ async def test_no_gpu_mode_explains_itself_and_still_checks(cpu_fake_engine):
         assert app.result.status == STATUS_CPU_ONLY
         assert status_text(app).startswith(f"{STATUS_CPU_ONLY} in ")
         assert "no GPU: CPU mode requested by the test" in status_text(app)
-        assert app.result.accuracy.torch_lowp.mismatched == 0
+        (o,) = app.result.forward.checks
+        assert o.cudnn is None and o.peers["torch fp16"].mismatched == 0
 
 
 @pytest.mark.asyncio
@@ -92,7 +93,7 @@ async def test_editing_a_field_reruns_and_updates_the_panes(cpu_fake_engine):
         assert app.result.config == SMALL.replace(s_q=32)
         summary = str(app.query_one("#summary").render())
         assert "s32x64" in summary
-        assert app.query_one("#phases-table").row_count == 2  # define, validate
+        assert app.query_one("#phases-forward").row_count == 2  # define, validate
         assert [config for config, _ in cpu_fake_engine.requests] == [SMALL, SMALL.replace(s_q=32)]
 
 
@@ -219,7 +220,7 @@ async def test_a_saved_result_opens_and_runs_only_when_asked(fake_engine):
 async def test_a_typing_pause_ending_before_the_engine_starts_asks_nothing(fake_engine):
     app = make_app(SMALL, client=fake_engine, start_engine=False)
     async with app.run_test(size=(120, 40)) as pilot:
-        app.action_run()  # as the debounce timer would, on a machine slow to paint the first screen
+        app.action_run()  # Ctrl+R, or a typing pause ending, before the engine has started
         assert fake_engine.requests == [] and phase(app) is Phase.STARTING
         app.start_engine()
         await wait_for(pilot, shown(app, SMALL))
@@ -279,15 +280,17 @@ async def test_panes_render_a_result_measured_on_the_h200():
     async with app.run_test(size=(120, 40)) as pilot:
         app.show_result(result)
         await pilot.pause()
-        plans = app.query_one("#plans-table")
-        assert plans.row_count == len(result.plans) == 6
+        fwd = result.forward
+        plans = app.query_one("#plans-forward")
+        assert plans.row_count == len(fwd.plans) == 6
+        assert not app.query_one("#plans-forward-head").display  # one pass: no heading needed
         marks = [str(plans.get_row_at(i)[1]) for i in range(plans.row_count)]
-        assert marks[result.heuristic_plan].startswith("H") and sum("*" in m for m in marks) == 1
+        assert marks[fwd.heuristic_plan].startswith("H") and sum("*" in m for m in marks) == 1
         summary = str(app.query_one("#summary").render())
-        assert f"kernel {result.timing.median_us:.2f} µs" in summary and "PASS" in summary
-        assert app.query_one("#phases-table").row_count == 6
-        assert app.query_one("#accuracy-table").row_count == 2
-        assert app.query_one("#latency").history == [result.timing.median_us]
+        assert f"forward kernel {fwd.timing.median_us:.2f} µs" in summary and "PASS" in summary
+        assert app.query_one("#phases-forward").row_count == 6
+        assert app.query_one("#accuracy-table").row_count == 2  # cuDNN's O, then torch's
+        assert app.query_one("#latency").history == {"forward": [(1, fwd.timing.median_us)]}
         assert "NVIDIA H200" in [str(app.query_one("#environment").get_row_at(i)[1]) for i in range(3)]
 
 
@@ -345,7 +348,7 @@ async def test_export_writes_a_script_and_says_where(tmp_path):
         await pilot.pause()
         text = target.read_text()
         compile(text, str(target), "exec")
-        assert "B, H_Q, H_KV, S_Q, S_KV, D_QK, D_V = 1, 2, 2, 64, 64, 64, 64" in text
+        assert "\nCONFIG = SdpaConfig(b=1, h_q=2, h_kv=2, s_q=64, s_kv=64)\n" in text
         assert any(str(target) in str(n.message) for n in app._notifications)
 
 
@@ -430,68 +433,71 @@ async def test_a_cpu_training_step_shows_the_backward_graph_and_torchs_gradients
     app = make_app(SMALL.replace(backward=True), client=cpu_fake_engine)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: app.result is not None)
-        b = app.result.backward
-        assert b is not None and b.status == "cpu_only" and set(b.torch_gradients) == {"dQ", "dK", "dV"}
-        assert app.query_one("#backward-phases-table").display
-        assert app.query_one("#backward-phases-table").row_count == len(b.phases) == 2
-        assert "backward graph: total" in str(app.query_one("#backward-phases-head").render())
-        grads = app.query_one("#gradients-table")
-        assert grads.row_count == 3
-        assert [str(c) for c in grads.get_row_at(0)][:1] == ["dQ"] and str(grads.get_row_at(0)[-1]) == "pass"
-        assert str(grads.get_row_at(0)[4]) == "not run"  # cuDNN's backward did not run
-        assert "cuDNN's backward did not run" in str(app.query_one("#gradients-head").render())
-        assert "SDPA_BWD" in app.query_one("#backward-graph-json").content.code
+        b = app.result.pass_of("backward")
+        assert b is not None and b.status == "cpu_only" and [c.output for c in b.checks] == ["dQ", "dK", "dV"]
+        assert app.query_one("#phases-backward").display
+        assert app.query_one("#phases-backward").row_count == len(b.phases) == 2
+        assert "backward graph: total" in str(app.query_one("#phases-backward-head").render())
+        checks = app.query_one("#accuracy-table")
+        rows = [[str(c) for c in checks.get_row_at(i)] for i in range(checks.row_count)]
+        assert len(rows) == 8  # O, dQ, dK, dV: cuDNN's row, then torch's
+        assert rows[2][:3] == ["backward", "dQ", "cuDNN"] and rows[2][-1] == "not run"  # cuDNN did not run
+        assert rows[3][2] == "torch fp16" and rows[3][-1] == "pass"
+        assert "cuDNN's backward did not run" in str(app.query_one("#accuracy-head").render())
+        assert "SDPA_BWD" in app.query_one("#graph-backward").content.code
         assert "torch fp16 (CPU) dQ/dK/dV max abs err" in str(app.query_one("#summary").render())
         assert not app.query_one("#fp8-table").display
 
 
 @pytest.mark.asyncio
-async def test_a_gpu_training_step_fills_the_backward_tables():
+async def test_a_gpu_training_step_fills_a_table_a_pass():
     result = TRAINING  # llama3-8b-train, recorded on the H200
-    b = result.backward
+    fwd, b = result.passes
     app = make_app(result.config, start_engine=False)
     async with app.run_test(size=(120, 40)) as pilot:
         app.show_result(result)
         await pilot.pause()
         summary = str(app.query_one("#summary").render())
-        assert (
-            f"backward {b.timing.median_us / 1000:.3f} ms" in summary and f"{b.tflops:.1f} TFLOPS" in summary
-        )
+        assert f"backward kernel {b.timing.median_us / 1000:.3f} ms  {b.tflops:.1f} TFLOPS" in summary
         assert f"step fwd+bwd {result.step_us / 1000:.3f} ms" in summary
-        worst = max(m.max_abs for m in b.gradients.values())
-        assert f"dQ/dK/dV max abs err {worst:.2e} PASS" in summary
-        table = app.query_one("#backward-plans-table")
+        worst = max(c.cudnn.max_abs for c in b.checks)
+        assert f"cuDNN dQ/dK/dV max abs err {worst:.2e} PASS" in summary
+        table = app.query_one("#plans-backward")
         assert table.display and table.row_count == len(b.plans) == 2
+        assert app.query_one("#plans-backward-head").display  # several passes: each table is named
         marks = [str(table.get_row_at(i)[1]) for i in range(table.row_count)]
         assert marks[b.heuristic_plan].startswith("H") and sum("*" in m for m in marks) == 1
-        assert app.query_one("#plans-table").row_count == len(result.plans)  # the forward's are still there
+        assert app.query_one("#plans-forward").row_count == len(fwd.plans)  # the forward's are still there
         table.focus()
         await pilot.press("down")
         assert str(app.query_one("#plan-detail").render()).startswith(f"backward plan 1: {b.plans[1].name}")
-        assert app.query_one("#backward-phases-table").row_count == 6
-        grads = app.query_one("#gradients-table")
-        assert grads.row_count == 3 and str(grads.get_row_at(2)[2]) == f"{b.gradients['dV'].max_abs:.2e}"
-        assert app.query_one("#latency").backward_history == [(1, b.timing.median_us)]
+        assert app.query_one("#phases-backward").row_count == 6
+        checks = app.query_one("#accuracy-table")
+        dv = [str(c) for c in checks.get_row_at(6)]
+        assert dv[:3] == ["backward", "dV", "cuDNN"] and dv[4] == f"{b.checks[2].cudnn.max_abs:.2e}"
+        assert app.query_one("#latency").history == {
+            "forward": [(1, fwd.timing.median_us)],
+            "backward": [(1, b.timing.median_us)],
+        }
         assert not app.query_one("#fp8-table").display
         app.show_result(RECORDED)  # a forward-only result hides the backward's sections again
         await pilot.pause()
-        assert (
-            not app.query_one("#backward-plans-table").display
-            and not app.query_one("#gradients-table").display
-        )
+        assert not app.query_one("#plans-backward").display and not app.query_one("#graph-backward").display
+        assert app.query_one("#accuracy-table").row_count == 2
 
 
 @pytest.mark.asyncio
 async def test_an_fp8_result_shows_the_scaling_block():
     result = FP8  # llama3-70b-fp8-prefill, recorded on the H200
+    fp8 = result.forward.fp8
     app = make_app(result.config, start_engine=False)
     async with app.run_test(size=(120, 40)) as pilot:
         app.show_result(result)
         await pilot.pause()
-        amax, ref = result.fp8.amax["amax_o"], result.fp8.reference_amax["amax_o"]
+        amax, ref = fp8.amax["amax_o"], fp8.reference_amax["amax_o"]
         assert f"amax_o {amax:.4g} (reference {ref:.4g})" in str(app.query_one("#summary").render())
         head = str(app.query_one("#fp8-head").render())
-        assert "per-tensor" in head and f"scale_o {result.fp8.scales['scale_o']:.4g}" in head
+        assert "per-tensor" in head and f"scale_o {fp8.scales['scale_o']:.4g}" in head
         table = app.query_one("#fp8-table")
         rows = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
         assert rows == [["forward", "amax_o", f"{amax:.4g}", f"{ref:.4g}", f"{amax / ref:.3f}"]]

@@ -12,7 +12,9 @@ from tui.report import checks_table, phases_table, plans_table, result_renderabl
 
 DATA = Path(__file__).parent / "data"
 SEED = RunResult.from_json((DATA / "seed_h200.json").read_text())  # the seed's forward, on the H200
-TRAINING = RunResult.from_json((DATA / "train_h200.json").read_text())  # Llama-3-8B prefill's training step, bf16
+TRAINING = RunResult.from_json(
+    (DATA / "train_h200.json").read_text()
+)  # Llama-3-8B prefill's training step, bf16
 FP8 = RunResult.from_json((DATA / "fp8_h200.json").read_text())  # Llama-3-70B prefill in FP8, forward only
 
 
@@ -52,7 +54,11 @@ def test_a_cpu_backward_result_renders_each_pass(cpu_training):
     ):
         assert words in text, words
     assert "cuDNN's backward did not run" in " ".join(text.split())  # the note, under the outputs
-    assert text.index("Forward build phases") < text.index("Backward build phases") < text.index("Backward outputs")
+    assert (
+        text.index("Forward build phases")
+        < text.index("Backward build phases")
+        < text.index("Backward outputs")
+    )
     for c in bwd.checks:
         assert f"{c.atol:.2e}" in text  # each gradient's own atol
     assert "Backward plans" not in text  # no plan was built without a GPU
@@ -78,7 +84,11 @@ def test_a_recorded_training_step_renders_both_passes():
         "torch bf16: torch SDPA backward",
     ):
         assert words in text, words
-    assert text.index("Forward outputs against") < text.index("Backward build phases") < text.index("Backward plans")
+    assert (
+        text.index("Forward outputs against")
+        < text.index("Backward build phases")
+        < text.index("Backward plans")
+    )
     assert text.count("pass") >= 9  # the forward's two rows, the six gradient rows, the headline
     for c in TRAINING.pass_of(BACKWARD).checks:
         assert f"{c.atol:.2e}" in text  # each gradient's own atol
@@ -101,8 +111,15 @@ def test_an_fp8_backward_renders_its_scales_and_amax_beside_the_reference():
     """Scales and amax as an FP8 backward (b=2, h=8, s=1024, d=128, causal) gave them on the H200."""
     fp8 = Fp8Scaling(
         recipe="per-tensor",
-        scales={"descale_o": 0.007344, "descale_dO": 0.01169, "scale_dQ": 153.97, "scale_dK": 162.67,
-                "scale_dV": 96.08, "scale_dP": 618.85, "descale_dP": 0.001616},  # fmt: skip
+        scales={
+            "descale_o": 0.007344,
+            "descale_dO": 0.01169,
+            "scale_dQ": 153.97,
+            "scale_dK": 162.67,
+            "scale_dV": 96.08,
+            "scale_dP": 618.85,
+            "descale_dP": 0.001616,
+        },  # fmt: skip
         amax={"amax_dq": 2.8907, "amax_dk": 2.6781, "amax_dv": 4.6627, "amax_dp": 0.7239},
         reference_amax={"amax_dq": 2.8709, "amax_dk": 2.6888, "amax_dv": 4.6762},
     )
@@ -116,7 +133,9 @@ def test_a_forward_only_result_renders_no_other_pass():
     assert "Forward plans (H: the heuristic's pick" in text and "Forward build phases" in text
     for words in ("backward", "Backward", "step", "FP8", "deterministic"):
         assert words not in text, words
-    forward = dataclasses.replace(TRAINING, passes=TRAINING.passes[:1], config=TRAINING.config.replace(backward=False))
+    forward = dataclasses.replace(
+        TRAINING, passes=TRAINING.passes[:1], config=TRAINING.config.replace(backward=False)
+    )
     assert "backward" not in text_of(result_renderable(forward)).lower()
 
 
@@ -136,8 +155,12 @@ def test_a_failing_backward_says_which_gradient_and_that_it_was_not_repeatable()
 def test_each_table_is_titled_by_its_pass():
     fwd, bwd = TRAINING.passes
     assert text_of(phases_table(SEED.forward)).startswith("Forward build phases")
-    assert text_of(plans_table(SEED.forward)).startswith("Forward plans (H: the heuristic's pick, *: fastest measured)")
-    assert text_of(phases_table(bwd, cache_hit=True)).startswith("Backward build phases (cache hit: built earlier)")
+    assert text_of(plans_table(SEED.forward)).startswith(
+        "Forward plans (H: the heuristic's pick, *: fastest measured)"
+    )
+    assert text_of(phases_table(bwd, cache_hit=True)).startswith(
+        "Backward build phases (cache hit: built earlier)"
+    )
     assert "eng6_k24=26" in text_of(plans_table(bwd))
     table = text_of(checks_table(fwd))
     assert table.startswith("Forward outputs against fp32 math") and "torch bf16" in table

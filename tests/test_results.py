@@ -12,7 +12,9 @@ TRAINING = RunResult.from_json((DATA / "train_h200.json").read_text())  # schema
 
 
 def with_forward(result: RunResult, **changes) -> RunResult:
-    return dataclasses.replace(result, passes=(dataclasses.replace(result.forward, **changes), *result.passes[1:]))
+    return dataclasses.replace(
+        result, passes=(dataclasses.replace(result.forward, **changes), *result.passes[1:])
+    )
 
 
 def test_autotune_verdict_of_the_recorded_result():
@@ -117,7 +119,12 @@ def test_a_schema_2_recording_and_an_upgraded_1_1_one_have_the_same_shape():
     assert json.loads((DATA / "train_h200_v2.json").read_text())["schema_version"] == "2.0"
     assert now.config == TRAINING.config
     for new, old in zip(now.passes, TRAINING.passes, strict=True):
-        assert (new.kind, new.status, new.flops, new.io_bytes) == (old.kind, old.status, old.flops, old.io_bytes)
+        assert (new.kind, new.status, new.flops, new.io_bytes) == (
+            old.kind,
+            old.status,
+            old.flops,
+            old.io_bytes,
+        )
         assert [c.output for c in new.checks] == [c.output for c in old.checks]
         assert [set(c.peers) for c in new.checks] == [set(c.peers) for c in old.checks]
         assert new.peers == old.peers and new.reference == old.reference and new.flops_rule == old.flops_rule
