@@ -12,7 +12,7 @@ from typing import Any
 from . import fp8
 from .config import SdpaConfig
 from .graph import GraphBuildError
-from .passes import BuiltPass, Inputs, Pass, peer_name
+from .passes import FORWARD_PASS, BuiltPass, Inputs, Pass, peer_name
 from .reference import compare
 from .results import (
     FORWARD,
@@ -113,8 +113,6 @@ class Measurement:
         if config.dropout:
             forward = b if self.spec.kind == FORWARD else self.before[FORWARD]
             if forward.dropout_mask is None:
-                from .passes import FORWARD_PASS
-
                 forward.dropout_mask = FORWARD_PASS.dropout_mask(forward, self.bench.handle)
             mask = forward.dropout_mask
         d_o = b.values("dO") if "dO" in b.data else None
