@@ -13,7 +13,7 @@ async def wait_for(pilot, predicate: Callable[[], bool], timeout: float = DEADLI
     while not predicate():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for the dashboard; status: {status_text(pilot.app)}")
-        await pilot.pause(0.02)
+        await pilot.pause()  # until the app has handled what arrived (not a fixed time), then look again
 
 
 def status_text(app) -> str:

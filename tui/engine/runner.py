@@ -156,11 +156,14 @@ class Engine:
         built = self._cache.setdefault(config, {})
         self._cache.move_to_end(config)
         results: list[PassResult] = []
-        for spec in passes_of(config):
+        specs = passes_of(config)
+        for spec in specs:
             try:
                 this = self._built(config, spec, built, options.seed)
-                results.append(measure(spec, this, built, options, self._bench()))
-                Measurement(spec, this, built, self._bench()).run_plan(this.graph.heuristic_index)()
+                bench = self._bench()
+                results.append(measure(spec, this, built, options, bench))
+                if spec is not specs[-1]:  # the next pass reads what the heuristic's plan writes (o, stats)
+                    Measurement(spec, this, built, bench).run_plan(this.graph.heuristic_index)()
             except GraphBuildError as exc:
                 results.append(refused(spec, config, exc))
             except Exception as exc:  # a failure is a result to show, not a crash
