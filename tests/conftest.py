@@ -7,6 +7,7 @@ tests of start-up, crash recovery and quitting)."""
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 
@@ -38,6 +39,26 @@ def own_user_presets(tmp_path_factory):
     folder with another test process; a test that saves presets gives itself a folder of its own."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SDPA_EXPLORER_PRESET_DIR", str(tmp_path_factory.mktemp("user-presets")))
+        yield
+
+
+def pytest_collection_finish(session):
+    """What collection imported (torch, Textual, the package) lives as long as the process: freeze
+    it, so the collector's full passes walk only what tests create. Those passes walked torch's
+    objects each time and were a fifth of a dashboard test's time."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(10_000, 10, 10)  # fewer young passes: a dashboard test allocates in bursts
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_animations():
+    """Tabs and scrolls jump to where they end: a test sees the same final screen without waiting
+    for an underline to slide (Textual reads the level when an app is made)."""
+    import textual.constants
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(textual.constants, "TEXTUAL_ANIMATIONS", "none")
         yield
 
 

@@ -39,22 +39,9 @@ def shown(app, config: SdpaConfig):
 
 # ---- the real engine process ------------------------------------------------------------------
 @pytest.mark.asyncio
-async def test_the_engine_process_starts_checks_on_the_cpu_and_stops_on_quit(engine_process):
-    app = make_app(SMALL, client=engine_process)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.result is not None, timeout=120)
-        assert app.result.status == STATUS_CPU_ONLY
-        assert "no GPU: CPU mode requested by the test" in status_text(app)
-        env_rows = [str(app.query_one("#environment").get_row_at(i)[0]) for i in range(3)]
-        assert "GPU unavailable" in env_rows
-        pid = engine_process.pid
-        await pilot.press("ctrl+q")
-    with pytest.raises(ProcessLookupError):  # closing the app ended (and reaped) its engine
-        os.kill(pid, 0)
-
-
-@pytest.mark.asyncio
-async def test_engine_killed_mid_run_is_reported_and_recovered(engine_process):
+async def test_the_engine_process_survives_a_kill_checks_on_the_cpu_and_stops_on_quit(engine_process):
+    """One engine's life: killed mid-run (the run is reported lost, the form kept, the process
+    replaced), then a run on the new process, then quitting ends it."""
     app = make_app(SMALL, client=engine_process)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: app.status.state.step != "", timeout=120)  # the engine is at work
@@ -68,6 +55,14 @@ async def test_engine_killed_mid_run_is_reported_and_recovered(engine_process):
         await pilot.press("ctrl+r")  # as the status line advises
         await wait_for(pilot, shown(app, SMALL), timeout=120)
         assert app.status.state.restart_reason == "" and "engine restarted" not in status_text(app)
+        assert app.result.status == STATUS_CPU_ONLY
+        assert "no GPU: CPU mode requested by the test" in status_text(app)
+        env_rows = [str(app.query_one("#environment").get_row_at(i)[0]) for i in range(3)]
+        assert "GPU unavailable" in env_rows
+        pid = engine_process.pid
+        await pilot.press("ctrl+q")
+    with pytest.raises(ProcessLookupError):  # closing the app ended (and reaped) its engine
+        os.kill(pid, 0)
 
 
 # ---- a scripted engine --------------------------------------------------------------------------
@@ -256,9 +251,13 @@ def test_the_status_line_says_each_state_in_words():
 
 
 @pytest.mark.asyncio
-async def test_help_and_palette_commands():
+async def test_help_and_palette_commands(user_presets):
+    from tui.app.commands import ExplorerCommands
+
     app = make_app(SMALL, start_engine=False)
     async with app.run_test(size=(120, 40)) as pilot:
+        names = [name for name, _cb, _help in ExplorerCommands(app.screen)._commands()]
+        assert "Preset: gpt2-seed" in names and "Export ..." in names and "Layout: SBHD" in names
         await pilot.press("f1")
         assert app.screen.__class__.__name__ == "HelpScreen"
         await pilot.press("escape")
@@ -350,16 +349,6 @@ async def test_export_writes_a_script_and_says_where(tmp_path):
         compile(text, str(target), "exec")
         assert "\nCONFIG = SdpaConfig(b=1, h_q=2, h_kv=2, s_q=64, s_kv=64)\n" in text
         assert any(str(target) in str(n.message) for n in app._notifications)
-
-
-@pytest.mark.asyncio
-async def test_palette_lists_presets(user_presets):
-    from tui.app.commands import ExplorerCommands
-
-    app = make_app(SMALL, start_engine=False)
-    async with app.run_test(size=(120, 40)):
-        names = [name for name, _cb, _help in ExplorerCommands(app.screen)._commands()]
-        assert "Preset: gpt2-seed" in names and "Export ..." in names and "Layout: SBHD" in names
 
 
 @pytest.mark.asyncio

@@ -192,14 +192,17 @@ def test_the_cli_and_the_form_have_no_code_of_their_own_fields():
             assert name not in source, (path, name)
 
 
+class FormApp(App):
+    """The form alone (without the app's stylesheet: visibility is read from classes)."""
+
+    def compose(self):
+        yield ConfigForm(SdpaConfig())
+
+
 @pytest.mark.asyncio
 async def test_every_field_has_a_form_widget_that_loads_and_reads_back():
     assert RICH.validate() == []
     assert all(getattr(RICH, f.name) != f.default for f in FIELDS)
-
-    class FormApp(App):
-        def compose(self):
-            yield ConfigForm(SdpaConfig())
 
     app = FormApp()
     async with app.run_test(size=(60, 80)) as pilot:
@@ -209,8 +212,30 @@ async def test_every_field_has_a_form_widget_that_loads_and_reads_back():
                 assert all(form.query_one(f"#{f.form_id}-{choice}") for choice in f.choices)
             else:
                 assert form.query_one(f"#{f.form_id}")
-            assert form.query_one(f"#err-{f.name}")
         assert form.read() == (SdpaConfig(), {})
         form.load(RICH)
         await pilot.pause()
         assert form.read() == (RICH.replace(heuristics=("A", "B")), {})  # the checks read in their order
+
+
+@pytest.mark.asyncio
+async def test_each_fields_problem_shows_right_below_it_and_goes_when_fixed():
+    app = FormApp()
+    async with app.run_test(size=(60, 80)) as pilot:
+        form = app.query_one(ConfigForm)
+        form.show_errors({f.name: f"problem of {f.name}" for f in FIELDS})
+        await pilot.pause()
+        children = list(form.children)
+        for f in FIELDS:
+            line = form.query_one(f"#err-{f.name}")
+            assert str(line.render()) == f"problem of {f.name}" and line.has_class("-visible")
+            above = children[children.index(line) - 1]
+            assert above.id in (f.form_id, f"row-{f.name}")  # right below the field's widgets
+        form.show_errors({"b": "must be a whole number"})
+        await pilot.pause()
+        assert form.query_one("#err-b").has_class("-visible")
+        assert not form.query_one("#err-h_q").has_class("-visible")  # the app's stylesheet hides it
+        form.show_errors({"b-memory": "needs 3 GB"})  # a problem of no one field: below the form
+        await pilot.pause()
+        assert not form.query_one("#err-b").has_class("-visible")
+        assert str(form.query_one("#err-b-memory").render()) == "needs 3 GB"

@@ -1,7 +1,9 @@
 """The configuration form: every field validated as typed, the problem shown at the field.
 
 The widgets come from the fields' declarations (engine/fields.py): a text entry, a select, a
-switch or a row of checks, each with the line for its problem below it. Fields are shown by
+switch or a row of checks. A field's problem is a line below it while the problem lasts
+(made at its first problem, hidden when it is fixed: thirty lines made up front would cost
+every start-up and restyle for nothing). Fields are shown by
 group; in a group the labelled rows come first, then its switches.
 """
 
@@ -38,6 +40,7 @@ class ConfigForm(VerticalScroll):
         super().__init__(**kwargs)
         self._initial = config or SdpaConfig()
         self._posted: tuple | None = None  # what the last ConfigEdited said
+        self._error_lines: dict[str, Label] = {}  # field name -> its problem line, once it had one
 
     # ---- the widgets of one field --------------------------------------------------------
     @staticmethod
@@ -55,19 +58,18 @@ class ConfigForm(VerticalScroll):
 
     @classmethod
     def _field(cls, field: Field, value: Any) -> ComposeResult:
-        """A field's widgets, and the line for its problem below them."""
+        """A field's widgets; the last of them carries the id its problem line is placed after."""
         if field.entry == "checks":
             yield Label(field.form_label, classes="section-label")
-            with Horizontal(classes="checks"):
+            with Horizontal(classes="checks", id=f"row-{field.name}"):
                 for choice in field.choices:
                     yield Checkbox(choice, choice in value, id=f"{field.form_id}-{choice}", compact=True)
         elif field.entry == "switch":
             yield cls._entry(field, value)
         else:
-            with Horizontal(classes="field"):
+            with Horizontal(classes="field", id=f"row-{field.name}"):
                 yield Label(field.form_label, classes="field-label")
                 yield cls._entry(field, value)
-        yield Label("", id=f"err-{field.name}", classes="field-error")
 
     def _value(self, field: Field) -> Any:
         """What the field's widgets hold: text to parse, a choice, on/off, or the checked modes."""
@@ -89,7 +91,7 @@ class ConfigForm(VerticalScroll):
         yield Label("timing", classes="section-label")
         yield Checkbox("flush L2 before each execution", False, id="f-l2_flush", compact=True)
         yield Checkbox("time every plan (autotune)", True, id="f-autotune", compact=True)
-        yield Label("", id="err-b-memory", classes="field-error")
+        yield Label("", id="err-b-memory", classes="field-error")  # problems of no one field
 
     # ---- reading and writing ------------------------------------------------------------
     def read(self) -> tuple[SdpaConfig | None, dict[str, str]]:
@@ -122,23 +124,28 @@ class ConfigForm(VerticalScroll):
             self._show(field, getattr(config, field.name))
 
     def show_errors(self, errors: dict[str, str]) -> None:
-        shown = set()
-        for label in self.query(".field-error").results(Label):
-            field = (label.id or "").removeprefix("err-")
-            if field == "b-memory":
-                continue
-            message = errors.get(field, "")
-            if message:
-                shown.add(field)
-            label.update(message)
-            label.set_class(bool(message), "-visible")
+        """Each field's problem on a line below it, the rest below the form; lines of fields
+        that are fine again are removed."""
         for field in FORM_FIELDS:
-            if field.entry != "checks":
-                self.query_one(f"#{field.form_id}").set_class(field.name in errors, "-invalid")
-        rest = [m for f, m in errors.items() if f not in shown]
+            self._show_error(field, errors.get(field.name, ""))
+        by_field = {field.name for field in FORM_FIELDS}
+        rest = [m for f, m in errors.items() if f not in by_field]
         other = self.query_one("#err-b-memory", Label)
         other.update("\n".join(rest))
         other.set_class(bool(rest), "-visible")
+
+    def _show_error(self, field: Field, message: str) -> None:
+        if field.entry != "checks":
+            self.query_one(f"#{field.form_id}").set_class(bool(message), "-invalid")
+        line = self._error_lines.get(field.name)
+        if line is None and message:  # a field's first problem: its line, kept from then on
+            anchor = field.form_id if field.entry == "switch" else f"row-{field.name}"
+            line = Label(message, id=f"err-{field.name}", classes="field-error -visible")
+            self._error_lines[field.name] = line
+            self.mount(line, after=f"#{anchor}")
+        elif line is not None:
+            line.update(message)
+            line.set_class(bool(message), "-visible")
 
     # ---- events -------------------------------------------------------------------------
     def on_input_changed(self, event: Input.Changed) -> None:
