@@ -317,14 +317,18 @@ async def test_preset_picker_filters_and_loads_and_runs(user_presets, fake_engin
 
 
 @pytest.mark.asyncio
-async def test_save_preset_asks_before_overwriting(user_presets):
+async def test_save_preset_asks_before_overwriting_and_keeps_the_regime(user_presets):
     app = make_app(SMALL, start_engine=False)
     async with app.run_test(size=(120, 40)) as pilot:
+        app.query_one("#f-regime", Select).value = "sustained"
         await pilot.press("ctrl+s")
         await pilot.press(*"tiny", "enter")
         await pilot.pause()
         assert (user_presets / "tiny.toml").exists() and "tiny" in app.presets
-        assert app.presets["tiny"].config == SMALL
+        assert app.presets["tiny"].config == SMALL and app.presets["tiny"].regime == "sustained"
+        app.query_one("#f-regime", Select).value = "burst"
+        app.load_preset(app.presets["tiny"])  # a preset that names its regime sets the form's
+        assert app.form.timing.regime == "sustained"
         await set_field(pilot, app, "b", "3")
         await pilot.press("ctrl+s")
         await pilot.press(*"tiny", "enter")

@@ -57,6 +57,8 @@ BROKEN = {
     "negative.toml": ("[config]\nb = 1\ns_q = -5\n", "must be at least 1", "s_q", 3),
     "wrong-type.toml": ("[config]\nb = 1\n\ndtype = 16\n", "must be text", "dtype", 4),
     "unknown-field.toml": ("[config]\nbatch = 2\n", "unknown key 'batch'", "batch", 2),
+    "bad-regime.toml": ('[config]\nb = 1\n[timing]\nregime = "fast"\n', "must be one of burst", "regime", 4),
+    "timing-key.toml": ("[config]\nb = 1\n[timing]\nwarmup = 3\n", "unknown key in [timing]", "warmup", 4),
 }
 
 
@@ -84,6 +86,31 @@ def test_a_user_preset_shadows_a_builtin_and_says_so(user_dir):
     assert "hides" in result.output
     data = json.loads(CliRunner().invoke(main, ["presets", "--json"]).output)
     assert next(p for p in data["presets"] if p["name"] == "bert-base")["shadows_builtin"] is True
+
+
+def test_a_preset_chooses_its_timing_regime_and_run_follows_it_unless_told(user_dir, monkeypatch):
+    from tui.engine.runner import Engine
+
+    path = presetmod.save_user("steady", SdpaConfig(b=1, h_q=2, h_kv=2, s_q=64, s_kv=64), regime="sustained")
+    assert '[timing]\nregime = "sustained"' in path.read_text()
+    assert presetmod.find("steady").regime == "sustained"
+    assert presetmod.find("gpt2-seed").regime == ""  # no [timing]: the user's choice, burst by default
+    asked = []
+    real_run = Engine.run
+    monkeypatch.setattr(
+        Engine, "run", lambda self, config, options: asked.append(options) or real_run(self, config)
+    )
+    cases = (
+        (["--preset", "steady"], "sustained"),
+        (["--preset", "steady", "--regime", "burst"], "burst"),
+        (["--preset", "gpt2-seed"], "burst"),
+    )
+    for args, regime in cases:
+        out = CliRunner().invoke(main, ["run", *args, "--json", "--no-check"])
+        assert out.exit_code == 0, out.output
+        assert asked.pop().timing.regime == regime, args
+    bad = CliRunner().invoke(main, ["run", "--regime", "fast"])
+    assert bad.exit_code == 2 and "--regime" in bad.output
 
 
 def test_save_round_trips_and_never_silently_overwrites(user_dir):

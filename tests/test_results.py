@@ -62,10 +62,33 @@ def test_schema_2_round_trip_and_a_newer_major_is_refused():
         again = RunResult.from_json(result.to_json())
         assert again == result
     data = json.loads(TRAINING.to_json())
-    assert data["schema_version"] == SCHEMA_VERSION == "2.0" and len(data["passes"]) == 2
+    assert data["schema_version"] == SCHEMA_VERSION == "2.1" and len(data["passes"]) == 2
     data["schema_version"] = "3.0"
     with pytest.raises(ValueError, match="schema 3.0"):
         RunResult.from_dict(data)
+
+
+def test_a_21_timing_keeps_its_regime_samples_verdict_and_telemetry_through_json():
+    from tui.engine.results import GpuState, Telemetry
+
+    before = GpuState(sm_clock_mhz=1980, mem_clock_mhz=3201, power_w=120.0, power_limit_w=700.0, temperature_c=38)
+    after = dataclasses.replace(before, sm_clock_mhz=1755, power_w=699.0, reasons=("sw power cap",))
+    fwd = RECORDED.forward
+    timing = dataclasses.replace(
+        fwd.timing,
+        regime="sustained",
+        samples_us=(1935.0, 1950.5, 2004.0),
+        stable=False,
+        retried=True,
+        l2_flush_bytes=100 << 20,
+        cross_check="replay 2100.00 µs per execution against a kernel sum of 1950.00 µs: launch gaps",
+        telemetry=Telemetry(before, after, seconds=2.1, power_capped_pct=40.4, thermal_capped_pct=0.0),
+    )
+    result = dataclasses.replace(RECORDED, passes=(dataclasses.replace(fwd, timing=timing),))
+    again = RunResult.from_json(result.to_json())
+    assert again == result and again.forward.timing.telemetry.after.reasons == ("sw power cap",)
+    assert again.forward.timing.regime_words.startswith("sustained, unstable (p90/p10 ")
+    assert again.forward.timing.regime_words.endswith("power-capped 40%")
 
 
 def test_a_failed_output_is_the_worst_check_and_fails_the_pass():

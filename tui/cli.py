@@ -15,6 +15,7 @@ from rich.console import Console
 
 from .engine.config import ConfigError, FieldError, SdpaConfig
 from .engine.fields import FIELD, FIELDS, SHORTHANDS, Choice, Field, Switch, from_entries
+from .engine.results import REGIME_BURST, REGIMES
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -105,15 +106,22 @@ def _by_option(errors: list[FieldError]) -> list[str]:
     return [f"{FIELD[e.field].option if e.field in FIELD else e.field}: {e.message}" for e in errors]
 
 
-def _run_options(replays: int, l2_flush: bool, autotune: bool, check: bool, seed: int):
+def _run_options(replays: int, l2_flush: bool, regime: str, autotune: bool, check: bool, seed: int):
     from .engine.runner import RunOptions
     from .engine.timing import TimingOptions
 
     if replays < 1:
         _fail_usage([f"--replays: must be at least 1 (got {replays})"])
-    return RunOptions(
-        timing=TimingOptions(replays=replays, l2_flush=l2_flush), autotune=autotune, check=check, seed=seed
-    )
+    timing = TimingOptions(replays=replays, l2_flush=l2_flush, regime=regime)
+    return RunOptions(timing=timing, autotune=autotune, check=check, seed=seed)
+
+
+def preset_regime(name: str | None) -> str:
+    """The regime a preset asks for ('' for none, or no such preset)."""
+    from .presets import load_all
+
+    preset = load_all()[0].get(name) if name else None
+    return preset.regime if preset is not None else ""
 
 
 def timing_options(fn):
@@ -127,6 +135,13 @@ def timing_options(fn):
                 default=False,
                 show_default=True,
                 help="flush the L2 before each execution (cold-cache kernel time)",
+            ),
+            click.option(
+                "--regime",
+                type=click.Choice(REGIMES, case_sensitive=False),
+                default=None,
+                help="burst: a short run on a rested GPU (published tables); sustained: timed after "
+                "2 s of load (a training step). Default: the preset's, else burst",
             ),
             click.option("--seed", type=int, default=0, show_default=True, help="random seed of the inputs"),
         ]
@@ -208,13 +223,14 @@ def show(path: str, as_json: bool) -> None:
     help="also write a standalone cudnn + torch script that reproduces this configuration",
 )
 def run(
-    replays, l2_flush, seed, autotune, check, as_json, save_json, save_csv, save_script, **values
+    replays, l2_flush, regime, seed, autotune, check, as_json, save_json, save_csv, save_script, **values
 ) -> None:
     """Build, plan, run and check one configuration (default: the seed's GPT-2 shape)."""
     from .engine.runner import Engine
 
     config = config_from_options(values)
-    result = Engine().run(config, _run_options(replays, l2_flush, autotune, check, seed))
+    regime = regime or preset_regime(values.get("preset")) or REGIME_BURST
+    result = Engine().run(config, _run_options(replays, l2_flush, regime, autotune, check, seed))
     if as_json:
         click.echo(result.to_json())
     else:
@@ -260,7 +276,7 @@ def check_cases(preset_names: tuple[str, ...]) -> list[tuple[str, SdpaConfig]]:
 @timing_options
 @click.option("--preset", "preset_names", multiple=True, help="check only this preset (repeatable)")
 @click.option("--json", "as_json", is_flag=True, help="print the results as JSON")
-def check(replays, l2_flush, seed, preset_names, as_json) -> None:
+def check(replays, l2_flush, regime, seed, preset_names, as_json) -> None:
     """Sanity-check this GPU box: the smoke set and every built-in preset; exit non-zero on
     any mismatch, failure or unavailable GPU."""
     from .check import case_line, case_row
@@ -278,7 +294,6 @@ def check(replays, l2_flush, seed, preset_names, as_json) -> None:
             console.print(f"[red]FAIL[/red] no usable GPU: {env.unavailable_reason}")
         sys.exit(EXIT_FAIL)
     cases = check_cases(preset_names)
-    options = _run_options(replays, l2_flush, False, True, seed)
     rows, passed = [], 0
     if not as_json:
         console.print(
@@ -286,7 +301,8 @@ def check(replays, l2_flush, seed, preset_names, as_json) -> None:
             f"frontend {env.frontend_version}, torch {env.torch_version}"
         )
     for name, config in cases:
-        result = engine.run(config, options)
+        case_regime = regime or preset_regime(name) or REGIME_BURST
+        result = engine.run(config, _run_options(replays, l2_flush, case_regime, False, True, seed))
         passed += result.status == "ok"
         rows.append(case_row(name, result))
         if not as_json:

@@ -7,6 +7,8 @@ A preset file is TOML a person can edit by hand:
     [config]
     b = 4
     ...                      # any SdpaConfig field; missing ones take the defaults
+    [timing]                 # optional: how its figures are taken
+    regime = "sustained"     # burst (the default) or sustained
 
 Built-ins live in the project's presets/ folder; user presets in the user's config folder
 (platformdirs; SDPA_EXPLORER_PRESET_DIR overrides it). A user preset with a built-in's name
@@ -25,9 +27,11 @@ from pathlib import Path
 import tomli_w
 
 from .engine.config import ConfigError, SdpaConfig
+from .engine.results import REGIMES
 from .files import atomic_write
 
-PRESET_KEYS = ("description", "source", "config")
+PRESET_KEYS = ("description", "source", "config", "timing")
+TIMING_KEYS = ("regime",)
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
@@ -40,6 +44,7 @@ class Preset:
     origin: str = "builtin"  # "builtin" or "user"
     path: str = ""
     shadows_builtin: bool = False  # a user preset that hides a built-in of the same name
+    regime: str = ""  # the timing regime it asks for ('' : whatever the user chose)
 
 
 @dataclass(frozen=True)
@@ -116,6 +121,8 @@ def load_file(path: Path, origin: str) -> tuple[Preset | None, list[PresetProble
             PresetProblem(str(path), "must be a table ([config])", "config", _line_of(text, "config"))
         )
         config_data = {}
+    timing, trouble = _timing_of(data.get("timing", {}), path, text)
+    problems += trouble
     config = None
     try:
         config = SdpaConfig.from_dict(config_data)
@@ -137,9 +144,30 @@ def load_file(path: Path, origin: str) -> tuple[Preset | None, list[PresetProble
             source=data.get("source", ""),
             origin=origin,
             path=str(path),
+            regime=timing.get("regime", ""),
         ),
         [],
     )
+
+
+def _timing_of(table: object, path: Path, text: str) -> tuple[dict, list[PresetProblem]]:
+    """The optional [timing] table: its keys, each checked, or what is wrong with them."""
+    if not isinstance(table, dict):
+        return {}, [
+            PresetProblem(str(path), "must be a table ([timing])", "timing", _line_of(text, "timing"))
+        ]
+    problems = [
+        PresetProblem(
+            str(path), f"unknown key in [timing] (known: {', '.join(TIMING_KEYS)})", key, _line_of(text, key)
+        )
+        for key in table
+        if key not in TIMING_KEYS
+    ]
+    regime = table.get("regime", "")
+    if "regime" in table and regime not in REGIMES:
+        message = f"must be one of {', '.join(REGIMES)} (got {regime!r})"
+        problems.append(PresetProblem(str(path), message, "regime", _line_of(text, "regime")))
+    return ({"regime": regime} if regime in REGIMES else {}), problems
 
 
 def load_all() -> tuple[dict[str, Preset], list[PresetProblem]]:
@@ -171,17 +199,21 @@ def find(name: str) -> Preset:
     raise KeyError(f"no preset named {name!r} (there are: {', '.join(sorted(presets)) or 'none'})")
 
 
-def to_toml(config: SdpaConfig, description: str = "", source: str = "") -> str:
+def to_toml(config: SdpaConfig, description: str = "", source: str = "", regime: str = "") -> str:
     data: dict = {}
     if description:
         data["description"] = description
     if source:
         data["source"] = source
     data["config"] = config.to_dict()
+    if regime:
+        data["timing"] = {"regime": regime}
     return tomli_w.dumps(data)
 
 
-def save_user(name: str, config: SdpaConfig, description: str = "", overwrite: bool = False) -> Path:
+def save_user(
+    name: str, config: SdpaConfig, description: str = "", overwrite: bool = False, regime: str = ""
+) -> Path:
     """Save into the user's folder, atomically (a crash never leaves a half-written preset).
     Built-ins are never written: a user preset of the same name shadows one instead."""
     if not _NAME_RE.match(name):
@@ -193,4 +225,5 @@ def save_user(name: str, config: SdpaConfig, description: str = "", overwrite: b
     target = folder / f"{name}.toml"
     if target.exists() and not overwrite:
         raise PresetExists(f"a user preset named {name!r} exists ({target})")
-    return atomic_write(target, to_toml(config, description or f"saved from sdpa-explorer: {config.label()}"))
+    description = description or f"saved from sdpa-explorer: {config.label()}"
+    return atomic_write(target, to_toml(config, description, regime=regime))

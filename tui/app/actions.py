@@ -6,6 +6,7 @@ flow form -> engine -> panes.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from textual.binding import Binding
@@ -34,6 +35,8 @@ class KeepingActions:
     def load_preset(self, preset: Preset | None) -> None:
         if preset is not None:
             self.form.load(preset.config)
+            if preset.regime:  # a preset that says how its figures are taken
+                self.form.load_timing(dataclasses.replace(self.form.timing, regime=preset.regime))
             self.status.state = self.status.state.preset_loaded(preset.name, preset.description)
 
     def _form_config(self, what: str) -> SdpaConfig | None:
@@ -54,7 +57,7 @@ class KeepingActions:
             return
         name, description = answer
         try:
-            path = save_user(name, config, description, overwrite=overwrite)
+            path = save_user(name, config, description, overwrite=overwrite, regime=self.form.timing.regime)
         except PresetExists:
             question = f"You already have a preset named {name!r}. Overwrite it?"
             self.push_screen(Confirm(question), lambda yes: yes and self._save_preset(config, answer, True))

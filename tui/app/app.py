@@ -33,7 +33,7 @@ from ..engine.timing import TimingOptions
 from ..presets import Preset, PresetProblem
 from .actions import KeepingActions
 from .commands import ExplorerCommands
-from .messages import ConfigEdited, EngineMessage
+from .messages import ConfigEdited, EngineMessage, TimingChoice
 from .widgets import (
     AccuracyPane,
     ConfigForm,
@@ -51,10 +51,10 @@ from .widgets.status import Phase, Status
 DEBOUNCE_S = 0.25  # typing "4096" must not start four builds
 
 
-def LIVE_TIMING(l2_flush: bool) -> TimingOptions:  # noqa: N802 - a named preset
+def LIVE_TIMING(l2_flush: bool, regime: str) -> TimingOptions:  # noqa: N802 - a named preset
     """Half the CLI's replays, of ~1 ms each: an edit answers in tens of ms, not a quarter second
     (the profiler's parsing of kernel records is most of a cached run's time)."""
-    return TimingOptions(replays=10, target_replay_ms=1.0, l2_flush=l2_flush)
+    return TimingOptions(replays=10, target_replay_ms=1.0, l2_flush=l2_flush, regime=regime)
 
 
 # the tabs, in order; all but Environment render a RunResult
@@ -225,7 +225,7 @@ class SdpaExplorerApp(KeepingActions, App[None]):
             return
         self.query_one(MaskPane).show_config(message.config)
         status.state = status.state.settled()
-        options = self._options(message.l2_flush, message.autotune)
+        options = self._options(message.timing)
         if self._last_request is None and self.opened is not None and message.config == self.opened.config:
             self._last_request = (message.config, options)  # the form showing the opened result
         if (message.config, options) != self._last_request:
@@ -240,7 +240,7 @@ class SdpaExplorerApp(KeepingActions, App[None]):
             config, _ = form.read()
             if (
                 config is not None
-                and (config, self._options(form.l2_flush, form.autotune)) == self._last_request
+                and (config, self._options(form.timing)) == self._last_request
             ):
                 return  # edited and edited back within the pause
             self.action_run()
@@ -251,8 +251,8 @@ class SdpaExplorerApp(KeepingActions, App[None]):
             self._debounce = None
 
     @staticmethod
-    def _options(l2_flush: bool, autotune: bool) -> RunOptions:
-        return RunOptions(timing=LIVE_TIMING(l2_flush=l2_flush), autotune=autotune)
+    def _options(timing: TimingChoice) -> RunOptions:
+        return RunOptions(timing=LIVE_TIMING(timing.l2_flush, timing.regime), autotune=timing.autotune)
 
     def action_run(self) -> None:
         self._cancel_pending_run()
@@ -267,7 +267,7 @@ class SdpaExplorerApp(KeepingActions, App[None]):
             return
         if self.client is None or not self._client_started:
             return  # asked before the engine started: starting runs the form anyway
-        options = self._options(form.l2_flush, form.autotune)
+        options = self._options(form.timing)
         self._last_request = (config, options)
         self._submitted_at = time.perf_counter()
         self._latest = self.client.submit(config, options)

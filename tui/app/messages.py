@@ -12,6 +12,7 @@ from textual.message import Message
 
 from ..engine.config import SdpaConfig
 from ..engine.process import EngineEvent, EngineProgress
+from ..engine.results import REGIME_BURST
 
 
 @dataclass
@@ -29,16 +30,24 @@ class EngineMessage(Message):
         )
 
 
+@dataclass(frozen=True)
+class TimingChoice:
+    """How the form asks for the figures to be taken: the regime, a cold L2, every plan."""
+
+    l2_flush: bool = False
+    autotune: bool = True
+    regime: str = REGIME_BURST
+
+
 @dataclass
 class ConfigEdited(Message):
     """The form changed: `config` is None when some field does not validate (see `errors`).
-    Carries the timing switches too, so handlers never have to query the form (which may be
+    Carries the timing choice too, so handlers never have to query the form (which may be
     gone by the time a queued message is handled)."""
 
     config: SdpaConfig | None
     errors: dict[str, str]
-    l2_flush: bool
-    autotune: bool
+    timing: TimingChoice
 
     def can_replace(self, message: Message) -> bool:
         """A newer reading of the form makes an unhandled older one moot."""

@@ -17,7 +17,13 @@ from typing import Any
 
 from .config import BACKWARD_FLOPS_RULE, FP8_DTYPES, SdpaConfig
 
-SCHEMA_VERSION = "2.0"  # 2.0: a run is a list of passes; 1.1 (fp8, backward) and 1.0 files still read
+SCHEMA_VERSION = "2.1"  # 2.1: timing regime, samples, stability, GPU telemetry, the peer's backend
+# 2.0: a run is a list of passes; 1.1 (fp8, backward) and 1.0 files still read
+
+# The timing regimes: a short run on a rested GPU (published tables), or under continuing load.
+REGIME_BURST = "burst"
+REGIME_SUSTAINED = "sustained"
+REGIMES = (REGIME_BURST, REGIME_SUSTAINED)
 
 # What `status` of a RunResult or a PassResult can be.
 STATUS_OK = "ok"  # built, ran, and (if checked) matched the reference
@@ -44,6 +50,45 @@ class PhaseTiming:
 
 
 @dataclass(frozen=True)
+class GpuState:
+    """What NVML says of the GPU at one moment: clocks, power against the enforced limit,
+    temperature, and the clock-event (throttle) reasons active then."""
+
+    sm_clock_mhz: int | None = None
+    mem_clock_mhz: int | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    temperature_c: int | None = None
+    reasons: tuple[str, ...] = ()  # e.g. ("sw power cap",); empty when none is active
+
+
+@dataclass(frozen=True)
+class Telemetry:
+    """The GPU's state around one timed measurement, and how much of it ran capped: the growth
+    of NVML's violation counters (time spent power- or thermally-capped) over its duration."""
+
+    before: GpuState
+    after: GpuState
+    seconds: float  # how long the measurement took, the share's denominator
+    power_capped_pct: float | None = None
+    thermal_capped_pct: float | None = None
+    rest_wait_s: float = 0.0  # burst: how long it waited for the GPU to rest first
+    rested: bool | None = None  # burst: False when the wait ran out with a cap still active
+
+    @property
+    def capped_words(self) -> str:
+        """One short phrase for the headline when capping mattered ('' when it did not)."""
+        parts = [
+            f"{what}-capped {pct:.0f}%"
+            for what, pct in (("power", self.power_capped_pct), ("thermally", self.thermal_capped_pct))
+            if pct is not None and pct >= 1.0
+        ]
+        if self.rested is False:
+            parts.append(f"not rested after {self.rest_wait_s:.1f} s")
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True)
 class TimingStats:
     """Kernel time of one plan per execution: the durations CUPTI records for the plan's
     kernels while a CUDA graph of `per_replay` executions is replayed `replays` times."""
@@ -60,10 +105,26 @@ class TimingStats:
     method: str = "cupti"
     replay_us: float | None = None  # GPU time per execution in the graph, gaps between kernels included
     kernels_per_call: int | None = None
-
+    regime: str = ""  # burst or sustained ('' in files older than 2.1: not said)
+    samples_us: tuple[float, ...] = ()  # each replay's time per execution, in replay order
+    stable: bool | None = None  # p90/p10 within STABLE_RATIO (None: too few samples to say)
+    retried: bool = False  # the first measurement was unstable and this is the second
+    l2_flush_bytes: int | None = None  # the buffer written before each execution, when flushed
+    cross_check: str = ""  # replay time against the kernel sum, when they disagree
+    telemetry: Telemetry | None = None  # None where NVML is not available
     @property
     def spread_pct(self) -> float:
         return 100.0 * (self.p90_us - self.p10_us) / self.median_us if self.median_us else 0.0
+
+    @property
+    def regime_words(self) -> str:
+        """What the headline says after a figure: its regime, stability and capping."""
+        words = [self.regime] if self.regime else []
+        if self.stable is False:
+            words.append(f"unstable (p90/p10 {self.p90_us / self.p10_us:.3f})" if self.p10_us else "unstable")
+        if self.telemetry is not None and self.telemetry.capped_words:
+            words.append(self.telemetry.capped_words)
+        return ", ".join(words)
 
 
 @dataclass(frozen=True)
@@ -188,6 +249,7 @@ class Environment:
     cudnn_backend_version: str = ""  # cuDNN as the frontend loaded it
     frontend_version: str = ""
     python_engines: str = ""  # whether the frontend's open-source engines can run here
+    telemetry: str = ""  # "NVML <driver>" where clocks and power can be read, else why not
     python_version: str = ""
     platform: str = ""
 
@@ -293,7 +355,15 @@ def _check_from_dict(d: dict[str, Any]) -> OutputCheck:
 
 
 def _timing(d: dict[str, Any] | None) -> TimingStats | None:
-    return TimingStats(**d) if d else None
+    if not d:
+        return None
+    d = dict(d)
+    d["samples_us"] = tuple(d.get("samples_us", ()))
+    t = d.get("telemetry")
+    if t:
+        states = {k: GpuState(**{**t[k], "reasons": tuple(t[k].get("reasons", ()))}) for k in ("before", "after")}
+        d["telemetry"] = Telemetry(**{**t, **states})
+    return TimingStats(**d)
 
 
 def _plan_from_dict(d: dict[str, Any]) -> PlanResult:

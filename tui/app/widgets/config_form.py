@@ -17,7 +17,8 @@ from textual.widgets import Checkbox, Input, Label, Select
 
 from ...engine.config import ConfigError, FieldError, SdpaConfig
 from ...engine.fields import FIELDS, GROUPS, Field, from_entries
-from ..messages import ConfigEdited
+from ...engine.results import REGIME_BURST, REGIMES
+from ..messages import ConfigEdited, TimingChoice
 
 FORM_FIELDS: tuple[Field, ...] = tuple(
     sorted(FIELDS, key=lambda f: (GROUPS.index(f.group), f.entry == "switch"))
@@ -89,6 +90,17 @@ class ConfigForm(VerticalScroll):
         for field in FORM_FIELDS:
             yield from self._field(field, getattr(self._initial, field.name))
         yield Label("timing", classes="section-label")
+        with Horizontal(classes="field", id="row-regime"):
+            yield Label("regime", classes="field-label")
+            yield Select(
+                [(regime, regime) for regime in REGIMES],
+                value=REGIME_BURST,
+                allow_blank=False,
+                id="f-regime",
+                compact=True,
+                tooltip="burst: a short run on a rested GPU (published tables); "
+                "sustained: timed after 2 s of load (what a training step sees)",
+            )
         yield Checkbox("flush L2 before each execution", False, id="f-l2_flush", compact=True)
         yield Checkbox("time every plan (autotune)", True, id="f-autotune", compact=True)
         yield Label("", id="err-b-memory", classes="field-error")  # problems of no one field
@@ -110,12 +122,18 @@ class ConfigForm(VerticalScroll):
         return env.gpu_memory_bytes if env is not None and env.gpu_available else None
 
     @property
-    def l2_flush(self) -> bool:
-        return self.query_one("#f-l2_flush", Checkbox).value
+    def timing(self) -> TimingChoice:
+        """The timing section: regime, L2 flush, autotune."""
+        return TimingChoice(
+            l2_flush=self.query_one("#f-l2_flush", Checkbox).value,
+            autotune=self.query_one("#f-autotune", Checkbox).value,
+            regime=self.query_one("#f-regime", Select).value,
+        )
 
-    @property
-    def autotune(self) -> bool:
-        return self.query_one("#f-autotune", Checkbox).value
+    def load_timing(self, timing: TimingChoice) -> None:
+        self.query_one("#f-l2_flush", Checkbox).value = timing.l2_flush
+        self.query_one("#f-autotune", Checkbox).value = timing.autotune
+        self.query_one("#f-regime", Select).value = timing.regime
 
     def load(self, config: SdpaConfig) -> None:
         """Show `config` in the form. Each field set posts its own change; `_edited` turns them
@@ -162,7 +180,7 @@ class ConfigForm(VerticalScroll):
 
     def _edited(self) -> None:
         config, errors = self.read()
-        state = (config, errors, self.l2_flush, self.autotune)
+        state = (config, errors, self.timing)
         if state == self._posted:
             return  # mounting or loading changes every field at once: one message says it all
         self._posted = state
