@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from .results import Environment
+from .telemetry import nvml_status
 
 MIN_COMPUTE_CAPABILITY = (8, 0)
 
@@ -63,6 +64,7 @@ def collect() -> Environment:
     info: dict = {
         "python_version": platform.python_version(),
         "platform": f"{platform.system()} {platform.machine()}",
+        "telemetry": nvml_status(),  # clocks, power and throttle reasons, or why they cannot be read
     }
     reason = ""
     try:
