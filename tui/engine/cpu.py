@@ -1,7 +1,9 @@
 """Without a usable GPU, what can still be done for each pass: cuDNN's own validation of the
 graph (the frontend's validate() runs without a GPU and gives its real messages), the graph's
 JSON, FLOPs and bytes, and torch's own low-precision SDPA on the CPU checked against the same
-fp32 reference, for problems small enough to finish in seconds."""
+fp32 reference, for problems small enough to finish in seconds: the GPU's peer, chosen the same
+way (the first of torch's FLASH, EFFICIENT and MATH backends for the CPU that runs it), and named
+by the backend that ran."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from .config import SdpaConfig
 from .fp8 import dequantise, quantise
 from .graph import GraphBuildError
 from .measure import counts, refused
-from .passes import Inputs, Pass, peer_name
+from .passes import Inputs, Pass
 from .reference import compare, make_inputs, random_like
 from .results import STATUS_CPU_ONLY, OutputCheck, PassResult
 
@@ -56,7 +58,9 @@ def cpu_check(spec: Pass, config: SdpaConfig, seed: int, reason: str) -> dict[st
     peer = spec.peer(plain, inputs)
     if peer is None:
         return dict(notes=(note, *spec.notes(plain)))
-    name = peer_name(config)
+    if peer.outputs is None:
+        return dict(notes=(note, *peer.notes))
+    name = peer.name
     note += f"; torch's {name.removeprefix('torch ')} {spec.kind} on the CPU is checked instead"
     if config.dropout:
         note += " (dropout left off: its mask is drawn on the GPU)"
@@ -69,7 +73,7 @@ def cpu_check(spec: Pass, config: SdpaConfig, seed: int, reason: str) -> dict[st
         atol, rtol = spec.tolerance(config, ref)
         checks.append(
             OutputCheck(
-                output, atol, rtol, None, {name: compare(peer[output], ref, atol, rtol, rows[output])}
+                output, atol, rtol, None, {name: compare(peer.outputs[output], ref, atol, rtol, rows[output])}
             )
         )
     return dict(
@@ -77,5 +81,5 @@ def cpu_check(spec: Pass, config: SdpaConfig, seed: int, reason: str) -> dict[st
         check_device="cpu",
         checks=tuple(checks),
         notes=(note,),
-        peers={name: f"{spec.peer_description(config)} (CPU)"},
+        peers={name: f"{peer.description} (CPU)"},
     )

@@ -12,7 +12,7 @@ from typing import Any
 from . import fp8
 from .config import SdpaConfig
 from .graph import GraphBuildError
-from .passes import FORWARD_PASS, BuiltPass, Inputs, Pass, peer_name
+from .passes import FORWARD_PASS, BuiltPass, Inputs, Pass
 from .reference import compare
 from .results import (
     FORWARD,
@@ -129,16 +129,19 @@ class Measurement:
             lambda share: self.bench.progress(f"checking the {spec.kind}: {words} {share:.0%}"),
         )
         b.tolerances = {name: spec.tolerance(config, ref) for name, ref in b.reference.items()}
-        peer = spec.peer(config, inputs)
+        peer = spec.peer(config, inputs)  # named by the torch backend that ran it (None: no peer)
         rows = spec.rows(config, "cuda")
+        ran = peer is not None and peer.outputs is not None
         b.peer_metrics = (
             {
-                name: {peer_name(config): compare(peer[name], ref, *b.tolerances[name], rows[name])}
+                name: {peer.name: compare(peer.outputs[name], ref, *b.tolerances[name], rows[name])}
                 for name, ref in b.reference.items()
             }
-            if peer is not None
+            if ran
             else {}
         )
+        b.peers = {peer.name: peer.description} if ran else {}
+        b.peer_notes = peer.notes if peer is not None else ()
         if spec.kind == FORWARD and not config.backward:
             b.dropout_mask = None  # no later pass needs it
 
@@ -205,12 +208,12 @@ def measure(
         reference=spec.reference_name if checks else "",
         check_device="cuda" if checks else "",
         checks=checks,
-        peers={peer_name(config): spec.peer_description(config)} if built.peer_metrics else {},
+        peers=dict(built.peers),
         repeatable=repeatable,
         fp8=fp8.scaling(built.data, spec.fp8_scales, spec.fp8_amax, amax_references(spec, built))
         if config.fp8
         else None,
-        notes=spec.notes(config) if checks else (),
+        notes=(*spec.notes(config), *built.peer_notes) if checks else (),
         graph_json=g.json(),
         **counts(spec, config),
     )

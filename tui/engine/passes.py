@@ -1,5 +1,6 @@
 """What a pass is: the forward and the backward of attention, each with its graph, the tensors
-it reads and writes, its FLOPs and bytes, its fp32 reference and its peer (torch's own SDPA).
+it reads and writes, its FLOPs and bytes, its fp32 reference and its peer (torch's own SDPA,
+forced to a backend other than cuDNN: see Pass.peer).
 
 A pass is data the one measurement path (measure.py) and the CPU mode (cpu.py) read; neither
 knows which pass it measures. A later pass reads what the earlier ones wrote (the backward
@@ -17,6 +18,7 @@ from .config import BACKWARD_FLOPS_RULE, SdpaConfig
 from .graph import SdpaGraph, build, define_and_validate
 from .keywords import FP8_FORWARD_SCALES
 from .layouts import allocate
+from .peer import PeerRun, first_backend
 from .reference import (
     REFERENCE_NAME,
     TOLERANCES,
@@ -48,6 +50,8 @@ class BuiltPass:
     reference: dict[str, Any] | None = None  # output -> fp32 reference
     tolerances: dict[str, tuple[float, float]] = field(default_factory=dict)  # output -> (atol, rtol)
     peer_metrics: dict[str, dict[str, ErrorMetrics]] = field(default_factory=dict)  # output -> peer -> error
+    peers: dict[str, str] = field(default_factory=dict)  # peer's name -> what it ran (PassResult.peers)
+    peer_notes: tuple[str, ...] = ()  # why no peer is shown, where no torch backend ran
     dropout_mask: Any = None  # the mask cuDNN drew, for this pass's and later passes' references
 
     @property
@@ -78,9 +82,33 @@ class Inputs:
         return Inputs(*half, self.bias, None if self.d_o is None else self.d_o.half(), self.dropout_mask)
 
 
-def peer_name(config: SdpaConfig) -> str:
-    """The peer of every pass: torch's own SDPA in the inputs' precision (fp16 for FP8 inputs)."""
-    return f"torch {'fp16' if config.fp8 else config.dtype}"
+NO_PEER_NOTE = "no torch backend other than cuDNN runs this configuration: no peer error is shown"
+# What each backend is, in a few words, by device where it differs.
+BACKEND_WORDS = {
+    ("FLASH", "cuda"): "FlashAttention-2",
+    ("FLASH", "cpu"): "ATen's flash-attention kernel for the CPU",
+    ("EFFICIENT", "cuda"): "the memory-efficient kernel from xFormers",
+    ("EFFICIENT", "cpu"): "the memory-efficient kernel",
+    ("MATH", "cuda"): "ATen's unfused matmul, softmax and matmul",
+    ("MATH", "cpu"): "ATen's unfused matmul, softmax and matmul",
+}
+
+
+def peer_name(config: SdpaConfig, backend: str) -> str:
+    """A peer's name: torch, the backend that ran, and the inputs' precision (fp16 for FP8 inputs),
+    e.g. "torch FLASH bf16"."""
+    return f"torch {backend} {'fp16' if config.fp8 else config.dtype}"
+
+
+@dataclass(frozen=True)
+class Peer:
+    """A pass's peer as it ran: its name and what it ran (PassResult.peers), and its outputs by
+    name; outputs None where no torch backend but cuDNN runs the configuration (notes say so)."""
+
+    name: str = ""
+    description: str = ""
+    outputs: dict[str, Any] | None = None
+    notes: tuple[str, ...] = ()
 
 
 class Pass:
@@ -89,6 +117,7 @@ class Pass:
     kind = ""
     outputs: dict[str, str] = {}  # output's name on screen -> its tensor's name in `data`
     flops_rule = ""  # how the FLOPs are counted, when by convention
+    peer_what = "torch SDPA"  # what the peer runs, before its backend
     reference_name = REFERENCE_NAME
     grad = False  # tolerances relative to the reference's range (sums over a sequence)
     repeat_check = False  # check that two executions write identical bits
@@ -121,9 +150,41 @@ class Pass:
     ) -> dict[str, Any]:
         raise NotImplementedError
 
-    def peer(self, config: SdpaConfig, inputs: Inputs) -> dict[str, Any] | None:
-        """The peer's outputs (None where it cannot run this configuration)."""
+    def peer(self, config: SdpaConfig, inputs: Inputs) -> Peer | None:
+        """The peer: torch's SDPA in the inputs' precision (fp16 on FP8's dequantised values),
+        forced to the first of its FLASH, EFFICIENT and MATH backends that runs this configuration,
+        never to cuDNN (which torch picks itself where it can: DESIGN fact 12). Its name says which
+        backend ran. None where the pass has no peer at all (dropout: see notes)."""
+        if not self.has_peer(config, inputs):
+            return None
+        p = inputs.for_peer(config)
+        run = first_backend(lambda backend: self.peer_outputs(config, p, backend))
+        if run.outputs is None:
+            why = "; ".join(f"{backend}: {reason}" for backend, reason in run.refused)
+            return Peer(notes=(f"{NO_PEER_NOTE} ({why})" if why else NO_PEER_NOTE,))
+        description = self.peer_description(config, run, p.q.device.type)
+        return Peer(peer_name(config, run.backend), description, run.outputs)
+
+    def has_peer(self, config: SdpaConfig, inputs: Inputs) -> bool:
+        """Whether torch can compute what cuDNN did at all (not: with the mask cuDNN drew)."""
+        return inputs.dropout_mask is None
+
+    def peer_outputs(self, config: SdpaConfig, inputs: Inputs, backend: str) -> dict[str, Any]:
+        """The peer's outputs under one backend, forced (raises where it refuses)."""
         raise NotImplementedError
+
+    def peer_description(self, config: SdpaConfig, run: PeerRun, device: str) -> str:
+        """One line: which backend ran and why it is not cuDNN, the GQA and FP8 arrangements, and
+        why each backend tried before it refused, in torch's words."""
+        words = [
+            f"{self.peer_what} forced to its {run.backend} backend ({BACKEND_WORDS[run.backend, device]})"
+        ]
+        if config.h_q != config.h_kv:
+            words.append(f"K and V repeated to the {config.h_q} query heads")
+        if config.fp8:
+            words.append("in fp16 on the dequantised inputs (torch has no FP8 attention)")
+        refused = [f"; {backend} refused: {reason}" for backend, reason in run.refused]
+        return ", ".join(words) + "".join(refused) + "; never cuDNN, which is what is measured"
 
     def rows(self, config: SdpaConfig, device: Any) -> dict[str, Any]:
         """Each output's real rows (padding): the only ones compared."""
@@ -134,9 +195,6 @@ class Pass:
 
     def notes(self, config: SdpaConfig) -> tuple[str, ...]:
         return ()
-
-    def peer_description(self, config: SdpaConfig) -> str:
-        raise NotImplementedError
 
 
 class Forward(Pass):
@@ -167,11 +225,8 @@ class Forward(Pass):
         ref = reference_fp32(config, inputs.q, inputs.k, inputs.v, inputs.bias, inputs.dropout_mask, progress)
         return {"O": ref}
 
-    def peer(self, config: SdpaConfig, inputs: Inputs) -> dict[str, Any] | None:
-        if inputs.dropout_mask is not None:
-            return None  # torch cannot apply the mask cuDNN drew
-        p = inputs.for_peer(config)
-        return {"O": torch_sdpa(config, p.q, p.k, p.v, p.bias)}
+    def peer_outputs(self, config: SdpaConfig, inputs: Inputs, backend: str) -> dict[str, Any]:
+        return {"O": torch_sdpa(config, inputs.q, inputs.k, inputs.v, inputs.bias, backend)}
 
     def rows(self, config: SdpaConfig, device: Any) -> dict[str, Any]:
         return {"O": valid_rows(config, device)}
@@ -190,10 +245,6 @@ class Forward(Pass):
             )
         return tuple(notes)
 
-    def peer_description(self, config: SdpaConfig) -> str:
-        fp8_words = " in fp16 on the dequantised inputs (torch has no FP8 attention)" if config.fp8 else ""
-        return "torch.nn.functional.scaled_dot_product_attention" + fp8_words
-
     def dropout_mask(self, built: BuiltPass, handle: Any) -> Any:
         """Run the check graph (the same graph, also dumping the dropout mask it draws) once and
         return the mask. The timed graph does not dump: writing the mask would slow it."""
@@ -207,6 +258,7 @@ class Backward(Pass):
     kind = BACKWARD
     outputs = {"dQ": "dQ", "dK": "dK", "dV": "dV"}
     flops_rule = BACKWARD_FLOPS_RULE
+    peer_what = "torch SDPA backward"
     reference_name = GRAD_REFERENCE_NAME
     grad = True
     repeat_check = True
@@ -239,11 +291,12 @@ class Backward(Pass):
         )
         return dict(zip(self.outputs, grads, strict=True))
 
-    def peer(self, config: SdpaConfig, inputs: Inputs) -> dict[str, Any] | None:
-        if inputs.dropout_mask is not None or config.padded:
-            return None  # torch cannot apply cuDNN's mask; with padding it gives NaN on empty rows
-        p = inputs.for_peer(config)
-        grads = torch_sdpa_grads(config, p.q, p.k, p.v, p.d_o.to(p.q.dtype), p.bias)
+    def has_peer(self, config: SdpaConfig, inputs: Inputs) -> bool:
+        return super().has_peer(config, inputs) and not config.padded  # padding: NaN on empty rows
+
+    def peer_outputs(self, config: SdpaConfig, inputs: Inputs, backend: str) -> dict[str, Any]:
+        p = inputs
+        grads = torch_sdpa_grads(config, p.q, p.k, p.v, p.d_o.to(p.q.dtype), p.bias, backend)
         return dict(zip(self.outputs, grads, strict=True))
 
     def rows(self, config: SdpaConfig, device: Any) -> dict[str, Any]:
@@ -261,9 +314,6 @@ class Backward(Pass):
         if config.padded:
             return ("padding: torch's backward gives NaN on fully masked rows, so its error is not shown",)
         return ()
-
-    def peer_description(self, config: SdpaConfig) -> str:
-        return "torch SDPA backward" + (" in fp16 on the dequantised inputs" if config.fp8 else "")
 
 
 FORWARD_PASS, BACKWARD_PASS = Forward(), Backward()

@@ -17,6 +17,7 @@ from typing import Any
 
 from .config import REFERENCE_CHUNK_BYTES, SdpaConfig
 from .layouts import allocate
+from .peer import expand_kv, forced
 from .results import ErrorMetrics
 
 # (atol, rtol) of the output. fp16 is the seed's; bf16 has 8 mantissa bits against fp16's 11,
@@ -323,77 +324,94 @@ def reference_grads(
     return dq, dk, dv
 
 
-def torch_sdpa(config: SdpaConfig, q: Any, k: Any, v: Any, bias: Any = None) -> Any:
-    """torch's own low-precision SDPA on the same tensors: the peer cuDNN is compared with.
-    Plain causal masks go as is_causal; anything else as an explicit additive mask, a block of
-    query rows at a time so the mask never has to exist whole."""
+def _whole_call(config: SdpaConfig, bias: Any, backend: str | None) -> bool | None:
+    """is_causal of one call over whole sequences, or None where the mask goes explicitly, a block
+    of rows at a time: masks other than a plain causal one, and MATH, which holds every score."""
+    if backend == "MATH" or config.window or config.padded or config.alibi or bias is not None:
+        return None
+    if config.causal == "none" or (config.causal == "bottom_right" and config.s_q == 1):
+        return False  # one query at the bottom right sees every key: a decode step masks nothing
+    return True if config.causal == "top_left" or config.s_q == config.s_kv else None
+
+
+def _mask(config: SdpaConfig, bi: int, rows: range, bias: Any, like: Any) -> Any:
+    """The explicit additive mask of one block, (1, h_q or 1, rows, s_kv) in the inputs' dtype."""
+    term = additive_terms(config, bi, range(0, config.h_q), rows, bias, like.device)
+    return None if term is None else term.to(like.dtype).unsqueeze(0)
+
+
+def torch_sdpa(
+    config: SdpaConfig, q: Any, k: Any, v: Any, bias: Any = None, backend: str | None = None
+) -> Any:
+    """torch's own low-precision SDPA on the same tensors, forced to `backend` (FLASH, EFFICIENT or
+    MATH; None: torch's own choice, which on the H200 is cuDNN): the peer's forward. Plain causal
+    masks go as is_causal; anything else as an explicit additive mask, a block of query rows at a
+    time so the mask never has to exist whole. GQA's K and V are repeated first (expand_kv)."""
     import torch
     import torch.nn.functional as F
 
-    kwargs: dict[str, Any] = {"scale": config.scale}
-    if config.h_q != config.h_kv:
-        kwargs["enable_gqa"] = True
-    plain = not (config.window or config.padded or config.alibi or bias is not None)
-    with torch.no_grad():
-        if plain and config.causal == "none":
-            return F.scaled_dot_product_attention(q, k, v, **kwargs)
-        if plain and (config.causal == "top_left" or config.s_q == config.s_kv):
-            return F.scaled_dot_product_attention(q, k, v, is_causal=True, **kwargs)
+    k, v = expand_kv(config, k, v)
+    causal = _whole_call(config, bias, backend)
+    with torch.no_grad(), forced(backend):
+        if causal is not None:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=config.scale)
         out = torch.empty(config.o_dims, dtype=q.dtype, device=q.device)
         _, rows_step = _chunks(config)
         for bi in range(config.b):
             for r0 in range(0, config.s_q, rows_step):
-                r1 = min(r0 + rows_step, config.s_q)
-                term = additive_terms(config, bi, range(0, config.h_q), range(r0, r1), bias, q.device)
+                rows = range(r0, min(r0 + rows_step, config.s_q))
                 o = F.scaled_dot_product_attention(
-                    q[bi : bi + 1, :, r0:r1],
+                    q[bi : bi + 1, :, rows.start : rows.stop],
                     k[bi : bi + 1],
                     v[bi : bi + 1],
-                    attn_mask=term.to(q.dtype).unsqueeze(0),
-                    **kwargs,
+                    attn_mask=_mask(config, bi, rows, bias, q),
+                    scale=config.scale,
                 )
-                out[bi : bi + 1, :, r0:r1] = o.nan_to_num(0.0)
+                out[bi : bi + 1, :, rows.start : rows.stop] = o.nan_to_num(0.0)
         return out
 
 
-def torch_sdpa_grads(config: SdpaConfig, q: Any, k: Any, v: Any, d_o: Any, bias: Any = None) -> Any:
-    """torch's own low-precision SDPA backward on the same tensors (dQ, dK, dV in fp32), the peer
-    cuDNN's gradients are compared with; None with padding, where torch's masked-out rows give
+def torch_sdpa_grads(
+    config: SdpaConfig, q: Any, k: Any, v: Any, d_o: Any, bias: Any = None, backend: str | None = None
+) -> tuple[Any, Any, Any]:
+    """torch's own low-precision SDPA backward on the same tensors, forced to `backend` as
+    torch_sdpa is: dQ, dK, dV in fp32, one batch entry (and block of query rows) at a time. GQA's K
+    and V are repeated to h_q heads (expand_kv); the gradients of a shared kv head are its query
+    heads' low-precision gradients summed in fp32. Not with padding: torch's fully masked rows give
     NaN gradients rather than the zeros cuDNN's lengths mean."""
     import torch
     import torch.nn.functional as F
 
     if config.padded:
-        return None
-    kwargs: dict[str, Any] = {"scale": config.scale}
-    if config.h_q != config.h_kv:
-        kwargs["enable_gqa"] = True
-    plain = not (config.window or config.alibi or bias is not None)
+        raise ValueError("torch's SDPA backward gives NaN on fully masked rows: no peer with padding")
+    k, v = expand_kv(config, k, v)
+    group = config.h_q // config.h_kv
+    causal = _whole_call(config, bias, backend)
     dq = torch.zeros(config.q_dims, dtype=torch.float32, device=q.device)
     dk = torch.zeros(config.k_dims, dtype=torch.float32, device=q.device)
     dv = torch.zeros(config.v_dims, dtype=torch.float32, device=q.device)
     _, rows_step = _chunks(config)
-    for bi in range(config.b):
-        for r0 in range(0, config.s_q, rows_step):
-            r1 = min(r0 + rows_step, config.s_q)
-            qb = q[bi : bi + 1, :, r0:r1].detach().requires_grad_()
+    with forced(backend):
+        for bi in range(config.b):
             kb, vb = k[bi : bi + 1].detach().requires_grad_(), v[bi : bi + 1].detach().requires_grad_()
-            whole = r0 == 0 and r1 == config.s_q
-            if plain and whole and (config.causal == "none"):
-                o = F.scaled_dot_product_attention(qb, kb, vb, **kwargs)
-            elif plain and whole and (config.causal == "top_left" or config.s_q == config.s_kv):
-                o = F.scaled_dot_product_attention(qb, kb, vb, is_causal=True, **kwargs)
-            else:
-                term = additive_terms(config, bi, range(0, config.h_q), range(r0, r1), bias, q.device)
-                o = F.scaled_dot_product_attention(
-                    qb, kb, vb, attn_mask=term.to(q.dtype).unsqueeze(0), **kwargs
-                )
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message="Attempting to run cuBLAS")
-                gq, gk, gv = torch.autograd.grad(o, (qb, kb, vb), d_o[bi : bi + 1, :, r0:r1])
-            dq[bi, :, r0:r1] = gq[0].float()
-            dk[bi] += gk[0].float()
-            dv[bi] += gv[0].float()
+            for r0 in range(0, config.s_q, rows_step):
+                rows = range(r0, min(r0 + rows_step, config.s_q))
+                qb = q[bi : bi + 1, :, rows.start : rows.stop].detach().requires_grad_()
+                if causal is not None and len(rows) == config.s_q:
+                    o = F.scaled_dot_product_attention(qb, kb, vb, is_causal=causal, scale=config.scale)
+                else:
+                    mask = _mask(config, bi, rows, bias, q)
+                    o = F.scaled_dot_product_attention(qb, kb, vb, attn_mask=mask, scale=config.scale)
+                with (
+                    warnings.catch_warnings()
+                ):  # autograd's worker thread starts without a current CUDA context
+                    warnings.filterwarnings("ignore", message="Attempting to run cuBLAS")
+                    gq, gk, gv = torch.autograd.grad(
+                        o, (qb, kb, vb), d_o[bi : bi + 1, :, rows.start : rows.stop]
+                    )
+                dq[bi, :, rows.start : rows.stop] = gq[0].float()
+                dk[bi] += gk[0].float().unflatten(0, (config.h_kv, group)).sum(1)
+                dv[bi] += gv[0].float().unflatten(0, (config.h_kv, group)).sum(1)
     return dq, dk, dv
 
 

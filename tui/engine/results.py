@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from .config import BACKWARD_FLOPS_RULE, FP8_DTYPES, SdpaConfig
+from .config import SdpaConfig
 
 SCHEMA_VERSION = "2.1"  # 2.1: timing regime, samples, stability, GPU telemetry, the peer's backend
 # 2.0: a run is a list of passes; 1.1 (fp8, backward) and 1.0 files still read
@@ -112,6 +112,7 @@ class TimingStats:
     l2_flush_bytes: int | None = None  # the buffer written before each execution, when flushed
     cross_check: str = ""  # replay time against the kernel sum, when they disagree
     telemetry: Telemetry | None = None  # None where NVML is not available
+
     @property
     def spread_pct(self) -> float:
         return 100.0 * (self.p90_us - self.p10_us) / self.median_us if self.median_us else 0.0
@@ -300,6 +301,8 @@ class RunResult:
         version = str(data.get("schema_version", "0"))
         major = version.split(".")[0]
         if major == "1":
+            from .results_v1 import upgrade_v1  # the 1.x reader, kept apart
+
             data = upgrade_v1(data)
         elif major != SCHEMA_VERSION.split(".")[0]:
             raise ValueError(
@@ -361,7 +364,9 @@ def _timing(d: dict[str, Any] | None) -> TimingStats | None:
     d["samples_us"] = tuple(d.get("samples_us", ()))
     t = d.get("telemetry")
     if t:
-        states = {k: GpuState(**{**t[k], "reasons": tuple(t[k].get("reasons", ()))}) for k in ("before", "after")}
+        states = {
+            k: GpuState(**{**t[k], "reasons": tuple(t[k].get("reasons", ()))}) for k in ("before", "after")
+        }
         d["telemetry"] = Telemetry(**{**t, **states})
     return TimingStats(**d)
 
@@ -371,91 +376,3 @@ def _plan_from_dict(d: dict[str, Any]) -> PlanResult:
     d["timing"] = _timing(d.get("timing"))
     d["behavior_notes"] = tuple(d.get("behavior_notes", ()))
     return PlanResult(**d)
-
-
-# ---- schema 1.x files ------------------------------------------------------------------------------
-_SHARED = (
-    "phases",
-    "plans",
-    "heuristic_plan",
-    "fastest_plan",
-    "timing",
-    "host_overhead_us",
-    "flops",
-    "io_bytes",
-    "tflops",
-    "bandwidth_gbs",
-    "graph_json",
-    "fp8",
-)
-
-
-def upgrade_v1(data: dict[str, Any]) -> dict[str, Any]:
-    """A schema 1.x result (a forward with an optional `backward` beside it) as a schema 2 dict:
-    the same figures, laid out as passes, so files recorded by earlier versions still read."""
-    config = data.get("config", {})
-    peer = "torch " + ("fp16" if config.get("dtype") in FP8_DTYPES else config.get("dtype", "fp16"))
-    passes = [] if data.get("status") == STATUS_INVALID else [_forward(data, peer)]
-    if data.get("backward"):
-        passes.append(_backward(data["backward"], data.get("device", ""), peer))
-    keep = ("config", "status", "message", "errors", "device", "cache_hit", "environment", "wall_seconds")
-    return {**{k: data[k] for k in keep if k in data}, "passes": passes, "schema_version": SCHEMA_VERSION}
-
-
-def _forward(data: dict[str, Any], peer: str) -> dict[str, Any]:
-    status, message = data.get("status", STATUS_OK), data.get("message", "")
-    if data.get("backward") and message.startswith("backward: "):  # the run failed in its backward
-        status, message = (STATUS_CPU_ONLY if data.get("device") == "cpu" else STATUS_OK), ""
-    out = {k: data[k] for k in _SHARED if k in data}
-    out.update(kind=FORWARD, status=status, message=message)
-    acc = data.get("accuracy")
-    if acc:
-        peers = {peer: acc["torch_lowp"]} if acc.get("torch_lowp") else {}
-        check = {
-            "output": "O",
-            "atol": acc["atol"],
-            "rtol": acc["rtol"],
-            "cudnn": acc.get("cudnn"),
-            "peers": peers,
-        }
-        out.update(
-            reference=acc.get("reference", ""),
-            check_device=acc.get("device", ""),
-            checks=[check],
-            peers={peer: acc.get("torch_backend", "")} if peers else {},
-            notes=[acc["note"]] if acc.get("note") else [],
-        )
-    return out
-
-
-def _backward(b: dict[str, Any], device: str, peer: str) -> dict[str, Any]:
-    out = {k: b[k] for k in _SHARED if k in b}
-    names = [
-        n for n in ("dQ", "dK", "dV") if n in b.get("gradients", {}) or n in b.get("torch_gradients", {})
-    ]
-    checks = [
-        {
-            "output": n,
-            "atol": b.get("atol", {}).get(n, 0.0),
-            "rtol": b.get("rtol", 0.0),
-            "cudnn": b.get("gradients", {}).get(n),
-            "peers": {peer: b["torch_gradients"][n]} if n in b.get("torch_gradients", {}) else {},
-        }
-        for n in names
-    ]
-    has_peer = any(c["peers"] for c in checks)
-    status = b.get("status", STATUS_OK)
-    out.update(
-        kind=BACKWARD,
-        status=status,
-        message=b.get("message", ""),
-        flops_rule=BACKWARD_FLOPS_RULE,
-        reference=b.get("reference", ""),
-        check_device=("cpu" if status == STATUS_CPU_ONLY else device) if checks else "",
-        checks=checks,
-        peers={peer: b.get("torch_backend", "")} if has_peer else {},
-        deterministic=b.get("deterministic", False),
-        repeatable=b.get("bitwise_repeatable"),
-        notes=[b["note"]] if b.get("note") else [],
-    )
-    return out

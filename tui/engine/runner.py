@@ -66,6 +66,7 @@ class Engine:
         self._handle: Any = None
         self._cache: OrderedDict[SdpaConfig, dict[str, BuiltPass]] = OrderedDict()
         self._progress: Callable[[str], None] = lambda _text: None
+        self._gpu: Any = None  # telemetry.Nvml once opened; a str says why there is none
 
     # ---- environment ---------------------------------------------------------------
     def environment(self) -> Environment:
@@ -88,8 +89,19 @@ class Engine:
 
         cudnn.set_stream(self._cudnn_handle(), ptr)
 
+    def gpu(self) -> Any:
+        """The GPU's watch (clocks, power, capping, the rest wait), or None where NVML is absent."""
+        if self._gpu is None:
+            import torch
+
+            from .telemetry import Nvml
+
+            self._gpu = Nvml.open(torch.cuda.current_device())
+        return None if isinstance(self._gpu, str) else self._gpu
+
     def _bench(self) -> Bench:
-        return Bench(self._cudnn_handle(), self._set_stream, self.environment().l2_bytes, self._progress)
+        env = self.environment()
+        return Bench(self._cudnn_handle(), self._set_stream, env.l2_bytes, self._progress, self.gpu())
 
     # ---- run -------------------------------------------------------------------------
     def run(
