@@ -75,7 +75,7 @@ async def test_no_gpu_mode_explains_itself_and_still_checks(cpu_fake_engine):
         assert status_text(app).startswith(f"{STATUS_CPU_ONLY} in ")
         assert "no GPU: CPU mode requested by the test" in status_text(app)
         (o,) = app.result.forward.checks
-        assert o.cudnn is None and o.peers["torch fp16"].mismatched == 0
+        assert o.cudnn is None and o.peers["torch FLASH fp16"].mismatched == 0
 
 
 @pytest.mark.asyncio
@@ -435,10 +435,10 @@ async def test_a_cpu_training_step_shows_the_backward_graph_and_torchs_gradients
         rows = [[str(c) for c in checks.get_row_at(i)] for i in range(checks.row_count)]
         assert len(rows) == 8  # O, dQ, dK, dV: cuDNN's row, then torch's
         assert rows[2][:3] == ["backward", "dQ", "cuDNN"] and rows[2][-1] == "not run"  # cuDNN did not run
-        assert rows[3][2] == "torch fp16" and rows[3][-1] == "pass"
+        assert rows[3][2] == "torch FLASH fp16" and rows[3][-1] == "pass"
         assert "cuDNN's backward did not run" in str(app.query_one("#accuracy-head").render())
         assert "SDPA_BWD" in app.query_one("#graph-backward").content.code
-        assert "torch fp16 (CPU) dQ/dK/dV max abs err" in str(app.query_one("#summary").render())
+        assert "torch FLASH fp16 (CPU) dQ/dK/dV max abs err" in str(app.query_one("#summary").render())
         assert not app.query_one("#fp8-table").display
 
 

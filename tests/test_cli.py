@@ -49,7 +49,7 @@ def test_run_json_without_gpu_uses_the_shorthands():
     c = data["config"]
     assert (c["h_q"], c["h_kv"], c["s_q"], c["s_kv"], c["d_qk"], c["d_v"]) == (4, 4, 128, 128, 64, 64)
     (forward,) = data["passes"]
-    assert forward["checks"][0]["peers"]["torch fp16"]["mismatched"] == 0
+    assert forward["checks"][0]["peers"]["torch FLASH fp16"]["mismatched"] == 0
 
 
 @pytest.mark.skipif(not NO_GPU, reason="checks the answer of a machine without a GPU")

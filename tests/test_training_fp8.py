@@ -188,7 +188,7 @@ def test_cpu_engine_validates_the_backward_and_checks_torch_gradients():
     assert b.status == "cpu_only" and [p.name for p in b.phases] == ["define", "validate"]
     assert "sdpa_backward" in b.graph_json
     assert [c.output for c in b.checks] == ["dQ", "dK", "dV"]
-    assert all(c.cudnn is None and c.peers["torch fp16"].mismatched == 0 for c in b.checks)
+    assert all(c.cudnn is None and c.peers["torch FLASH fp16"].mismatched == 0 for c in b.checks)
     assert b.flops == config.backward_flops() and b.deterministic
     assert RunResult.from_json(r.to_json()) == r
 

@@ -31,12 +31,14 @@ from .timing import TimingOptions, host_overhead_us, kernel_time
 @dataclass(frozen=True)
 class Bench:
     """What measuring needs from the Engine: the cuDNN handle, the stream switch kernel timing
-    uses, the L2 size (for the flush), and where progress is reported."""
+    uses, the L2 size (for the flush), where progress is reported, and the GPU's watch
+    (telemetry; None where NVML is not available)."""
 
     handle: Any
     set_stream: Callable[[int], None]
     l2_bytes: int | None
     progress: Callable[[str], None]
+    gpu: Any = None
 
 
 def counts(spec: Pass, config: SdpaConfig) -> dict[str, Any]:
@@ -271,7 +273,7 @@ def time_plans(
         changes: dict[str, Any] = {}
         bench.progress(f"timing {what} {plan.index + 1} of {len(candidates)}")
         try:
-            stats = kernel_time(run_plan(plan.index), bench.set_stream, opts, bench.l2_bytes)
+            stats = kernel_time(run_plan(plan.index), bench.set_stream, opts, bench.l2_bytes, bench.gpu)
             timings[plan.index] = stats
             changes.update(timing=stats, tflops=tflops(flops, stats.median_us))
             if check_plan is not None:
