@@ -101,10 +101,12 @@ def loop_us(run, regime: str, flush_bytes: int | None, engine: Engine, calls: in
     return statistics.median(per_call)
 
 
-def regime_rows(engine: Engine) -> list[dict]:
+def regime_rows(engine: Engine, only: list[str] | None = None) -> list[dict]:
     """Each regime case, regime and flush setting, REPEATS times, beside the independent loop."""
     rows = []
     for name, config in REGIME_CASES.items():
+        if only and name not in only:
+            continue
         for regime in REGIMES:
             for flush in (False, True):
                 for repeat in range(REPEATS):
@@ -209,6 +211,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--json", help="also write the rows to this file")
     parser.add_argument("--regimes", action="store_true", help="only the regime cases (8k, 16k)")
+    parser.add_argument("--case", action="append", help="with --regimes: only this case (repeatable)")
     args = parser.parse_args()
     engine = Engine()
     env = engine.environment()
@@ -216,7 +219,7 @@ def main() -> None:
         raise SystemExit(f"needs a GPU: {env.unavailable_reason}")
     print(f"{env.gpu_name}, cuDNN {env.cudnn_backend_version}, torch {env.torch_version}, {env.telemetry}")
     if args.regimes:
-        rows = regime_rows(engine)
+        rows = regime_rows(engine, args.case)
         print_regimes(rows)
         if args.json:
             with open(args.json, "w") as f:

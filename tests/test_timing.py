@@ -140,3 +140,11 @@ def test_an_unstable_measurement_is_taken_once_more_and_the_second_stands():
     assert s.retried and s.stable is False  # still unstable: said so, not hidden
     calm = [summarize([100.0] * 5, 4, False, "m")]
     assert timing.retried_once(lambda: calm.pop(0)).retried is False
+
+
+def test_a_burst_of_long_kernels_fits_the_window_before_the_power_cap():
+    burst, sustained = TimingOptions(replays=20), TimingOptions(replays=20, regime=REGIME_SUSTAINED)
+    assert timing.executions_per_replay(1700.0, burst) == 1  # 20 x 1.7 ms: 34 ms, inside 40 ms
+    assert timing.executions_per_replay(1700.0, sustained) == 3  # under load: replays of ~2 ms
+    assert timing.executions_per_replay(5.0, burst) == 200  # tiny kernels: launch costs still vanish
+    assert timing.executions_per_replay(100.0, burst) == 20
