@@ -37,7 +37,7 @@ def test_samples_are_kept_in_replay_order_and_the_spread_decides_stability():
 
 
 def test_replay_time_and_kernel_sum_agree_within_the_graphs_gaps():
-    assert cross_check(100.0, 103.5, kernels_per_call=2) == ""  # ~2 µs a kernel boundary
+    assert cross_check(26.87, 30.72, kernels_per_call=1) == ""  # the seed on the H200: 3.9 µs of gap
     assert "launch gaps" in cross_check(100.0, 130.0, kernels_per_call=2)
     assert "launch gaps" in cross_check(100.0, 80.0, kernels_per_call=1)  # kernels the replay never ran
     assert cross_check(2000.0, 2080.0, kernels_per_call=1) == ""  # 4%: within 5%

@@ -90,11 +90,12 @@ def summarize(per_exec_us: list[float], per_replay: int, l2_flushed: bool, metho
 
 def cross_check(kernel_us: float, replay_us: float | None, kernels_per_call: int) -> str:
     """Replay time against the kernel sum, per execution: '' when they agree. A graph leaves
-    about 2 µs between kernels; more than that (and 5%) means launch gaps, or work CUPTI did
-    not attribute to the plan; less means kernels the replay did not run."""
+    a few µs between kernels (the H200 read 3.9 µs for the seed's one kernel); more than 5 µs a
+    kernel (and 5%) means launch gaps, or work CUPTI did not attribute to the plan; less than the
+    kernel sum means kernels the replay did not run."""
     if replay_us is None or kernel_us <= 0:
         return ""
-    allowed = max(3.0 * kernels_per_call, 0.05 * kernel_us)
+    allowed = max(5.0 * kernels_per_call, 0.05 * kernel_us)
     if replay_us > kernel_us + allowed or replay_us < kernel_us - 0.05 * kernel_us:
         return (
             f"replay {replay_us:.2f} µs per execution against a kernel sum of {kernel_us:.2f} µs: "
