@@ -13,6 +13,8 @@ import types
 from pathlib import Path
 
 import pytest
+from fakes import TRAINING
+from measured import measured
 
 from tui import bundle, repro
 from tui.engine.config import SdpaConfig
@@ -384,6 +386,42 @@ def test_csv_export_has_every_plan_of_every_pass_and_the_environment():
     heuristic = [r for r in rows if r["heuristic_pick"] == "True"]
     assert len(heuristic) == 1 and float(heuristic[0]["kernel_median_us"]) > 0
     assert rows[0]["schema_version"] == SCHEMA_VERSION and {r["pass"] for r in rows} == {"forward"}
+
+
+# the columns of a CSV before schema 2.1, in their places: a reader of those files finds them still
+COLUMNS_BEFORE_21 = (
+    "config", "dtype", "layout", "pass", "plan_index", "plan_name", "engine_id", "knobs", "workspace_bytes",
+    "built", "build_error", "build_seconds", "kernel_median_us", "kernel_p10_us", "kernel_p90_us",
+    "l2_flushed", "tflops", "max_abs_error", "matches", "heuristic_pick", "fastest", "gpu_name",
+    "compute_capability", "driver_version", "cuda_runtime", "torch_version", "cudnn_backend_version",
+    "torch_cudnn_version", "frontend_version", "schema_version",
+)  # fmt: skip
+TIMING = ("regime", "stable", "retried", "samples")
+GPU = ("sm_clock_after_mhz", "power_after_w", "power_limit_w", "power_capped_pct", "thermal_capped_pct")
+
+
+def csv_rows(result: RunResult) -> tuple[list[str], list[dict[str, str]]]:
+    header, *rows = csv.reader(io.StringIO(render("csv", result)))
+    return header, [dict(zip(header, row, strict=True)) for row in rows]
+
+
+def test_csv_keeps_its_columns_in_place_and_appends_how_each_figure_was_taken():
+    header, rows = csv_rows(measured(TRAINING, unstable=("backward",)))
+    assert tuple(header) == (*COLUMNS_BEFORE_21, *TIMING, *GPU)
+    picks = {r["pass"]: r for r in rows if r["heuristic_pick"] == "True"}
+    assert [picks[k][c] for k in ("forward", "backward") for c in TIMING] == [
+        "sustained", "True", "False", "20", "sustained", "False", "True", "20"
+    ]  # fmt: skip
+    assert [picks["backward"][c] for c in GPU] == ["1755", "699.0", "700.0", "38.2", "0.0"]
+    assert all(r["regime"] == "sustained" and r["samples"] == "20" for r in rows)  # every plan was timed
+
+
+def test_csv_of_an_older_or_unmeasured_figure_leaves_the_new_columns_blank():
+    _, rows = csv_rows(RECORDED)  # schema 1.x: no regime, samples or telemetry recorded
+    assert rows and all(r[c] == "" for r in rows for c in (*TIMING, *GPU))
+    _, rows = csv_rows(measured(TRAINING, regime="burst", telemetry=None, unstable=()))  # no NVML
+    assert all(r["regime"] == "burst" and r["stable"] == "True" for r in rows)
+    assert all(r[c] == "" for r in rows for c in GPU)
 
 
 def test_default_filenames_are_safe():

@@ -4,10 +4,14 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from measured import GAPS, NO_NVML, flushed, measured
 from rich.console import Console
+from rich.text import Text
 
+from tui.check import case_line, case_row
 from tui.engine.config import SdpaConfig
 from tui.engine.results import BACKWARD, ErrorMetrics, Fp8Scaling, RunResult
+from tui.format import timing_text, us
 from tui.report import checks_table, phases_table, plans_table, result_renderable
 
 DATA = Path(__file__).parent / "data"
@@ -49,8 +53,8 @@ def test_a_cpu_backward_result_renders_each_pass(cpu_training):
         "Forward build phases",
         "Backward build phases",
         "Backward outputs against fp32 autograd",
-        "torch fp16",
         "not run",
+        *bwd.peers,  # the peer by its own name (the torch backend it was forced to)
     ):
         assert words in text, words
     assert "cuDNN's backward did not run" in " ".join(text.split())  # the note, under the outputs
@@ -164,3 +168,75 @@ def test_each_table_is_titled_by_its_pass():
     assert "eng6_k24=26" in text_of(plans_table(bwd))
     table = text_of(checks_table(fwd))
     assert table.startswith("Forward outputs against fp32 math") and "torch bf16" in table
+
+
+# ---- a figure's regime, stability and the GPU around it (schema 2.1) --------------------------------
+
+
+def test_a_figure_says_its_regime_that_it_was_unstable_and_capped_and_the_gpu_around_it():
+    r = flushed(measured(SEED))
+    t = r.forward.timing
+    text = " ".join(text_of(result_renderable(r)).split())
+    words = f"sustained, unstable (p90/p10 {t.p90_us / t.p10_us:.3f}), power-capped 38%"
+    assert t.stable is False and words == t.regime_words
+    assert (
+        f"forward kernel time {us(t.median_us)} (p10 {us(t.p10_us)}, p90 {us(t.p90_us)}) ({words}) via "
+        in text
+    )
+    assert "L2 flushed, 100.0 MiB before each execution" in text
+    assert f"forward samples 20, retried; p90/p10 {t.p90_us / t.p10_us:.3f}, UNSTABLE" in text
+    assert (
+        "forward GPU SM clock 1980 → 1755 MHz; mem clock 3201 → 3201 MHz; power 121 → 699 W of 700 W; "
+        "temperature 38 → 61 °C; reasons none → sw power cap; capped power 38%, thermal 0%; timed for 2.10 s; "
+        "rest wait 0.40 s, rested"
+    ) in text
+    assert f"forward cross-check: {GAPS}" in text
+    assert f"forward {r.forward.tflops:.1f} TFLOPS" in text and "TFLOPS, " in text and "(sustained)" in text
+    table = text_of(plans_table(r.forward))
+    assert "fastest measured; kernel time sustained)" in " ".join(table.split())
+    assert table.count("unstable") == 1  # the heuristic's plan, the one that did not hold still
+
+
+def test_an_older_result_reads_as_before():
+    text = text_of(result_renderable(SEED))
+    t = SEED.forward.timing
+    assert f"forward kernel time {us(t.median_us)} (p10 {us(t.p10_us)}, p90 {us(t.p90_us)}) via cupti" in text
+    for words in ("burst", "sustained", "samples", "telemetry", "GPU SM", "unstable", "cross-check"):
+        assert words not in text, words
+
+
+def test_a_burst_figure_without_nvml_says_why_in_one_line():
+    r = measured(SEED, regime="burst", telemetry=None, unstable=(), environment_telemetry=NO_NVML)
+    text = text_of(result_renderable(r))
+    assert f"forward kernel time {timing_text(r.forward.timing)} (burst) via" in text
+    assert text.count(f"forward no telemetry: {NO_NVML}") == 1 and "GPU SM" not in text
+    assert "p90/p10 1.00" in text and ", stable" in text and "unstable" not in text
+
+
+def test_a_step_says_its_regime_and_that_a_pass_was_unstable():
+    step = "step (forward + backward kernel time)"
+    r = measured(TRAINING, unstable=("backward",))
+    unstable = text_of(result_renderable(r))
+    assert f"{step} {us(r.step_us)} (sustained, unstable)" in unstable
+    assert "backward samples 20, retried" in unstable and "forward samples 20;" in unstable
+    r = measured(TRAINING, regime="burst", unstable=())
+    assert f"{step} {us(r.step_us)} (burst)\n" in text_of(result_renderable(r))
+    assert f"{step} {us(TRAINING.step_us)}\n" in text_of(result_renderable(TRAINING))  # older: as before
+
+
+def test_the_check_line_says_each_figures_regime_and_marks_an_unstable_one():
+    r = measured(TRAINING, unstable=("backward",))
+    fwd, bwd = (p.timing for p in r.passes)
+    line = case_line("llama3-8b-train", r)
+    assert (
+        f"{us(fwd.median_us)}[yellow] (sustained, power-capped 38%)[/yellow]" in line
+    )  # capped: it may not repeat
+    assert f"backward {us(bwd.median_us):>11}[yellow] (sustained, unstable (p90/p10 " in line
+    plain = Text.from_markup(
+        case_line("llama3-8b-train", measured(TRAINING, regime="burst", telemetry=None, unstable=()))
+    )
+    assert plain.plain.count("(burst)") == 2 and not plain.spans[1:]  # PASS green; nothing else marked
+    assert "(" not in case_line("seed", SEED).split("µs")[1][:3]  # an older figure: no regime to say
+    row = case_row("llama3-8b-train", r)
+    assert (row["regime"], row["stable"]) == ("sustained", True)
+    assert [(p["regime"], p["stable"]) for p in row["passes"]] == [("sustained", True), ("sustained", False)]

@@ -6,8 +6,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from fakes import TRAINING
+from measured import measured
 
 from tui.cli import main
+from tui.engine.results import SCHEMA_VERSION
+from tui.format import timing_text
 
 DATA = Path(__file__).parent / "data"
 
@@ -43,10 +47,28 @@ def test_show_json_gives_the_result_in_this_versions_schema(tmp_path):
     r = show(str(DATA / "train_h200.json"), "--json")
     assert r.exit_code == 0, r.output
     data = json.loads(r.output)
-    assert data["schema_version"] == "2.0" and [p["kind"] for p in data["passes"]] == ["forward", "backward"]
+    assert data["schema_version"] == SCHEMA_VERSION and [p["kind"] for p in data["passes"]] == [
+        "forward",
+        "backward",
+    ]
     again = tmp_path / "again.json"
     again.write_text(r.output)
-    assert show(str(again), "--json").output == r.output  # a 2.0 file reads back the same
+    assert show(str(again), "--json").output == r.output  # a file of this schema reads back the same
+
+
+def test_show_of_a_21_result_says_each_figures_regime_and_the_gpu_around_it(tmp_path):
+    """A training step measured under sustained load (the backward unstable), shown on a laptop."""
+    result = measured(TRAINING, unstable=("backward",))
+    path = tmp_path / "train.json"
+    path.write_text(result.to_json())
+    r = show(str(path))
+    assert r.exit_code == 0, r.output
+    text = words_of(r.output)
+    fwd, bwd = (p.timing for p in result.passes)
+    assert f"forward kernel time {timing_text(fwd)} ({fwd.regime_words}) via" in text
+    assert f"backward kernel time {timing_text(bwd)} ({bwd.regime_words}) via" in text
+    assert "backward samples 20, retried" in text and "UNSTABLE" in text
+    assert text.count("GPU SM clock 1980 → 1755 MHz") == 2 and "(sustained, unstable)" in text
 
 
 @pytest.mark.parametrize(

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.markup import escape
+
 from .engine.config import SdpaConfig
-from .engine.results import STATUS_OK, PassResult, RunResult
-from .format import us
+from .engine.results import STATUS_OK, PassResult, RunResult, TimingStats
+from .format import regime_note, regime_style, us
 
 SMOKE_CASES: tuple[SdpaConfig, ...] = (
     SdpaConfig(),
@@ -38,6 +40,8 @@ def pass_figures(p: PassResult) -> dict[str, Any]:
         "kind": p.kind,
         "status": p.status,
         "kernel_us": p.timing.median_us if p.timing else None,
+        "regime": p.timing.regime if p.timing else "",  # burst or sustained ('' in files before 2.1)
+        "stable": p.timing.stable if p.timing else None,  # False: p90/p10 over 1.03, even when retried
         "tflops": p.tflops,
         "max_abs_error": max(errors) if errors else None,
         "plan": pick.name if pick else "-",
@@ -67,9 +71,15 @@ def case_line(name: str, result: RunResult) -> str:
     if not ok:
         return f"{mark} {name:20} {result.config.label():42} {result.status}: {result.message}"
     parts = []
-    for i, f in enumerate(pass_figures(p) for p in result.passes):
+    for i, (p, f) in enumerate((p, pass_figures(p)) for p in result.passes):
         err = f["max_abs_error"] if f["max_abs_error"] is not None else float("nan")
         lead = "" if i == 0 else f"{f['kind']} "
-        parts.append(f"{lead}{us(f['kernel_us']):>11}  {(f['tflops'] or 0):6.1f} TFLOPS  max abs err {err:.2e}  "
-                     f"plan {f['plan']}")  # fmt: skip
+        parts.append(f"{lead}{us(f['kernel_us']):>11}{regime_markup(p.timing)}  {(f['tflops'] or 0):6.1f} TFLOPS  "
+                     f"max abs err {err:.2e}  plan {f['plan']}")  # fmt: skip
     return f"{mark} {name:20} {result.config.label():42} " + "  ".join(parts)
+
+
+def regime_markup(t: TimingStats | None) -> str:
+    """' (burst)' after a kernel time; an unstable or capped figure in yellow, never silently."""
+    note = escape(regime_note(t))
+    return f"[yellow]{note}[/yellow]" if note and regime_style(t) != "dim" else note

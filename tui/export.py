@@ -7,7 +7,7 @@ import csv
 import io
 
 from .engine.config import SdpaConfig
-from .engine.results import SCHEMA_VERSION, RunResult
+from .engine.results import SCHEMA_VERSION, RunResult, Telemetry, TimingStats
 from .repro import script
 
 EXPORT_KINDS = {"script": ".py", "json": ".json", "csv": ".csv"}
@@ -41,6 +41,16 @@ PLAN_COLUMNS = (
     "heuristic_pick",
     "fastest",
 )
+# schema 2.1, appended so that older readers' columns keep their places: how each plan's figure
+# was taken, and the GPU as it left the measurement (NVML; empty where it was not read)
+TIMING_COLUMNS = ("regime", "stable", "retried", "samples")
+GPU_COLUMNS = (
+    "sm_clock_after_mhz",
+    "power_after_w",
+    "power_limit_w",
+    "power_capped_pct",
+    "thermal_capped_pct",
+)
 ENV_COLUMNS = (
     "gpu_name",
     "compute_capability",
@@ -58,7 +68,7 @@ def plans_csv(result: RunResult) -> str:
     on every row so that runs from two machines can be concatenated and compared."""
     buf = io.StringIO()
     writer = csv.writer(buf)
-    writer.writerow((*PLAN_COLUMNS, *ENV_COLUMNS, "schema_version"))
+    writer.writerow((*PLAN_COLUMNS, *ENV_COLUMNS, "schema_version", *TIMING_COLUMNS, *GPU_COLUMNS))
     env = result.environment
     env_values = [getattr(env, c, "") if env else "" for c in ENV_COLUMNS]
     for kind, p in ((ps.kind, p) for ps in result.passes for p in ps.plans):
@@ -88,9 +98,36 @@ def plans_csv(result: RunResult) -> str:
                 p.is_fastest,
                 *env_values,
                 SCHEMA_VERSION,
+                *timing_values(t),
+                *gpu_values(t.telemetry if t else None),
             )
         )
     return buf.getvalue()
+
+
+def _blank(value: object) -> object:
+    return "" if value is None else value
+
+
+def timing_values(t: TimingStats | None) -> tuple[object, ...]:
+    """regime, stable, retried, samples of a plan's figure (blank where the plan was not timed, or
+    in a file older than schema 2.1, which recorded none of them)."""
+    if t is None or not t.regime:
+        return ("",) * len(TIMING_COLUMNS)
+    return t.regime, _blank(t.stable), t.retried, len(t.samples_us)
+
+
+def gpu_values(tel: Telemetry | None) -> tuple[object, ...]:
+    """The GPU's SM clock and power after the plan's measurement, the power limit, and the shares
+    of it that ran power- and thermally-capped (blank where NVML was not read)."""
+    if tel is None:
+        return ("",) * len(GPU_COLUMNS)
+    a = tel.after
+    limit = a.power_limit_w if a.power_limit_w is not None else tel.before.power_limit_w
+    return tuple(
+        "" if v is None else f"{v:.1f}" if isinstance(v, float) else v
+        for v in (a.sm_clock_mhz, a.power_w, limit, tel.power_capped_pct, tel.thermal_capped_pct)
+    )
 
 
 def render(kind: str, result: RunResult, seed: int = 0) -> str:

@@ -11,17 +11,27 @@ from .engine.results import (
     STATUS_MISMATCH,
     STATUS_OK,
     STATUS_UNSUPPORTED,
+    Environment,
     ErrorMetrics,
+    GpuState,
     PassResult,
+    Telemetry,
     TimingStats,
 )
 
 __all__ = [
     "format_bytes",
+    "gpu_rows",
+    "l2_words",
     "ms",
+    "no_telemetry_words",
     "pass_title",
+    "regime_note",
+    "regime_style",
     "repeat_words",
+    "sample_rows",
     "sci",
+    "step_regime",
     "status_style",
     "status_word",
     "timing_text",
@@ -103,3 +113,101 @@ def repeat_words(p: PassResult) -> str:
         None: "repeatability not checked",
     }[p.repeatable]
     return f"{asked}; {seen}"
+
+
+# ---- a figure's regime and the GPU's state around it (DESIGN.md fact 11) ------------------------------
+
+
+def regime_note(t: TimingStats | None) -> str:
+    """' (burst)', ' (sustained, unstable (p90/p10 1.085), power-capped 38%)': what follows a kernel
+    time; '' for a figure from a file older than schema 2.1, which never said."""
+    words = t.regime_words if t is not None else ""
+    return f" ({words})" if words else ""
+
+
+def regime_style(t: TimingStats | None) -> str:
+    """Yellow for a figure that is unstable or was capped (it would not repeat), else dim."""
+    if t is None:
+        return "dim"
+    capped = t.telemetry is not None and t.telemetry.capped_words
+    return "bold yellow" if t.stable is False or capped else "dim"
+
+
+def step_regime(passes: tuple[PassResult, ...]) -> tuple[str, str]:
+    """What follows a step time (the passes' kernel times added up): their regimes, and
+    'unstable' when one of them is, e.g. ' (sustained, unstable)'; and its style."""
+    timings = [p.timing for p in passes if p.timing is not None]
+    words = list(dict.fromkeys(t.regime for t in timings if t.regime))
+    unstable = any(t.stable is False for t in timings)
+    if unstable:
+        words.append("unstable")
+    return (f" ({', '.join(words)})" if words else ""), ("bold yellow" if unstable else "dim")
+
+
+def sample_rows(t: TimingStats) -> list[tuple[str, str]]:
+    """How many samples the figure has and whether they held still: ('samples', '20, retried'),
+    ('p90/p10', '1.085, UNSTABLE')."""
+    n = len(t.samples_us) or t.replays
+    verdict = {True: "stable", False: "UNSTABLE", None: "too few to judge"}[t.stable]
+    if not t.regime and t.stable is None:
+        verdict = ""  # a file older than schema 2.1: nobody judged
+    ratio = [f"{t.p90_us / t.p10_us:.3f}"] if t.p10_us else []
+    return [
+        ("samples", f"{n}" + (", retried" if t.retried else "")),
+        ("p90/p10", ", ".join([*ratio, verdict] if verdict else ratio) or "-"),
+    ]
+
+
+def l2_words(t: TimingStats) -> str:
+    """'warm', or 'flushed, 100.0 MiB before each execution'."""
+    if not t.l2_flushed:
+        return "warm"
+    return "flushed" + (
+        f", {format_bytes(t.l2_flush_bytes)} before each execution" if t.l2_flush_bytes else ""
+    )
+
+
+def _change(before: float | None, after: float | None, unit: str, digits: int = 0) -> str:
+    """'1980 → 1755 MHz'; a side NVML could not read is '?'."""
+
+    def one(v: float | None) -> str:
+        return "?" if v is None else f"{v:.{digits}f}"
+
+    return f"{one(before)} → {one(after)} {unit}"
+
+
+def _reasons(state: GpuState) -> str:
+    return ", ".join(state.reasons) if state.reasons else "none"
+
+
+def gpu_rows(tel: Telemetry) -> list[tuple[str, str]]:
+    """The GPU around one measurement, a (name, value) row each: clocks, power against the limit,
+    temperature, active reasons, the capped shares, and the rest wait of a burst."""
+    b, a = tel.before, tel.after
+    limit = a.power_limit_w if a.power_limit_w is not None else b.power_limit_w
+    power = _change(b.power_w, a.power_w, "W") + (f" of {limit:.0f} W" if limit is not None else "")
+    shares = [
+        f"{what} {'?' if pct is None else f'{pct:.0f}%'}"
+        for what, pct in (("power", tel.power_capped_pct), ("thermal", tel.thermal_capped_pct))
+    ]
+    rows = [
+        ("SM clock", _change(b.sm_clock_mhz, a.sm_clock_mhz, "MHz")),
+        ("mem clock", _change(b.mem_clock_mhz, a.mem_clock_mhz, "MHz")),
+        ("power", power),
+        ("temperature", _change(b.temperature_c, a.temperature_c, "°C")),
+        ("reasons", f"{_reasons(b)} → {_reasons(a)}"),
+        ("capped", ", ".join(shares)),
+        ("timed for", f"{tel.seconds:.2f} s"),
+    ]
+    if tel.rested is not None or tel.rest_wait_s:
+        rested = {True: "rested", False: "NOT rested", None: ""}[tel.rested]
+        rows.append(("rest wait", f"{tel.rest_wait_s:.2f} s" + (f", {rested}" if rested else "")))
+    return rows
+
+
+def no_telemetry_words(env: Environment | None) -> str:
+    """Why a figure has no GPU telemetry: the environment's reason (NVML unavailable, ...)."""
+    reason = env.telemetry if env is not None else ""
+    if not reason or reason.startswith("NVML, "):  # NVML was there: this figure did not record it
+        reason = "not recorded in this result"
+    return f"no telemetry: {reason}"

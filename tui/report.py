@@ -11,15 +11,22 @@ from rich.table import Table
 from rich.text import Text
 
 from .engine.environment import describe
-from .engine.results import GOOD_STATUSES, Environment, Fp8Scaling, PassResult, RunResult
+from .engine.results import GOOD_STATUSES, Environment, Fp8Scaling, PassResult, RunResult, TimingStats
 from .format import (
     format_bytes,
+    gpu_rows,
+    l2_words,
     ms,
+    no_telemetry_words,
     pass_title,
+    regime_note,
+    regime_style,
     repeat_words,
+    sample_rows,
     sci,
     status_style,
     status_word,
+    step_regime,
     timing_text,
     us,
     verdict_words,
@@ -47,7 +54,8 @@ def plans_table(p: PassResult) -> Table:
     what = (
         f"; max abs err: the largest of {', '.join(c.output for c in p.checks)}" if len(p.checks) > 1 else ""
     )
-    title = f"{pass_title(p.kind)} plans (H: the heuristic's pick, *: fastest measured{what})"
+    regime = f"; kernel time {p.timing.regime}" if p.timing is not None and p.timing.regime else ""
+    title = f"{pass_title(p.kind)} plans (H: the heuristic's pick, *: fastest measured{what}{regime})"
     table = Table(title=title, title_justify="left")
     for col, justify in (
         ("#", "right"), ("", "left"), ("plan", "left"), ("engine", "right"), ("knobs", "left"),
@@ -65,10 +73,17 @@ def plans_table(p: PassResult) -> Table:
             str(plan.index), mark, plan.name, "-" if plan.engine_id is None else str(plan.engine_id),
             " ".join(f"{k}={v}" for k, v in plan.knobs.items()),
             "-" if plan.workspace_bytes is None else format_bytes(plan.workspace_bytes),
-            ms(plan.build_seconds), us(plan.timing.median_us) if plan.timing else "-",
+            ms(plan.build_seconds), plan_time(plan.timing),
             f"{plan.tflops:.1f}" if plan.tflops else "-", err, notes,
         )  # fmt: skip
     return table
+
+
+def plan_time(t: TimingStats | None) -> str:
+    """A plan's kernel time in its table; a figure that did not hold still is marked."""
+    if t is None:
+        return "-"
+    return us(t.median_us) + (" [yellow]unstable[/yellow]" if t.stable is False else "")
 
 
 def checks_table(p: PassResult) -> Table:
@@ -104,7 +119,27 @@ def fp8_text(fp8: Fp8Scaling, kind: str) -> str:
     return f"\n{kind} FP8 scales: {scales or '-'}\n{kind} FP8 amax: {amax or '-'}"
 
 
-def pass_text(p: PassResult, run_message: str) -> Text:
+def rows_words(rows: list[tuple[str, str]]) -> str:
+    return "; ".join(f"{name} {value}" for name, value in rows)
+
+
+def measurement_text(t: TimingStats, k: str, env: Environment | None) -> Text:
+    """How a figure was taken, for a result that says (schema 2.1): its samples, the GPU around it
+    (or why nothing was read), and the replay's disagreement with the kernel sum."""
+    text = Text()
+    if not t.regime:
+        return text  # an older file: it recorded none of this
+    text.append(f"\n{k} " + rows_words(sample_rows(t)), style="yellow" if t.stable is False else None)
+    if t.telemetry is None:
+        text.append(f"\n{k} {no_telemetry_words(env)}", style="dim")
+    else:
+        text.append(f"\n{k} GPU " + rows_words(gpu_rows(t.telemetry)))
+    if t.cross_check:
+        text.append(f"\n{k} cross-check: {t.cross_check}", style="yellow")
+    return text
+
+
+def pass_text(p: PassResult, run_message: str, env: Environment | None = None) -> Text:
     """One pass's lines of the summary: status, FLOPs, kernel time, TFLOPS, autotune, repeatability, FP8."""
     k = p.kind
     text = Text(f"\n{k} ", style="bold")
@@ -118,15 +153,17 @@ def pass_text(p: PassResult, run_message: str) -> Text:
     text.append(f"\n{k} FLOPs {p.flops / 1e9:.2f} G{rule}, I/O {format_bytes(p.io_bytes)}")
     if p.timing:
         t = p.timing
-        text.append(
-            f"\n{k} kernel time {timing_text(t)} via {t.method}; L2 {'flushed' if t.l2_flushed else 'warm'}"
-        )
+        text.append(f"\n{k} kernel time {timing_text(t)}")
+        text.append(regime_note(t), style=regime_style(t))
+        text.append(f" via {t.method}; L2 {l2_words(t)}")
         if t.replay_us is not None:
             text.append(f"\n{k} GPU time per call in a CUDA graph {us(t.replay_us)}")
+        text.append_text(measurement_text(t, k, env))
         text.append(f"\n{k} host overhead per execute() {us(p.host_overhead_us)}")
         if p.tflops:
             bandwidth = f", {p.bandwidth_gbs:.0f} GB/s of minimum I/O" if p.bandwidth_gbs else ""
-            text.append(f"\n{k} {p.tflops:.1f} TFLOPS{bandwidth}")
+            regime = f" ({t.regime})" if t.regime else ""
+            text.append(f"\n{k} {p.tflops:.1f} TFLOPS{bandwidth}{regime}")
     if p.autotune_verdict():
         text.append(f"\n{k} autotune: {p.autotune_verdict()}")
     if p.deterministic or p.repeatable is not None:
@@ -147,9 +184,10 @@ def summary_text(result: RunResult) -> Text:
     text.append(status_word(result.status), style=status_style(result.status))
     text.append(f"  on {result.device or '-'}")
     for p in result.passes:
-        text.append_text(pass_text(p, result.message))
+        text.append_text(pass_text(p, result.message, result.environment))
     if result.step_us is not None:
         text.append(f"\nstep ({' + '.join(p.kind for p in result.passes)} kernel time) {us(result.step_us)}")
+        text.append(*step_regime(result.passes))
     recipes = {p.fp8.recipe for p in result.passes if p.fp8 is not None}
     for recipe in recipes:
         text.append(f"\nFP8 recipe: {recipe}", style="dim")

@@ -1,34 +1,98 @@
-"""Latency charts: each pass's kernel time of every run since the app started, and per plan now."""
+"""Latency: each pass's kernel time of every run since the app started, and per plan now; below,
+how the current figures were taken: every sample of every plan (a strip a plan, so two clusters
+show), and the GPU around the heuristic's measurement of each pass (clocks, power against the
+limit, temperature, throttle reasons, capped shares, the rest wait, the L2 flush, cross-check)."""
 
 from __future__ import annotations
 
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Horizontal
+from textual.containers import Horizontal, VerticalScroll
+from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
-from ...engine.results import PlanResult, RunResult
-from ...format import pass_short
+from ...engine.results import PassResult, PlanResult, RunResult
+from ...format import gpu_rows, l2_words, no_telemetry_words, pass_short, sample_rows, us
+
+MIN_CHART_ROWS = 10  # below this a chart's ticks crowd out its data (app.tcss: .latency-row)
 
 
 def plan_label(p: PlanResult, prefix: str = "") -> str:
     return f"{prefix}{p.index}{'H' if p.is_heuristic_pick else ''}{'*' if p.is_fastest else ''} {p.name}"
 
 
-class LatencyPane(Horizontal):
+def strip_label(p: PlanResult, prefix: str = "") -> str:
+    """A plan's row of the samples strip: its number and marks as in the chart above (the names
+    are there), '!' where its figure was unstable."""
+    unstable = p.timing is not None and p.timing.stable is False
+    return f"{prefix}{plan_label(p).split()[0]}{'!' if unstable else ''}"
+
+
+def off_median(samples: tuple[float, ...], median: float) -> list[float]:
+    """Each sample as % away from the plan's median: plans of any speed share one axis."""
+    return [100.0 * (s / median - 1.0) for s in samples] if median else []
+
+
+def measurement_rows(result: RunResult | None) -> Group:
+    """The GPU around each pass's figure (the heuristic's plan's measurement), a grid of rows a
+    pass; where NVML was not read, one line says why."""
+    if result is None:
+        return Group()
+    timed = [p for p in result.passes if p.timing is not None]
+    if not timed:
+        return Group(Text("no kernel time in this result", style="dim"))
+    return Group(*(block for p in timed for block in pass_blocks(p, result)))
+
+
+def pass_blocks(p: PassResult, result: RunResult) -> list[RenderableType]:
+    t = p.timing
+    pick = p.plan(p.heuristic_plan)
+    head = Text(p.kind, style="bold")
+    head.append(f" {us(t.median_us)}, {t.regime or 'regime not recorded'}", style="bold cyan")
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(style="dim", no_wrap=True)
+    grid.add_column(overflow="fold")
+    if pick is not None:
+        grid.add_row("plan", f"{pick.index} {pick.name} (H)")
+    for name, value in sample_rows(t):
+        grid.add_row(name, Text(value, style="bold yellow" if "UNSTABLE" in value else ""))
+    blocks: list[RenderableType] = [head, grid]
+    if t.telemetry is None:
+        blocks.append(Text(no_telemetry_words(result.environment), style="dim"))
+    else:
+        for name, value in gpu_rows(t.telemetry):
+            capped = name == "capped" and t.telemetry.capped_words
+            grid.add_row(name, Text(value, style="bold yellow" if capped or "NOT rested" in value else ""))
+    grid.add_row("L2", l2_words(t))
+    if t.cross_check:
+        blocks.append(Text(t.cross_check, style="yellow"))
+    return blocks
+
+
+class LatencyPane(VerticalScroll):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.runs = 0  # GPU runs shown since the app started
         self.history: dict[
             str, list[tuple[int, float]]
         ] = {}  # pass kind -> (run, kernel µs) of each timed run
+        self.strips: dict[str, list[float]] = {}  # strip label -> its samples, % off the plan's median
 
     def compose(self) -> ComposeResult:
-        yield PlotextPlot(id="latency-history")
-        yield PlotextPlot(id="latency-plans")
+        with Horizontal(classes="latency-row", id="latency-charts"):
+            yield PlotextPlot(id="latency-history")
+            yield PlotextPlot(id="latency-plans")
+        with Horizontal(classes="latency-row", id="latency-detail"):
+            yield PlotextPlot(id="latency-samples")
+            with VerticalScroll(id="latency-gpu-box"):
+                yield Static(id="latency-gpu")
 
     def on_mount(self) -> None:
         self._draw_history()
         self._draw_plans(None)
+        self._draw_samples(None)
 
     def show(self, result: RunResult) -> None:
         timed = [p for p in result.passes if p.timing is not None]
@@ -38,6 +102,8 @@ class LatencyPane(Horizontal):
                 self.history.setdefault(p.kind, []).append((self.runs, p.timing.median_us))
         self._draw_history()
         self._draw_plans(result)
+        self._draw_samples(result)
+        self.query_one("#latency-gpu", Static).update(measurement_rows(result))
 
     def _draw_history(self) -> None:
         plot = self.query_one("#latency-history", PlotextPlot)
@@ -62,10 +128,7 @@ class LatencyPane(Horizontal):
         plt.clear_data()
         plt.clear_figure()
         plt.title("kernel time per plan (µs)")
-        groups = [
-            (p.kind, [x for x in p.plans if x.timing is not None]) for p in (result.passes if result else ())
-        ]
-        groups = [(kind, plans) for kind, plans in groups if plans]
+        groups = timed_groups(result)
         if len(groups) == 1:
             plans = groups[0][1]
             plt.bar([plan_label(p) for p in plans], [p.timing.median_us for p in plans], orientation="horizontal",
@@ -82,11 +145,51 @@ class LatencyPane(Horizontal):
                     label=kind,
                 )
                 at += where
-                labels += [
-                    plan_label(p, "" if kind == groups[0][0] else f"{pass_short(kind)} ") for p in plans
-                ]
+                labels += [plan_label(p, pass_prefix(kind, groups)) for p in plans]
                 start += len(plans)
             plt.yticks(at, labels)
         if groups:
             plt.xlabel("µs (H heuristic's pick, * fastest)")
         plot.refresh()
+
+    def _draw_samples(self, result: RunResult | None) -> None:
+        """A strip a timed plan, top to bottom in the plans' order: each replay's time per execution
+        as a dot, as % off the plan's median (a small vertical spread keeps equal dots apart)."""
+        plot = self.query_one("#latency-samples", PlotextPlot)
+        plt = plot.plt
+        plt.clear_data()
+        plt.clear_figure()
+        groups = timed_groups(result)
+        self.strips = {
+            strip_label(p, pass_prefix(kind, groups)): off_median(p.timing.samples_us, p.timing.median_us)
+            for kind, plans in groups
+            for p in plans
+            if p.timing.samples_us
+        }
+        plt.title("samples, % off median" if self.strips else "samples: none in this result")
+        rows = len(self.strips)
+        for i, values in enumerate(self.strips.values()):
+            y = [rows - i + 0.12 * ((k % 5) - 2) for k in range(len(values))]
+            plt.scatter(values, y, marker="braille")
+        if self.strips:
+            plt.yticks(list(range(rows, 0, -1)), list(self.strips))
+            plt.ylim(0.5, rows + 0.5)
+            plt.vertical_line(0.0)
+            plt.xlabel("% (a dot a replay; ! unstable)")
+        # a row a strip, and the title, frame, ticks and label: a pane too short for it scrolls
+        need = max(MIN_CHART_ROWS, rows + 6)
+        plot.styles.min_height = self.query_one("#latency-detail").styles.min_height = need
+        plot.refresh()
+
+
+def timed_groups(result: RunResult | None) -> list[tuple[str, list[PlanResult]]]:
+    """Each pass that timed plans, with its timed plans."""
+    groups = [
+        (p.kind, [x for x in p.plans if x.timing is not None]) for p in (result.passes if result else ())
+    ]
+    return [(kind, plans) for kind, plans in groups if plans]
+
+
+def pass_prefix(kind: str, groups: list[tuple[str, list[PlanResult]]]) -> str:
+    """'bwd ' before a later pass's plan labels; the first pass's go bare."""
+    return "" if kind == groups[0][0] else f"{pass_short(kind)} "

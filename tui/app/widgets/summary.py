@@ -1,4 +1,4 @@
-"""The headline: status, then each pass's kernel time, TFLOPS and verdict, at a glance."""
+"""The headline: status, then each pass's kernel time (in its regime), TFLOPS and verdict, at a glance."""
 
 from __future__ import annotations
 
@@ -6,16 +6,18 @@ from rich.text import Text
 from textual.widgets import Static
 
 from ...engine.results import GOOD_STATUSES, ErrorMetrics, PassResult, RunResult
-from ...format import pass_short, status_style, status_word, us
+from ...format import pass_short, regime_note, regime_style, status_style, status_word, step_regime, us
 
 
 def speed_line(p: PassResult) -> Text:
-    """Kernel time, TFLOPS and the p10–p90 spread; the FLOPs where the pass was not timed."""
+    """Kernel time and its regime (with 'unstable' and the capping when they matter), TFLOPS and
+    the p10–p90 spread; the FLOPs where the pass was not timed."""
     t = Text(f"{p.kind} ", style="bold")
     if p.timing is None:
         t.append(f"FLOPs {p.flops / 1e9:.2f} G", style="bold")
         return t
     t.append(f"kernel {us(p.timing.median_us)}", style="bold cyan")
+    t.append(regime_note(p.timing), style=regime_style(p.timing))  # burst or sustained; unstable; capped
     if p.tflops:
         t.append(f"  {p.tflops:.1f} TFLOPS", style="bold")
     t.append(f"  p10–p90 {us(p.timing.p10_us)}–{us(p.timing.p90_us)}")
@@ -90,6 +92,7 @@ class SummaryPane(Static):
                 f"\nstep {'+'.join(pass_short(p.kind) for p in result.passes)} {us(result.step_us)}",
                 style="bold",
             )
+            t.append(*step_regime(result.passes))
         if not result.passes:
             t.append(f"\nFLOPs {result.config.flops() / 1e9:.2f} G", style="bold")
         if result.message:
