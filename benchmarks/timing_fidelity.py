@@ -184,12 +184,15 @@ def measure(name: str, config: SdpaConfig, engine: Engine) -> list[dict]:
         if p.timing is None:
             rows.append({"case": case, "status": p.status, "message": p.message})
         else:
-            rows.append(_row(case, config, p, engine.executor(config, p.kind)))
+            rows.append(_row(case, config, p, engine.executor(config, p.kind), engine))
     return rows or [{"case": name, "status": result.status, "message": result.message}]
 
 
-def _row(name: str, config: SdpaConfig, p, run) -> dict:
+def _row(name: str, config: SdpaConfig, p, run, engine: Engine) -> dict:
     """A measured pass beside the profiler's reading of plain eager calls of the same plan."""
+    gpu = engine.gpu()
+    if gpu is not None:  # the loop in the engine's default regime, burst: on a rested GPU
+        gpu.wait_until_rested(2.0)
     prof_us, kernels = profiler_kernel_time(run, calls=30)
     return {
         "case": name,

@@ -39,9 +39,10 @@ def recording(name: str) -> RunResult:
     return RunResult.from_json((DATA / f"{name}_h200.json").read_text())
 
 
-RECORDED = recording("seed")  # the seed tutorial's configuration
-TRAINING = recording("train")  # llama3-8b-train: forward and backward
-FP8 = recording("fp8")  # llama3-70b-fp8-prefill
+# Schema 2.1 (regime, samples, stability, the GPU's clocks and power, the peer's backend):
+RECORDED = recording("seed_v21")  # the seed tutorial's configuration, burst
+TRAINING = recording("train_v21")  # llama3-8b-train: forward and backward, sustained
+FP8 = recording("fp8_v21")  # llama3-70b-fp8-prefill, burst
 
 STEPS = ("building the forward", "checking the forward", "timing plan 1 of 1")  # the engine's words
 REFUSAL = "validate: hidden_dim should be multiple of 8"  # cuDNN's own words for d=65

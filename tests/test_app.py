@@ -195,6 +195,7 @@ async def test_a_saved_result_opens_and_runs_only_when_asked(fake_engine):
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: app.status.state.startup_s is not None)  # the engine is ready
         assert app.result is TRAINING and app.form.read()[0] == TRAINING.config
+        assert app.form.timing.regime == "sustained"  # Ctrl+R measures it as it was measured
         assert TRAINING.config.label() in str(app.query_one("#summary").render())
         assert app.query_one("#mask").config == TRAINING.config
         assert status_text(app) == f"{STATUS_OK} in {TRAINING.wall_seconds:.2f} s"
@@ -206,6 +207,7 @@ async def test_a_saved_result_opens_and_runs_only_when_asked(fake_engine):
         await pilot.press("ctrl+r")
         await wait_for(pilot, lambda: fake_engine.requests and phase(app) is Phase.DONE)
         assert [config for config, _ in fake_engine.requests] == [TRAINING.config]
+        assert fake_engine.requests[0][1].timing.regime == "sustained"
         await set_field(pilot, app, "b", "2")  # an edit runs too
         await wait_for(pilot, shown(app, TRAINING.config.replace(b=2)))
         assert len(fake_engine.requests) == 2
@@ -451,7 +453,8 @@ async def test_a_gpu_training_step_fills_a_table_a_pass():
         app.show_result(result)
         await pilot.pause()
         summary = str(app.query_one("#summary").render())
-        assert f"backward kernel {b.timing.median_us / 1000:.3f} ms  {b.tflops:.1f} TFLOPS" in summary
+        figure = f"backward kernel {b.timing.median_us / 1000:.3f} ms ({b.timing.regime_words})  {b.tflops:.1f} TFLOPS"
+        assert figure in summary and b.timing.regime_words.startswith("sustained")
         assert f"step fwd+bwd {result.step_us / 1000:.3f} ms" in summary
         worst = max(c.cudnn.max_abs for c in b.checks)
         assert f"cuDNN dQ/dK/dV max abs err {worst:.2e} PASS" in summary

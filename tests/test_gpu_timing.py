@@ -44,9 +44,12 @@ def test_a_figure_names_its_regime_keeps_its_samples_and_agrees_with_its_replays
             assert tel.seconds >= 1.0  # the load is part of what was watched
 
 
-def test_a_small_problem_on_a_rested_gpu_does_not_wait(engine):
+def test_a_small_problem_timed_again_does_not_wait(engine):
+    """Burst waits only when something was capped since the last measurement began: the second
+    of two edits of a small problem starts at once (the first may wait out an earlier test's load)."""
     small = SdpaConfig(b=1, h_q=8, h_kv=8, s_q=256, s_kv=256, d_qk=64, d_v=64, causal="none")
+    timed(engine, small)
     t = timed(engine, small)
     assert t.regime == REGIME_BURST and t.stable is not False
     if t.telemetry is not None:
-        assert t.telemetry.rested and t.telemetry.rest_wait_s < 0.5  # edits stay fast
+        assert t.telemetry.rested and t.telemetry.rest_wait_s < 0.05  # edits stay fast

@@ -71,7 +71,9 @@ def test_schema_2_round_trip_and_a_newer_major_is_refused():
 def test_a_21_timing_keeps_its_regime_samples_verdict_and_telemetry_through_json():
     from tui.engine.results import GpuState, Telemetry
 
-    before = GpuState(sm_clock_mhz=1980, mem_clock_mhz=3201, power_w=120.0, power_limit_w=700.0, temperature_c=38)
+    before = GpuState(
+        sm_clock_mhz=1980, mem_clock_mhz=3201, power_w=120.0, power_limit_w=700.0, temperature_c=38
+    )
     after = dataclasses.replace(before, sm_clock_mhz=1755, power_w=699.0, reasons=("sw power cap",))
     fwd = RECORDED.forward
     timing = dataclasses.replace(

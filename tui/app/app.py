@@ -143,6 +143,10 @@ class SdpaExplorerApp(KeepingActions, App[None]):
         self.query_one(MaskPane).show_config(self.initial_config)
         if self.opened is not None:
             self.show_result(self.opened)
+            timed = next((p.timing for p in self.opened.passes if p.timing is not None), None)
+            if timed is not None and timed.regime:  # Ctrl+R measures it as it was measured
+                self.form.load_timing(TimingChoice(l2_flush=timed.l2_flushed, regime=timed.regime))
+            self._last_request = (self.opened.config, self._options(self.form.timing))  # shown: not to run
         if self._start_engine_on_mount:
             self.call_after_refresh(self.start_engine)
 
@@ -226,8 +230,6 @@ class SdpaExplorerApp(KeepingActions, App[None]):
         self.query_one(MaskPane).show_config(message.config)
         status.state = status.state.settled()
         options = self._options(message.timing)
-        if self._last_request is None and self.opened is not None and message.config == self.opened.config:
-            self._last_request = (message.config, options)  # the form showing the opened result
         if (message.config, options) != self._last_request:
             self._debounce = self.set_timer(DEBOUNCE_S, self._typing_paused)
         # else: back to what was last run (or the form's own mount): nothing new to measure
@@ -238,10 +240,7 @@ class SdpaExplorerApp(KeepingActions, App[None]):
         with contextlib.suppress(NoMatches):  # a timer firing while the app closes
             form = self.form
             config, _ = form.read()
-            if (
-                config is not None
-                and (config, self._options(form.timing)) == self._last_request
-            ):
+            if config is not None and (config, self._options(form.timing)) == self._last_request:
                 return  # edited and edited back within the pause
             self.action_run()
 

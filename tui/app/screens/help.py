@@ -25,11 +25,16 @@ last good results, marked stale.
   measured. Select a row for its knobs, workspace, notes and timing detail.
 - **Accuracy**: every output of every pass (O; dQ, dK, dV of a backward) against fp32 math
   on the same logical tensors (explicit mask, GQA expanded; autograd for the gradients, same
-  dO): cuDNN's max abs / max rel / mean abs error, then each peer's (torch's own fp16/bf16
-  SDPA) on the same inputs, each output with its atol. With FP8: the recipe, the scales each
+  dO): cuDNN's max abs / max rel / mean abs error, then each peer's (torch's SDPA forced to a
+  backend that is not cuDNN, FLASH, else EFFICIENT, else MATH, named in its row) on the same
+  inputs, each output with its atol. With FP8: the recipe, the scales each
   graph read, and the amax it wrote beside the reference's.
 - **Latency**: kernel time of each pass in each run since the app started, and per plan now
-  (a later pass's plans labelled by its short name, `bwd`).
+  (a later pass's plans labelled by its short name, `bwd`); every sample of every plan as a
+  strip (% off its median, `!` an unstable plan), and the GPU around each figure: clocks,
+  power against the limit, temperature, throttle reasons, the share of time capped.
+- **Regime**: every kernel time says how it was taken. *burst*: a short run on a rested GPU
+  (published tables); *sustained*: after 2 s of load (a training step at the power limit).
 - **Mask**: which scores the configuration keeps (causal band, sliding window, real lengths),
   per batch entry, downsampled to the pane.
 - **Environment**: GPU, driver, CUDA, torch, cuDNN (as the frontend loaded it and as torch

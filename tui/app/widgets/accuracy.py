@@ -1,5 +1,5 @@
 """Accuracy: each output of each pass against the fp32 reference, cuDNN's error with each
-peer's beside it (torch's own SDPA on the same inputs); for FP8 the scales each graph read and
+peer's beside it (torch's SDPA forced to a named backend that is not cuDNN, on the same inputs); for FP8 the scales each graph read and
 the amax it wrote beside the reference's maximum."""
 
 from __future__ import annotations
