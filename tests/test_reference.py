@@ -5,7 +5,8 @@ import torch
 from handmath import hand_attention
 
 from tui.engine.config import SdpaConfig
-from tui.engine.reference import TOLERANCES, compare, keep_mask, make_inputs, reference_fp32
+from tui.engine.reference import keep_mask, make_inputs, reference_fp32
+from tui.engine.tolerances import TOLERANCES, compare
 
 
 @pytest.mark.parametrize("causal", ["none", "top_left", "bottom_right"])
@@ -91,3 +92,42 @@ def test_compare_metrics_on_known_values():
     assert (finite.mismatched, finite.nonfinite) == (0, 0)
     ok = compare(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0]), 5e-3, 3e-3)
     assert (ok.max_abs, ok.mismatched, ok.nonfinite) == (0.0, 0, 0)
+
+
+def test_an_exactly_zero_gradient_gets_an_atol_floor_from_the_inputs_not_from_its_own_max():
+    """A backward over one key (s_kv=1): softmax over one score is 1, so dQ and dK are exactly 0.
+    On the H200 cuDNN's dQ came out as fp32 residue (2.8e-7, 9.8e-7), and an atol of 3e-32 from
+    max |reference| failed a correct result; the floor passes it and still fails a wrong one."""
+    import torch
+
+    from tui.engine.tolerances import atol_floor, compare, tolerance
+
+    config = SdpaConfig(b=1, h_q=2, h_kv=2, s_q=64, s_kv=1, d_qk=64, d_v=64, backward=True)
+    gen = torch.Generator().manual_seed(0)
+    q, k, v, d_o = (
+        torch.randn(dims, generator=gen)
+        for dims in (config.q_dims, config.k_dims, config.v_dims, config.o_dims)
+    )
+    zero = torch.zeros(config.q_dims)
+    floor = atol_floor(config, "dQ", q, k, v, d_o)
+    assert 1e-6 < floor < 1e-3  # above fp32 residue, far below an ordinary gradient's atol
+    assert tolerance(config, zero, grad=True)[0] < 1e-29  # the share-of-max rule alone
+    atol, rtol = tolerance(config, zero, grad=True, floor=floor)
+    assert atol == floor
+    residue = torch.full(config.q_dims, 9.8e-7)
+    assert compare(residue, zero, atol, rtol).mismatched == 0
+    assert compare(residue, zero, *tolerance(config, zero, grad=True)).mismatched == residue.numel()
+    assert compare(torch.full(config.q_dims, 1e-2), zero, atol, rtol).mismatched == residue.numel()
+    ordinary = torch.randn(config.q_dims, generator=gen)  # a gradient of ordinary size
+    assert tolerance(config, ordinary, grad=True, floor=floor) == tolerance(config, ordinary, grad=True)
+    assert atol_floor(config, "O", q, k, v) == pytest.approx(16 * 2**-23 * float(v.abs().max()))
+
+
+def test_the_cpu_mode_checks_a_one_key_backward_as_passing(cpu_engine):
+    config = SdpaConfig(b=1, h_q=2, h_kv=2, s_q=64, s_kv=1, d_qk=64, d_v=64, backward=True, causal="none")
+    b = cpu_engine.run(config).pass_of("backward")
+    assert b is not None and [c.output for c in b.checks] == ["dQ", "dK", "dV"]
+    for c in b.checks:
+        ((peer, metrics),) = c.peers.items()
+        assert metrics.mismatched == 0, (c.output, peer, metrics, c.atol)
+        assert c.atol > 1e-7  # the floor, not 1e-32

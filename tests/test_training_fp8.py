@@ -14,14 +14,9 @@ from tui.engine.config import SdpaConfig
 from tui.engine.fp8 import FP8_MAX, dequantise, quantise
 from tui.engine.graph import define_and_validate
 from tui.engine.keywords import OP_KEYWORDS, op_name, sdpa_kwargs
-from tui.engine.reference import (
-    make_inputs,
-    random_like,
-    reference_fp32,
-    reference_grads,
-    tolerance,
-)
+from tui.engine.reference import make_inputs, random_like, reference_fp32, reference_grads
 from tui.engine.results import RunResult
+from tui.engine.tolerances import tolerance
 
 TINY = SdpaConfig(b=2, h_q=4, h_kv=2, s_q=24, s_kv=40, d_qk=16, d_v=8, causal="bottom_right", dtype="fp16")
 

@@ -31,7 +31,18 @@ from importlib.util import resolve_name
 
 ENGINE = f"{__package__}.engine"
 # The engine modules whose definitions the glue may name by their bare name (each name once).
-SOURCES = ("layouts", "config", "results", "reference", "fp8", "graph", "passes", "measure", "timing")
+SOURCES = (
+    "layouts",
+    "config",
+    "results",
+    "tolerances",
+    "reference",
+    "fp8",
+    "graph",
+    "passes",
+    "measure",
+    "timing",
+)
 PAGE = 100  # the width of the file's comments
 
 

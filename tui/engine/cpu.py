@@ -15,8 +15,9 @@ from .fp8 import dequantise, quantise
 from .graph import GraphBuildError
 from .measure import counts, refused
 from .passes import Inputs, Pass
-from .reference import compare, make_inputs, random_like
+from .reference import make_inputs, random_like
 from .results import STATUS_CPU_ONLY, OutputCheck, PassResult
+from .tolerances import compare
 
 CPU_REFERENCE_MAX_FLOPS = 4e9  # a few seconds of fp32 math on a small CPU
 
@@ -70,7 +71,7 @@ def cpu_check(spec: Pass, config: SdpaConfig, seed: int, reason: str) -> dict[st
     rows = spec.rows(plain, "cpu")
     checks = []
     for output, ref in refs.items():
-        atol, rtol = spec.tolerance(config, ref)
+        atol, rtol = spec.tolerance(config, output, ref, inputs)
         checks.append(
             OutputCheck(
                 output, atol, rtol, None, {name: compare(peer.outputs[output], ref, atol, rtol, rows[output])}

@@ -13,7 +13,6 @@ from . import fp8
 from .config import SdpaConfig
 from .graph import GraphBuildError
 from .passes import FORWARD_PASS, BuiltPass, Inputs, Pass
-from .reference import compare
 from .results import (
     FORWARD,
     STATUS_ERROR,
@@ -26,6 +25,7 @@ from .results import (
     TimingStats,
 )
 from .timing import TimingOptions, host_overhead_us, kernel_time
+from .tolerances import compare
 
 
 @dataclass(frozen=True)
@@ -130,7 +130,7 @@ class Measurement:
             inputs,
             lambda share: self.bench.progress(f"checking the {spec.kind}: {words} {share:.0%}"),
         )
-        b.tolerances = {name: spec.tolerance(config, ref) for name, ref in b.reference.items()}
+        b.tolerances = {name: spec.tolerance(config, name, ref, inputs) for name, ref in b.reference.items()}
         peer = spec.peer(config, inputs)  # named by the torch backend that ran it (None: no peer)
         rows = spec.rows(config, "cuda")
         ran = peer is not None and peer.outputs is not None

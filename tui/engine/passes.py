@@ -21,18 +21,17 @@ from .layouts import allocate
 from .peer import PeerRun, first_backend
 from .reference import (
     REFERENCE_NAME,
-    TOLERANCES,
     make_inputs,
     random_like,
     reference_fp32,
     reference_grads,
-    tolerance,
     torch_dtype,
     torch_sdpa,
     torch_sdpa_grads,
     valid_rows,
 )
 from .results import BACKWARD, FORWARD, ErrorMetrics
+from .tolerances import TOLERANCES, atol_floor, tolerance
 
 Progress = Callable[[float], None]
 GRAD_REFERENCE_NAME = "fp32 autograd of the reference on the same logical tensors and the same dO"
@@ -190,8 +189,10 @@ class Pass:
         """Each output's real rows (padding): the only ones compared."""
         raise NotImplementedError
 
-    def tolerance(self, config: SdpaConfig, ref: Any) -> tuple[float, float]:
-        return tolerance(config, ref, grad=self.grad)
+    def tolerance(self, config: SdpaConfig, output: str, ref: Any, inputs: Inputs) -> tuple[float, float]:
+        """(atol, rtol) of one output, its atol never below what the inputs' size allows."""
+        floor = atol_floor(config, output, inputs.q, inputs.k, inputs.v, inputs.d_o)
+        return tolerance(config, ref, grad=self.grad, floor=floor)
 
     def notes(self, config: SdpaConfig) -> tuple[str, ...]:
         return ()

@@ -1,4 +1,4 @@
-"""The fp32 reference and the error metrics that decide pass or fail.
+"""The fp32 reference, on the same logical tensors the graph read, and torch's peer on them.
 
 The reference runs on the SAME logical (b, h, s, d) tensors the graph read: layout is
 only strides, so nothing is ever permuted (the seed's check permuted logical dims and
@@ -18,27 +18,6 @@ from typing import Any
 from .config import REFERENCE_CHUNK_BYTES, SdpaConfig
 from .layouts import allocate
 from .peer import expand_kv, forced
-from .results import ErrorMetrics
-
-# (atol, rtol) of the output. fp16 is the seed's; bf16 has 8 mantissa bits against fp16's 11,
-# so its rounding of O alone is ~8x larger: we allow 4x the absolute and torch's bf16 rtol.
-# FP8 (E4M3, 3 mantissa bits) scales each tensor by its amax, so its error scales with the
-# tensor's range: atol there is a fraction of max |reference| (2^-4, half an E4M3 step at the
-# top of the range), rtol one E4M3 step. Measured on the H200: ~3.6-4% of max |O|.
-TOLERANCES: dict[str, tuple[float, float]] = {
-    "fp16": (5e-3, 3e-3),
-    "bf16": (2e-2, 1.6e-2),
-    "fp8_e4m3": (2**-4, 2**-3),
-}
-# Gradients are sums over a whole sequence, so their size grows with it: atol is a fraction of
-# max |reference gradient| for every dtype. About 4-8x what the H200 gave (bf16: 0.3-0.4% of
-# the max, fp16 0.05%), so a wrong mask or a missing term fails and rounding does not.
-GRAD_TOLERANCES: dict[str, tuple[float, float]] = {
-    "fp16": (2**-8, 2**-7),
-    "bf16": (2**-5, 2**-4),
-    "fp8_e4m3": (2**-3, 2**-2),
-}
-RELATIVE_ATOL = ("fp8_e4m3",)  # dtypes whose output atol is a fraction of max |reference|
 
 REFERENCE_NAME = "fp32 math on the same logical tensors (explicit mask, GQA expanded, TF32 off)"
 
@@ -50,14 +29,6 @@ def torch_dtype(torch: Any, dtype: str) -> Any:
         "fp8_e4m3": torch.float8_e4m3fn,
         "fp32": torch.float32,
     }[dtype]
-
-
-def tolerance(config: SdpaConfig, ref: Any, grad: bool = False) -> tuple[float, float]:
-    """(atol, rtol) for comparing with `ref`, the atol made absolute where it is relative."""
-    atol, rtol = (GRAD_TOLERANCES if grad else TOLERANCES)[config.dtype]
-    if grad or config.dtype in RELATIVE_ATOL:
-        atol = atol * max(float(ref.abs().max().item()), 1e-30)
-    return atol, rtol
 
 
 def make_inputs(config: SdpaConfig, device: str, seed: int = 0) -> tuple[Any, Any, Any, Any]:
@@ -413,33 +384,3 @@ def torch_sdpa_grads(
                 dk[bi] += gk[0].float().unflatten(0, (config.h_kv, group)).sum(1)
                 dv[bi] += gv[0].float().unflatten(0, (config.h_kv, group)).sum(1)
     return dq, dk, dv
-
-
-def compare(out: Any, ref: Any, atol: float, rtol: float, rows: Any = None) -> ErrorMetrics:
-    """Error of `out` against `ref` (same logical shape), over the real query rows (`rows`, from
-    valid_rows; None: all). Mismatch uses torch.testing's rule: |out - ref| > atol + rtol * |ref|.
-    Relative error is over elements with |ref| >= atol, where it means something."""
-    import torch
-
-    with torch.no_grad():
-        o = out.float()
-        if rows is not None:
-            selected = rows.expand(o.shape)
-            o, ref = o[selected], ref[selected]
-        finite = torch.isfinite(o)
-        nonfinite = int((~finite).sum().item())
-        err = (o - ref).abs()
-        err = torch.where(finite, err, torch.full_like(err, float("inf")))
-        aref = ref.abs()
-        significant = aref >= atol
-        rel = torch.where(significant, err / aref.clamp_min(atol), torch.zeros_like(err))
-        mismatched = int((err > atol + rtol * aref).sum().item())
-        finite_err = torch.where(finite, err, torch.zeros_like(err))
-        return ErrorMetrics(
-            max_abs=float(err.max().item()) if err.numel() else 0.0,
-            max_rel=float(rel.max().item()) if rel.numel() else 0.0,
-            mean_abs=float(finite_err.mean().item()) if err.numel() else 0.0,
-            mismatched=mismatched,
-            total=int(err.numel()),
-            nonfinite=nonfinite,
-        )

@@ -1,0 +1,92 @@
+"""How close is close enough: each output's (atol, rtol) by dtype, the floor no atol goes below,
+and the error metrics that decide pass or fail."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .config import SdpaConfig
+from .results import ErrorMetrics
+
+# (atol, rtol) of the output. fp16 is the seed's; bf16 has 8 mantissa bits against fp16's 11,
+# so its rounding of O alone is ~8x larger: we allow 4x the absolute and torch's bf16 rtol.
+# FP8 (E4M3, 3 mantissa bits) scales each tensor by its amax, so its error scales with the
+# tensor's range: atol there is a fraction of max |reference| (2^-4, half an E4M3 step at the
+# top of the range), rtol one E4M3 step. Measured on the H200: ~3.6-4% of max |O|.
+TOLERANCES: dict[str, tuple[float, float]] = {
+    "fp16": (5e-3, 3e-3),
+    "bf16": (2e-2, 1.6e-2),
+    "fp8_e4m3": (2**-4, 2**-3),
+}
+# Gradients are sums over a whole sequence, so their size grows with it: atol is a fraction of
+# max |reference gradient| for every dtype. About 4-8x what the H200 gave (bf16: 0.3-0.4% of
+# the max, fp16 0.05%), so a wrong mask or a missing term fails and rounding does not.
+GRAD_TOLERANCES: dict[str, tuple[float, float]] = {
+    "fp16": (2**-8, 2**-7),
+    "bf16": (2**-5, 2**-4),
+    "fp8_e4m3": (2**-3, 2**-2),
+}
+RELATIVE_ATOL = ("fp8_e4m3",)  # dtypes whose output atol is a fraction of max |reference|
+# An output whose reference is exactly zero (a backward over one key: dQ = dK = 0) comes out of
+# cuDNN as the fp32 residue of terms that cancel in its accumulators: 2.8e-7 and 9.8e-7 on the
+# H200, against an atol of 3e-32 from max |reference|. So atol never goes below this many fp32
+# units of the output's natural size from the inputs (one product of maxima, no sums: the floor
+# only binds where the share-of-max rule gives next to nothing; 1e-5 to 1e-4 for N(0,1) inputs).
+ATOL_FLOOR_FP32_UNITS = 16
+
+
+def tolerance(config: SdpaConfig, ref: Any, grad: bool = False, floor: float = 0.0) -> tuple[float, float]:
+    """(atol, rtol) for comparing with `ref`, the atol made absolute where it is relative, and
+    never below `floor` (atol_floor)."""
+    atol, rtol = (GRAD_TOLERANCES if grad else TOLERANCES)[config.dtype]
+    if grad or config.dtype in RELATIVE_ATOL:
+        atol = atol * max(float(ref.abs().max().item()), 1e-30)
+    return max(atol, floor), rtol
+
+
+def atol_floor(config: SdpaConfig, output: str, q: Any, k: Any, v: Any, d_o: Any = None) -> float:
+    """The least atol of `output` (O, dQ, dK, dV): ATOL_FLOOR_FP32_UNITS of fp32's epsilon times
+    the size the output has from its inputs: O from V, dV from dO, dQ and dK from the scale, dO,
+    V and K or Q (dS = P(dP - D) with dP = dO.V)."""
+    size = {
+        "O": largest(v),
+        "dV": largest(d_o),
+        "dQ": config.scale * largest(d_o) * largest(v) * largest(k),
+        "dK": config.scale * largest(d_o) * largest(v) * largest(q),
+    }[output]
+    return ATOL_FLOOR_FP32_UNITS * 2.0**-23 * size
+
+
+def largest(t: Any) -> float:
+    """max |t| (0 for no tensor)."""
+    return float(t.abs().max().item()) if t is not None and t.numel() else 0.0
+
+
+def compare(out: Any, ref: Any, atol: float, rtol: float, rows: Any = None) -> ErrorMetrics:
+    """Error of `out` against `ref` (same logical shape), over the real query rows (`rows`, from
+    valid_rows; None: all). Mismatch uses torch.testing's rule: |out - ref| > atol + rtol * |ref|.
+    Relative error is over elements with |ref| >= atol, where it means something."""
+    import torch
+
+    with torch.no_grad():
+        o = out.float()
+        if rows is not None:
+            selected = rows.expand(o.shape)
+            o, ref = o[selected], ref[selected]
+        finite = torch.isfinite(o)
+        nonfinite = int((~finite).sum().item())
+        err = (o - ref).abs()
+        err = torch.where(finite, err, torch.full_like(err, float("inf")))
+        aref = ref.abs()
+        significant = aref >= atol
+        rel = torch.where(significant, err / aref.clamp_min(atol), torch.zeros_like(err))
+        mismatched = int((err > atol + rtol * aref).sum().item())
+        finite_err = torch.where(finite, err, torch.zeros_like(err))
+        return ErrorMetrics(
+            max_abs=float(err.max().item()) if err.numel() else 0.0,
+            max_rel=float(rel.max().item()) if rel.numel() else 0.0,
+            mean_abs=float(finite_err.mean().item()) if err.numel() else 0.0,
+            mismatched=mismatched,
+            total=int(err.numel()),
+            nonfinite=nonfinite,
+        )
