@@ -129,6 +129,7 @@ def describe(env: Environment) -> list[tuple[str, str]]:
         ("cuDNN (torch reports)", env.torch_cudnn_version),
         ("cuDNN frontend", env.frontend_version),
         ("open-source engines", env.python_engines),
+        ("clocks and power", env.telemetry or "not recorded"),
         (
             "python",
             f"{env.python_version} ({env.platform})" if env.python_version else sys.version.split()[0],
