@@ -126,7 +126,7 @@ def kernel_time(
 
     `set_stream(ptr)` points the cuDNN handle at the stream `run` must launch on; it is
     set to the capture stream while capturing and restored to torch's current stream after.
-    `gpu` (telemetry.GpuWatch, None where NVML is absent) waits for a rested GPU and records
+    `gpu` (telemetry.Nvml, None where NVML is absent) waits for a rested GPU and records
     clocks, power and capping around the measurement.
     """
     import torch
