@@ -116,12 +116,11 @@ def _run_options(replays: int, l2_flush: bool, regime: str, autotune: bool, chec
     return RunOptions(timing=timing, autotune=autotune, check=check, seed=seed)
 
 
-def preset_regime(name: str | None) -> str:
-    """The regime a preset asks for ('' for none, or no such preset)."""
+def preset_regimes() -> dict[str, str]:
+    """The regime each preset asks for, by name ('' where it names none)."""
     from .presets import load_all
 
-    preset = load_all()[0].get(name) if name else None
-    return preset.regime if preset is not None else ""
+    return {name: preset.regime for name, preset in load_all()[0].items()}
 
 
 def timing_options(fn):
@@ -229,7 +228,9 @@ def run(
     from .engine.runner import Engine
 
     config = config_from_options(values)
-    regime = regime or preset_regime(values.get("preset")) or REGIME_BURST
+    if not regime and values.get("preset"):
+        regime = preset_regimes().get(values["preset"], "")
+    regime = regime or REGIME_BURST
     result = Engine().run(config, _run_options(replays, l2_flush, regime, autotune, check, seed))
     if as_json:
         click.echo(result.to_json())
@@ -300,8 +301,9 @@ def check(replays, l2_flush, regime, seed, preset_names, as_json) -> None:
             f"{env.gpu_name} (cc {env.compute_capability}), cuDNN {env.cudnn_backend_version}, "
             f"frontend {env.frontend_version}, torch {env.torch_version}"
         )
+    regimes = preset_regimes()  # read once, not once a case
     for name, config in cases:
-        case_regime = regime or preset_regime(name) or REGIME_BURST
+        case_regime = regime or regimes.get(name, "") or REGIME_BURST
         result = engine.run(config, _run_options(replays, l2_flush, case_regime, False, True, seed))
         passed += result.status == "ok"
         rows.append(case_row(name, result))
