@@ -5,15 +5,23 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from textual._wait import wait_for_idle
+
 DEADLINE_S = 60.0  # generous: a busy 2-core machine may be slow, a wrong state never arrives
 
 
 async def wait_for(pilot, predicate: Callable[[], bool], timeout: float = DEADLINE_S) -> None:
+    """Return once `predicate` holds on a settled screen. Between looks the test only waits for the
+    process to fall idle (what Pilot.pause waits for too, without its walk of every widget and
+    repaint: those cost 30 ms of CPU a look, seconds while an engine starts); once the predicate
+    holds, one full pause settles the screen and it is looked at again."""
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for the dashboard; status: {status_text(pilot.app)}")
-        await pilot.pause()  # until the app has handled what arrived (not a fixed time), then look again
+        await wait_for_idle(0)  # until the app has handled what arrived (not a fixed time)
+        if predicate():
+            await pilot.pause()  # every widget has handled its messages, the screen is drawn: look again
 
 
 def status_text(app) -> str:

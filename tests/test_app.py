@@ -11,11 +11,13 @@ import os
 import signal
 
 import pytest
+import pytest_asyncio
 from fakes import FP8, RECORDED, TRAINING, crash, hang, refused
 from pilot_waits import status_text, wait_for
 from textual.widgets import Checkbox, Input, Select
 
 from tui.app import make_app
+from tui.app.messages import TimingChoice
 from tui.app.widgets.status import Phase, Status
 from tui.engine.config import SdpaConfig
 from tui.engine.results import STATUS_CPU_ONLY, STATUS_OK, STATUS_UNSUPPORTED
@@ -35,6 +37,38 @@ def phase(app) -> Phase:
 def shown(app, config: SdpaConfig):
     """A predicate: the panes show a result for `config`."""
     return lambda: app.result is not None and app.result.config == config and phase(app) is Phase.DONE
+
+
+@pytest_asyncio.fixture(scope="class", loop_scope="class")
+async def form_app():
+    """One dashboard without an engine, shared by the tests of a class (see `as_new`)."""
+    app = make_app(SMALL, start_engine=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        pilot.first_focus = app.focused
+        yield pilot
+
+
+async def as_new(pilot, config: SdpaConfig = SMALL):
+    """The shared app as a new one made with `config` shows it: its main screen and first focus,
+    `config` in the form and the timing section at its defaults, no notifications."""
+    app = pilot.app
+    while len(app.screen_stack) > 1:
+        app.pop_screen()
+    app.clear_notifications()
+    app.set_focus(pilot.first_focus)
+    app.form.load(config)
+    app.form.load_timing(TimingChoice())
+    await wait_for(
+        pilot,
+        lambda: (
+            app.form.read() == (config, {})
+            and app.form.timing == TimingChoice()
+            and app.query_one("#mask").config == config
+            and phase(app) is not Phase.STALE
+        ),
+    )
+    await pilot.pause()
+    return pilot
 
 
 # ---- the real engine process ------------------------------------------------------------------
@@ -67,7 +101,8 @@ async def test_the_engine_process_survives_a_kill_checks_on_the_cpu_and_stops_on
 
 # ---- a scripted engine --------------------------------------------------------------------------
 @pytest.mark.asyncio
-async def test_no_gpu_mode_explains_itself_and_still_checks(cpu_fake_engine):
+async def test_no_gpu_mode_explains_itself_checks_and_reruns_an_edit(cpu_fake_engine):
+    """The CPU engine's first result says why there is no GPU; an edit then reruns and updates the panes."""
     app = make_app(SMALL, client=cpu_fake_engine)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, shown(app, SMALL))
@@ -76,13 +111,7 @@ async def test_no_gpu_mode_explains_itself_and_still_checks(cpu_fake_engine):
         assert "no GPU: CPU mode requested by the test" in status_text(app)
         (o,) = app.result.forward.checks
         assert o.cudnn is None and o.peers["torch FLASH fp16"].mismatched == 0
-
-
-@pytest.mark.asyncio
-async def test_editing_a_field_reruns_and_updates_the_panes(cpu_fake_engine):
-    app = make_app(SMALL, client=cpu_fake_engine)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, shown(app, SMALL))
+        # editing a field reruns and updates the panes
         await set_field(pilot, app, "s_q", "32")
         await wait_for(pilot, shown(app, SMALL.replace(s_q=32)))
         assert app.result.config == SMALL.replace(s_q=32)
@@ -93,7 +122,11 @@ async def test_editing_a_field_reruns_and_updates_the_panes(cpu_fake_engine):
 
 
 @pytest.mark.asyncio
-async def test_a_bad_value_shows_the_field_error_and_starts_no_run(fake_engine):
+async def test_a_bad_value_shows_the_field_error_and_starts_no_run_then_a_preset_loads_and_runs(
+    user_presets, fake_engine
+):
+    """A field that does not validate stops runs until fixed; then the preset picker filters as
+    you type, and Enter loads the preset and runs it."""
     app = make_app(SMALL, client=fake_engine)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, shown(app, SMALL))
@@ -116,6 +149,16 @@ async def test_a_bad_value_shows_the_field_error_and_starts_no_run(fake_engine):
         await set_field(pilot, app, "h_kv", "1")
         await wait_for(pilot, shown(app, SMALL.replace(h_kv=1)))
         assert not app.query_one("#right").has_class("-stale")
+        # the preset picker filters, loads and runs
+        await pilot.press("ctrl+o")
+        assert app.screen.__class__.__name__ == "PresetPicker"
+        await pilot.press(*"bert")
+        options = app.screen.query_one("#picker-list")
+        assert options.option_count == 1 and options.get_option_at_index(0).id == "bert-base"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.result.config.s_q == 512)
+        assert app.query_one("#f-b", Input).value == "8"
+        assert app.result.config.causal == "none"
 
 
 @pytest.mark.asyncio
@@ -143,23 +186,9 @@ async def test_the_status_line_follows_the_engine_step_by_step(fake_engine):
 
 
 @pytest.mark.asyncio
-async def test_cudnns_refusal_is_shown_in_its_own_words(fake_engine):
-    fake_engine.then(refused())
-    app = make_app(SMALL, client=fake_engine)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, shown(app, SMALL))
-        assert app.result.status == STATUS_UNSUPPORTED
-        assert (
-            status_text(app)
-            == f"{STATUS_UNSUPPORTED} in 0.05 s   validate: hidden_dim should be multiple of 8"
-        )
-        await set_field(pilot, app, "s_q", "32")  # the next answer is a recording again: the error goes
-        await wait_for(pilot, shown(app, SMALL.replace(s_q=32)))
-        assert app.status.state.error == "" and status_text(app).startswith(STATUS_OK)
-
-
-@pytest.mark.asyncio
-async def test_a_crash_is_reported_and_the_form_kept(fake_engine):
+async def test_a_crash_a_refusal_and_a_hang_are_each_reported_and_the_next_run_recovers(fake_engine):
+    """The engine's failures in turn, each followed by a good run: a crash in the first run (no
+    result yet, the form kept), cuDNN's refusal in its own words, a build that hangs."""
     fake_engine.then(crash())
     app = make_app(SMALL, client=fake_engine)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -174,19 +203,27 @@ async def test_a_crash_is_reported_and_the_form_kept(fake_engine):
         await pilot.press("ctrl+r")
         await wait_for(pilot, shown(app, SMALL))
         assert app.status.state.error == ""
-
-
-@pytest.mark.asyncio
-async def test_a_hang_is_stopped_and_reported(fake_engine):
-    fake_engine.then(hang())
-    app = make_app(SMALL, client=fake_engine)
-    async with app.run_test(size=(120, 40)) as pilot:
+        # cuDNN's refusal is shown in its own words, and goes with the next good result
+        fake_engine.then(refused())
+        await set_field(pilot, app, "s_q", "32")
+        await wait_for(pilot, shown(app, SMALL.replace(s_q=32)))
+        assert app.result.status == STATUS_UNSUPPORTED
+        assert (
+            status_text(app)
+            == f"{STATUS_UNSUPPORTED} in 0.05 s   validate: hidden_dim should be multiple of 8"
+        )
+        await set_field(pilot, app, "s_q", "16")  # the next answer is a recording again: the error goes
+        await wait_for(pilot, shown(app, SMALL.replace(s_q=16)))
+        assert app.status.state.error == "" and status_text(app).startswith(STATUS_OK)
+        # a hang is stopped and reported
+        fake_engine.then(hang())
+        await set_field(pilot, app, "s_q", "8")
         await wait_for(pilot, lambda: phase(app) is Phase.ERROR)
         assert "engine restarted: the engine was silent for more than 0.2 s and was stopped" in status_text(
             app
         )
-        await set_field(pilot, app, "s_q", "32")
-        await wait_for(pilot, shown(app, SMALL.replace(s_q=32)))
+        await set_field(pilot, app, "s_q", "48")
+        await wait_for(pilot, shown(app, SMALL.replace(s_q=48)))
 
 
 @pytest.mark.asyncio
@@ -252,12 +289,18 @@ def test_the_status_line_says_each_state_in_words():
     assert done.preset_loaded("bert-base", "BERT base").now == "preset bert-base: BERT base"
 
 
-@pytest.mark.asyncio
-async def test_help_and_palette_commands(user_presets):
-    from tui.app.commands import ExplorerCommands
+class TestTheFormWithoutAnEngine:
+    """The form, its dialogs and the palette's commands, without an engine: the tests share one
+    app (a dashboard start-up is most of such a test's time), set back as a new one shows it
+    before each test."""
 
-    app = make_app(SMALL, start_engine=False)
-    async with app.run_test(size=(120, 40)) as pilot:
+    pytestmark = pytest.mark.asyncio(loop_scope="class")
+
+    async def test_help_and_palette_commands(self, form_app, user_presets):
+        from tui.app.commands import ExplorerCommands
+
+        pilot = await as_new(form_app)
+        app = pilot.app
         names = [name for name, _cb, _help in ExplorerCommands(app.screen)._commands()]
         assert "Preset: gpt2-seed" in names and "Export ..." in names and "Layout: SBHD" in names
         await pilot.press("f1")
@@ -271,6 +314,99 @@ async def test_help_and_palette_commands(user_presets):
         assert app.query_one("#f-causal").value == "none"
         config, errors = app.form.read()
         assert errors == {} and config.layout == "SBHD" and config.causal == "none"
+
+    async def test_save_preset_asks_before_overwriting_and_keeps_the_regime(self, form_app, user_presets):
+        pilot = await as_new(form_app)
+        app = pilot.app
+        app.query_one("#f-regime", Select).value = "sustained"
+        await pilot.press("ctrl+s")
+        await pilot.press(*"tiny", "enter")
+        await pilot.pause()
+        assert (user_presets / "tiny.toml").exists() and "tiny" in app.presets
+        assert app.presets["tiny"].config == SMALL and app.presets["tiny"].regime == "sustained"
+        app.query_one("#f-regime", Select).value = "burst"
+        app.load_preset(app.presets["tiny"])  # a preset that names its regime sets the form's
+        assert app.form.timing.regime == "sustained"
+        await set_field(pilot, app, "b", "3")
+        await pilot.press("ctrl+s")
+        await pilot.press(*"tiny", "enter")
+        await pilot.pause()
+        assert app.screen.__class__.__name__ == "Confirm"
+        await pilot.click("#confirm-yes")
+        await pilot.pause()
+        assert app.presets["tiny"].config.b == 3
+
+    async def test_export_writes_a_script_and_says_where(self, form_app, tmp_path):
+        pilot = await as_new(form_app)
+        app = pilot.app
+        await pilot.press("ctrl+e")
+        assert app.screen.__class__.__name__ == "ExportDialog"
+        target = tmp_path / "repro.py"
+        app.screen.query_one("#export-path", Input).value = str(target)
+        await pilot.press("enter")
+        await pilot.pause()
+        text = target.read_text()
+        compile(text, str(target), "exec")
+        assert "\nCONFIG = SdpaConfig(b=1, h_q=2, h_kv=2, s_q=64, s_kv=64)\n" in text
+        assert any(str(target) in str(n.message) for n in app._notifications)
+
+    async def test_mask_fields_reach_the_config_and_the_mask_view(self, form_app):
+        pilot = await as_new(form_app)
+        app = pilot.app
+        await set_field(pilot, app, "window", "16")
+        await set_field(pilot, app, "seq_lens_q", "ratio 0.5")
+        config, errors = app.form.read()
+        assert errors == {}
+        assert config.window == 16 and config.seq_lens_q == (32,) and config.seq_lens_kv == (64,)
+        assert app.query_one("#mask").config == config
+        await set_field(pilot, app, "seq_lens_kv", "1,2,3")
+        assert "one length per batch entry" in str(app.query_one("#err-seq_lens_kv").render())
+        app.form.load(SMALL.replace(alibi=True, bias="bxh", window=8))
+        await pilot.pause()
+        config, _ = app.form.read()
+        assert (config.alibi, config.bias, config.window) == (True, "bxh", 8)
+
+    async def test_training_fields_reach_the_config_and_load_from_a_preset(self, form_app):
+        pilot = await as_new(form_app)
+        app = pilot.app
+        app.query_one("#f-dtype", Select).value = "fp8_e4m3"
+        app.query_one("#f-out_dtype", Select).value = "fp8_e4m3"
+        app.query_one("#f-backward", Checkbox).value = True
+        app.query_one("#f-deterministic", Checkbox).value = True
+        await pilot.pause()
+        config, errors = app.form.read()
+        assert errors == {}
+        assert (config.dtype, config.out_dtype, config.backward, config.deterministic) == (
+            "fp8_e4m3",
+            "fp8_e4m3",
+            True,
+            True,
+        )
+        assert app.query_one("#mask").config == config  # the ConfigEdited the form posted carried it
+        assert not app.query_one("#right").has_class("-stale")
+        app.form.load(SMALL)
+        await pilot.pause()
+        assert app.form.read()[0] == SMALL
+        preset = SMALL.replace(dtype="fp8_e4m3", backward=True, deterministic=True)
+        app.form.load(preset)
+        await pilot.pause()
+        assert app.form.read()[0] == preset and app.query_one("#f-backward", Checkbox).value is True
+
+    async def test_deterministic_without_backward_shows_the_field_error(self, form_app):
+        pilot = await as_new(form_app, SMALL.replace(backward=True))
+        app = pilot.app
+        app.query_one("#f-deterministic", Checkbox).value = True
+        await pilot.pause()
+        assert app.form.read()[0].deterministic is True
+        app.action_toggle_backward()  # the palette's command
+        await pilot.pause()
+        error = app.query_one("#err-deterministic")
+        assert "turn the backward pass on" in str(error.render()) and error.has_class("-visible")
+        assert app.query_one("#f-deterministic").has_class("-invalid")
+        assert app.query_one("#right").has_class("-stale")
+        app.query_one("#f-out_dtype", Select).value = "bf16"  # fp16 inputs cannot choose their output
+        await pilot.pause()
+        assert "only FP8 inputs may choose" in str(app.query_one("#err-out_dtype").render())
 
 
 @pytest.mark.asyncio
@@ -300,125 +436,6 @@ def user_presets(tmp_path, monkeypatch):
     folder = tmp_path / "presets"
     monkeypatch.setenv("SDPA_EXPLORER_PRESET_DIR", str(folder))
     return folder
-
-
-@pytest.mark.asyncio
-async def test_preset_picker_filters_and_loads_and_runs(user_presets, fake_engine):
-    app = make_app(SMALL, client=fake_engine)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, shown(app, SMALL))
-        await pilot.press("ctrl+o")
-        assert app.screen.__class__.__name__ == "PresetPicker"
-        await pilot.press(*"bert")
-        options = app.screen.query_one("#picker-list")
-        assert options.option_count == 1 and options.get_option_at_index(0).id == "bert-base"
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: app.result.config.s_q == 512)
-        assert app.query_one("#f-b", Input).value == "8"
-        assert app.result.config.causal == "none"
-
-
-@pytest.mark.asyncio
-async def test_save_preset_asks_before_overwriting_and_keeps_the_regime(user_presets):
-    app = make_app(SMALL, start_engine=False)
-    async with app.run_test(size=(120, 40)) as pilot:
-        app.query_one("#f-regime", Select).value = "sustained"
-        await pilot.press("ctrl+s")
-        await pilot.press(*"tiny", "enter")
-        await pilot.pause()
-        assert (user_presets / "tiny.toml").exists() and "tiny" in app.presets
-        assert app.presets["tiny"].config == SMALL and app.presets["tiny"].regime == "sustained"
-        app.query_one("#f-regime", Select).value = "burst"
-        app.load_preset(app.presets["tiny"])  # a preset that names its regime sets the form's
-        assert app.form.timing.regime == "sustained"
-        await set_field(pilot, app, "b", "3")
-        await pilot.press("ctrl+s")
-        await pilot.press(*"tiny", "enter")
-        await pilot.pause()
-        assert app.screen.__class__.__name__ == "Confirm"
-        await pilot.click("#confirm-yes")
-        await pilot.pause()
-        assert app.presets["tiny"].config.b == 3
-
-
-@pytest.mark.asyncio
-async def test_export_writes_a_script_and_says_where(tmp_path):
-    app = make_app(SMALL, start_engine=False)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.press("ctrl+e")
-        assert app.screen.__class__.__name__ == "ExportDialog"
-        target = tmp_path / "repro.py"
-        app.screen.query_one("#export-path", Input).value = str(target)
-        await pilot.press("enter")
-        await pilot.pause()
-        text = target.read_text()
-        compile(text, str(target), "exec")
-        assert "\nCONFIG = SdpaConfig(b=1, h_q=2, h_kv=2, s_q=64, s_kv=64)\n" in text
-        assert any(str(target) in str(n.message) for n in app._notifications)
-
-
-@pytest.mark.asyncio
-async def test_mask_fields_reach_the_config_and_the_mask_view():
-    app = make_app(SMALL, start_engine=False)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await set_field(pilot, app, "window", "16")
-        await set_field(pilot, app, "seq_lens_q", "ratio 0.5")
-        config, errors = app.form.read()
-        assert errors == {}
-        assert config.window == 16 and config.seq_lens_q == (32,) and config.seq_lens_kv == (64,)
-        assert app.query_one("#mask").config == config
-        await set_field(pilot, app, "seq_lens_kv", "1,2,3")
-        assert "one length per batch entry" in str(app.query_one("#err-seq_lens_kv").render())
-        app.form.load(SMALL.replace(alibi=True, bias="bxh", window=8))
-        await pilot.pause()
-        config, _ = app.form.read()
-        assert (config.alibi, config.bias, config.window) == (True, "bxh", 8)
-
-
-@pytest.mark.asyncio
-async def test_training_fields_reach_the_config_and_load_from_a_preset():
-    app = make_app(SMALL, start_engine=False)
-    async with app.run_test(size=(120, 40)) as pilot:
-        app.query_one("#f-dtype", Select).value = "fp8_e4m3"
-        app.query_one("#f-out_dtype", Select).value = "fp8_e4m3"
-        app.query_one("#f-backward", Checkbox).value = True
-        app.query_one("#f-deterministic", Checkbox).value = True
-        await pilot.pause()
-        config, errors = app.form.read()
-        assert errors == {}
-        assert (config.dtype, config.out_dtype, config.backward, config.deterministic) == (
-            "fp8_e4m3",
-            "fp8_e4m3",
-            True,
-            True,
-        )
-        assert app.query_one("#mask").config == config  # the ConfigEdited the form posted carried it
-        assert not app.query_one("#right").has_class("-stale")
-        app.form.load(SMALL)
-        await pilot.pause()
-        assert app.form.read()[0] == SMALL
-        preset = SMALL.replace(dtype="fp8_e4m3", backward=True, deterministic=True)
-        app.form.load(preset)
-        await pilot.pause()
-        assert app.form.read()[0] == preset and app.query_one("#f-backward", Checkbox).value is True
-
-
-@pytest.mark.asyncio
-async def test_deterministic_without_backward_shows_the_field_error():
-    app = make_app(SMALL.replace(backward=True), start_engine=False)
-    async with app.run_test(size=(120, 40)) as pilot:
-        app.query_one("#f-deterministic", Checkbox).value = True
-        await pilot.pause()
-        assert app.form.read()[0].deterministic is True
-        app.action_toggle_backward()  # the palette's command
-        await pilot.pause()
-        error = app.query_one("#err-deterministic")
-        assert "turn the backward pass on" in str(error.render()) and error.has_class("-visible")
-        assert app.query_one("#f-deterministic").has_class("-invalid")
-        assert app.query_one("#right").has_class("-stale")
-        app.query_one("#f-out_dtype", Select).value = "bf16"  # fp16 inputs cannot choose their output
-        await pilot.pause()
-        assert "only FP8 inputs may choose" in str(app.query_one("#err-out_dtype").render())
 
 
 @pytest.mark.asyncio
