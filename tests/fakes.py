@@ -66,13 +66,13 @@ class Reply:
                 self.fake._in_flight = None
         self.fake.on_event(EngineResult(self.request_id, result))
 
-    def died(self, reason: str) -> None:
+    def died(self, reason: str, crashed: bool = False) -> None:
         """The process is gone: the client says so, then a fresh one is ready."""
         with self.fake._lock:
             self.fake._in_flight = None
             self.fake.restarts += 1
-        self.fake.on_event(EngineDied(reason, self.request_id))
-        self.fake.on_event(EngineReady(self.fake.environment, 0.01))
+        self.fake.on_event(EngineDied(reason, self.request_id, crashed=crashed))
+        self.fake.on_event(EngineReady(self.fake.environment, 0.01, self.fake.restarts, reason))
 
     def silence(self) -> None:
         """A build that hangs: nothing until the client's silence limit, then it is stopped."""
@@ -135,7 +135,7 @@ def crash(signum: int = signal.SIGSEGV) -> Answer:
 
     def answer(reply: Reply, config: SdpaConfig, options: object) -> None:
         reply.progress(STEPS[0])
-        reply.died(exit_reason(-signum))
+        reply.died(exit_reason(-signum), crashed=True)
 
     return answer
 
@@ -191,7 +191,10 @@ class FakeEngine:
 
     # ---- EngineClientProtocol ----------------------------------------------------------
     def start(self, on_event: Callable) -> None:
+        """Start (or, after close, start again: each CLI command opens its own session)."""
         self.on_event = on_event
+        self._closed.clear()
+        self._inbox = queue.Queue()
         self._thread = threading.Thread(target=self._serve, daemon=True, name="fake-engine")
         self._thread.start()
 

@@ -89,17 +89,17 @@ def test_a_user_preset_shadows_a_builtin_and_says_so(user_dir):
 
 
 def test_a_preset_chooses_its_timing_regime_and_run_follows_it_unless_told(user_dir, monkeypatch):
+    from tests.fakes import NO_GPU, FakeEngine, computed
+    from tui import cli
     from tui.engine.runner import Engine
+    from tui.engine.session import EngineSession
 
     path = presetmod.save_user("steady", SdpaConfig(b=1, h_q=2, h_kv=2, s_q=64, s_kv=64), regime="sustained")
     assert '[timing]\nregime = "sustained"' in path.read_text()
     assert presetmod.find("steady").regime == "sustained"
     assert presetmod.find("gpt2-seed").regime == ""  # no [timing]: the user's choice, burst by default
-    asked = []
-    real_run = Engine.run
-    monkeypatch.setattr(
-        Engine, "run", lambda self, config, options: asked.append(options) or real_run(self, config)
-    )
+    fake = FakeEngine(computed(Engine(environment=NO_GPU)), environment=NO_GPU)
+    monkeypatch.setattr(cli, "engine_session", lambda: EngineSession(fake))
     cases = (
         (["--preset", "steady"], "sustained"),
         (["--preset", "steady", "--regime", "burst"], "burst"),
@@ -108,7 +108,7 @@ def test_a_preset_chooses_its_timing_regime_and_run_follows_it_unless_told(user_
     for args, regime in cases:
         out = CliRunner().invoke(main, ["run", *args, "--json", "--no-check"])
         assert out.exit_code == 0, out.output
-        assert asked.pop().timing.regime == regime, args
+        assert fake.requests.pop()[1].timing.regime == regime, args
     bad = CliRunner().invoke(main, ["run", "--regime", "fast"])
     assert bad.exit_code == 2 and "--regime" in bad.output
 

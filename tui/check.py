@@ -4,13 +4,15 @@ through the same Engine as the dashboard, one line a case."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from rich.console import Console
 from rich.markup import escape
 
 from .engine.config import SdpaConfig
-from .engine.results import STATUS_OK, PassResult, RunResult, TimingStats
-from .format import regime_note, regime_style, us
+from .engine.results import STATUS_CRASH, STATUS_KNOWN_ISSUE, STATUS_OK, PassResult, RunResult, TimingStats
+from .format import regime_note, regime_style, us, versions_words
 
 SMOKE_CASES: tuple[SdpaConfig, ...] = (
     SdpaConfig(),
@@ -69,7 +71,7 @@ def case_line(name: str, result: RunResult) -> str:
     ok = result.status == STATUS_OK
     mark = "[green]PASS[/green]" if ok else "[red]FAIL[/red]"
     if not ok:
-        return f"{mark} {name:20} {result.config.label():42} {result.status}: {result.message}"
+        return f"{mark} {name:20} {result.config.label():42} {result.status}: {escape(result.message)}"
     parts = []
     for i, (p, f) in enumerate((p, pass_figures(p)) for p in result.passes):
         err = f["max_abs_error"] if f["max_abs_error"] is not None else float("nan")
@@ -83,3 +85,41 @@ def regime_markup(t: TimingStats | None) -> str:
     """' (burst)' after a kernel time; an unstable or capped figure in yellow, never silently."""
     note = escape(regime_note(t))
     return f"[yellow]{note}[/yellow]" if note and regime_style(t) != "dim" else note
+
+
+def run_cases(
+    session: Any,
+    cases: list[tuple[str, SdpaConfig]],
+    options_for: Callable[[str], Any],
+    console: Console,
+    as_json: bool,
+    seed: int,
+) -> tuple[list[dict[str, Any]], int]:
+    """Each case through one engine session, one line (or JSON row) a case; the rows and how
+    many passed. A case that crashes costs the session's process, not the cases after it."""
+    if not as_json:
+        console.print(escape(versions_words(session.environment)))
+    rows, passed = [], 0
+    for name, config in cases:
+        result = session.run(config, options_for(name))
+        passed += result.status == STATUS_OK
+        rows.append(case_row(name, result))
+        if not as_json:
+            console.print(case_line(name, result))
+        follow_up(result, seed, Console(stderr=True), name)
+    return rows, passed
+
+
+def follow_up(result: RunResult, seed: int, err: Console, name: str = "") -> None:
+    """What a result asks of the user: a crash's reproduction script, or how to run a known issue anyway."""
+    which = f"{name}: " if name else ""
+    if result.status == STATUS_CRASH:
+        from .export import save_crash_script
+
+        try:
+            path = save_crash_script(result, seed)
+            err.print(f"{which}the script that reproduces the crash is at {path}", markup=False)
+        except OSError as exc:
+            err.print(f"{which}cannot write the reproduction script: {exc}", markup=False)
+    elif result.status == STATUS_KNOWN_ISSUE:
+        err.print(f"{which}not run: it matches a known issue; --run-anyway runs it", markup=False)

@@ -1,6 +1,7 @@
 """The headless commands: run one configuration, sanity-check a GPU box, describe it.
 
-Every command goes through the same Engine and RunResult as the dashboard, so the CLI
+Every command goes through the same Engine and RunResult as the dashboard, in the engine's own
+process as the dashboard does (a crash in cuDNN costs that process, not the command), so the CLI
 and the screen can never disagree. Bad input exits with code 2 and names the option.
 """
 
@@ -12,6 +13,7 @@ import sys
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 from .engine.config import ConfigError, FieldError, SdpaConfig
 from .engine.fields import FIELD, FIELDS, SHORTHANDS, Choice, Field, Switch, from_entries
@@ -106,14 +108,23 @@ def _by_option(errors: list[FieldError]) -> list[str]:
     return [f"{FIELD[e.field].option if e.field in FIELD else e.field}: {e.message}" for e in errors]
 
 
-def _run_options(replays: int, l2_flush: bool, regime: str, autotune: bool, check: bool, seed: int):
+def _run_options(
+    replays: int, l2_flush: bool, regime: str, autotune: bool, check: bool, seed: int, anyway: bool
+):
     from .engine.runner import RunOptions
     from .engine.timing import TimingOptions
 
     if replays < 1:
         _fail_usage([f"--replays: must be at least 1 (got {replays})"])
     timing = TimingOptions(replays=replays, l2_flush=l2_flush, regime=regime)
-    return RunOptions(timing=timing, autotune=autotune, check=check, seed=seed)
+    return RunOptions(timing=timing, autotune=autotune, check=check, seed=seed, run_anyway=anyway)
+
+
+def engine_session():
+    """The engine process the commands run their configurations in."""
+    from .engine.session import EngineSession
+
+    return EngineSession()
 
 
 def preset_regimes() -> dict[str, str]:
@@ -143,6 +154,11 @@ def timing_options(fn):
                 "2 s of load (a training step). Default: the preset's, else burst",
             ),
             click.option("--seed", type=int, default=0, show_default=True, help="random seed of the inputs"),
+            click.option(
+                "--run-anyway",
+                is_flag=True,
+                help="run a configuration that matches a known issue (it may crash the engine process)",
+            ),
         ]
     ):
         fn = opt(fn)
@@ -222,16 +238,29 @@ def show(path: str, as_json: bool) -> None:
     help="also write a standalone cudnn + torch script that reproduces this configuration",
 )
 def run(
-    replays, l2_flush, regime, seed, autotune, check, as_json, save_json, save_csv, save_script, **values
+    replays,
+    l2_flush,
+    regime,
+    seed,
+    run_anyway,
+    autotune,
+    check,
+    as_json,
+    save_json,
+    save_csv,
+    save_script,
+    **values,
 ) -> None:
     """Build, plan, run and check one configuration (default: the seed's GPT-2 shape)."""
-    from .engine.runner import Engine
-
     config = config_from_options(values)
     if not regime and values.get("preset"):
         regime = preset_regimes().get(values["preset"], "")
     regime = regime or REGIME_BURST
-    result = Engine().run(config, _run_options(replays, l2_flush, regime, autotune, check, seed))
+    from .check import follow_up
+
+    options = _run_options(replays, l2_flush, regime, autotune, check, seed, run_anyway)
+    with engine_session() as session:
+        result = session.run(config, options)
     if as_json:
         click.echo(result.to_json())
     else:
@@ -239,6 +268,7 @@ def run(
 
         _console().print(result_renderable(result))
     _save_exports(result, seed, {"json": save_json, "csv": save_csv, "script": save_script})
+    follow_up(result, seed, _console(stderr=True))
     if result.status == "invalid":
         sys.exit(EXIT_USAGE)
     sys.exit(EXIT_OK if result.ok else EXIT_FAIL)
@@ -277,46 +307,41 @@ def check_cases(preset_names: tuple[str, ...]) -> list[tuple[str, SdpaConfig]]:
 @timing_options
 @click.option("--preset", "preset_names", multiple=True, help="check only this preset (repeatable)")
 @click.option("--json", "as_json", is_flag=True, help="print the results as JSON")
-def check(replays, l2_flush, regime, seed, preset_names, as_json) -> None:
-    """Sanity-check this GPU box: the smoke set and every built-in preset; exit non-zero on
-    any mismatch, failure or unavailable GPU."""
-    from .check import case_line, case_row
-    from .engine.runner import Engine
+def check(replays, l2_flush, regime, seed, run_anyway, preset_names, as_json) -> None:
+    """Sanity-check this GPU box: the smoke set and every built-in preset, one engine process for
+    all (restarted after a crash); exit non-zero on any mismatch, failure or unavailable GPU."""
+    from .check import run_cases
 
-    engine = Engine()
-    env = engine.environment()
-    console = _console()
-    if not env.gpu_available:
-        if as_json:
-            click.echo(
-                json.dumps({"gpu_available": False, "reason": env.unavailable_reason, "cases": []}, indent=2)
-            )
-        else:
-            console.print(f"[red]FAIL[/red] no usable GPU: {env.unavailable_reason}")
-        sys.exit(EXIT_FAIL)
     cases = check_cases(preset_names)
-    rows, passed = [], 0
-    if not as_json:
-        console.print(
-            f"{env.gpu_name} (cc {env.compute_capability}), cuDNN {env.cudnn_backend_version}, "
-            f"frontend {env.frontend_version}, torch {env.torch_version}"
-        )
-    regimes = preset_regimes()  # read once, not once a case
-    for name, config in cases:
-        case_regime = regime or regimes.get(name, "") or REGIME_BURST
-        result = engine.run(config, _run_options(replays, l2_flush, case_regime, False, True, seed))
-        passed += result.status == "ok"
-        rows.append(case_row(name, result))
-        if not as_json:
-            console.print(case_line(name, result))
+    with engine_session() as session:
+        env = session.ready()
+        if env is None or not env.gpu_available:
+            reason = env.unavailable_reason if env is not None else session.down
+            _no_gpu(reason, as_json)
+        regimes = preset_regimes()  # read once, not once a case
+
+        def options_for(name: str):
+            case_regime = regime or regimes.get(name, "") or REGIME_BURST
+            return _run_options(replays, l2_flush, case_regime, False, True, seed, run_anyway)
+
+        rows, passed = run_cases(session, cases, options_for, _console(), as_json, seed)
+        restarts = (session.restarts, session.restart_reasons)
     failed = len(cases) - passed
     if as_json:
-        click.echo(
-            json.dumps({"gpu_available": True, "passed": passed, "failed": failed, "cases": rows}, indent=2)
-        )
+        summary = {"gpu_available": True, "passed": passed, "failed": failed, "restarts": restarts[0]}
+        click.echo(json.dumps({**summary, "restart_reasons": restarts[1], "cases": rows}, indent=2))
     else:
-        console.print(f"{passed} passed, {failed} failed")
+        again = f"; the engine process was restarted {restarts[0]} time(s)" if restarts[0] else ""
+        _console().print(f"{passed} passed, {failed} failed{again}")
     sys.exit(EXIT_OK if failed == 0 else EXIT_FAIL)
+
+
+def _no_gpu(reason: str, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps({"gpu_available": False, "reason": reason, "cases": []}, indent=2))
+    else:
+        _console().print(f"[red]FAIL[/red] no usable GPU: {escape(reason)}")
+    sys.exit(EXIT_FAIL)
 
 
 @main.group(invoke_without_command=True)

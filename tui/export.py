@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import csv
 import io
+import time
+from pathlib import Path
 
 from .engine.config import SdpaConfig
 from .engine.results import SCHEMA_VERSION, RunResult, Telemetry, TimingStats
+from .format import versions_words
 from .repro import script
 
 EXPORT_KINDS = {"script": ".py", "json": ".json", "csv": ".csv"}
@@ -130,10 +133,38 @@ def gpu_values(tel: Telemetry | None) -> tuple[object, ...]:
     )
 
 
+def crash_finding(result: RunResult) -> str:
+    """What a crashed run's script reproduces, with the versions it was seen on ('' otherwise)."""
+    crash = result.crash
+    if crash is None:
+        return ""
+    return (
+        f"this configuration crashed ({crash.error}) during {crash.during}, with "
+        f"{versions_words(result.environment)}."
+    )
+
+
+def crash_folder() -> Path:
+    """Where a crash's reproduction script is kept: beside the engine's log."""
+    from platformdirs import user_log_dir
+
+    return Path(user_log_dir("sdpa-explorer", appauthor=False)) / "crashes"
+
+
+def save_crash_script(result: RunResult, seed: int = 0) -> Path:
+    """Write the script that reproduces a crash where a report can pick it up; returns its path."""
+    from .files import atomic_write
+
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    path = crash_folder() / f"crash-{stamp}-{default_filename(result.config, 'script')}"
+    atomic_write(path, render("script", result, seed))
+    return path
+
+
 def render(kind: str, result: RunResult, seed: int = 0) -> str:
     """The text of one export kind for a result (the script needs only its configuration)."""
     if kind == "script":
-        return script(result.config, seed)
+        return script(result.config, seed, crash_finding(result))
     if kind == "json":
         return result.to_json()
     if kind == "csv":

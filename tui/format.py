@@ -6,8 +6,10 @@ from __future__ import annotations
 from .engine.config import format_bytes
 from .engine.results import (
     STATUS_CPU_ONLY,
+    STATUS_CRASH,
     STATUS_ERROR,
     STATUS_INVALID,
+    STATUS_KNOWN_ISSUE,
     STATUS_MISMATCH,
     STATUS_OK,
     STATUS_UNSUPPORTED,
@@ -15,11 +17,13 @@ from .engine.results import (
     ErrorMetrics,
     GpuState,
     PassResult,
+    RunResult,
     Telemetry,
     TimingStats,
 )
 
 __all__ = [
+    "finding_rows",
     "format_bytes",
     "gpu_rows",
     "l2_words",
@@ -37,6 +41,7 @@ __all__ = [
     "timing_text",
     "us",
     "verdict_words",
+    "versions_words",
 ]
 
 STATUS_STYLE = {
@@ -46,12 +51,44 @@ STATUS_STYLE = {
     STATUS_UNSUPPORTED: "bold magenta",
     STATUS_INVALID: "bold red",
     STATUS_ERROR: "bold red",
+    STATUS_CRASH: "bold white on red",
+    STATUS_KNOWN_ISSUE: "bold yellow",
 }
+_STATUS_WORDS = {STATUS_CRASH: "CRASHED"}
 
 
 def status_word(status: str) -> str:
     """'ok' -> 'OK', 'cpu_only' -> 'CPU ONLY': how a status reads in a headline."""
-    return status.upper().replace("_", " ")
+    return _STATUS_WORDS.get(status) or status.upper().replace("_", " ")
+
+
+def versions_words(env: Environment | None) -> str:
+    """What an upstream report needs to name: cuDNN, the frontend, the driver, torch and the GPU."""
+    if env is None:
+        return "not recorded"
+    gpu = f"{env.gpu_name} (cc {env.compute_capability})" if env.gpu_name else "no GPU"
+    return (
+        f"cuDNN {env.cudnn_backend_version or '?'} (frontend {env.frontend_version or '?'}), "
+        f"driver {env.driver_version or '?'}, torch {env.torch_version or '?'}, {gpu}"
+    )
+
+
+def finding_rows(result: RunResult, long: bool = False) -> list[tuple[str, str]]:
+    """A crash and the known issues a result matches, a (name, words) row each; `long` adds how
+    each known issue was established."""
+    rows: list[tuple[str, str]] = []
+    crash = result.crash
+    if crash is not None:
+        what = "the CUDA context was lost" if crash.context_lost else "the engine process died"
+        rows += [("crashed", what), ("error", crash.error), ("during", crash.during)]
+        if crash.plan:
+            rows.append(("plan", f"{crash.plan} ({crash.kind})" if crash.kind else crash.plan))
+        rows.append(("versions", versions_words(result.environment)))
+    for issue in result.known_issues:
+        rows.append(("known issue", f"{issue.summary} [{issue.key}; {issue.outcome}]"))
+        if long:
+            rows.append(("established", issue.established))
+    return rows
 
 
 def status_style(status: str) -> str:

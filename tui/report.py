@@ -13,6 +13,7 @@ from rich.text import Text
 from .engine.environment import describe
 from .engine.results import GOOD_STATUSES, Environment, Fp8Scaling, PassResult, RunResult, TimingStats
 from .format import (
+    finding_rows,
     format_bytes,
     gpu_rows,
     l2_words,
@@ -199,6 +200,14 @@ def summary_text(result: RunResult) -> Text:
 def result_renderable(result: RunResult) -> Group:
     """The CLI's report: the summary, then each pass's phases, plans and output checks."""
     parts: list = [summary_text(result)]
+    findings = finding_rows(result, long=True)
+    if findings:
+        table = Table(title="Finding", title_justify="left", show_header=False)
+        table.add_column("what", style="bold red" if result.crash else "bold yellow")
+        table.add_column("value")
+        for name, words in findings:
+            table.add_row(Text(name), Text(words))  # CUDA's words may hold brackets: never markup
+        parts.append(table)
     if result.errors:
         parts.append(Text("\n".join(f"  {e['field']}: {e['message']}" for e in result.errors), style="red"))
     for p in result.passes:

@@ -60,13 +60,14 @@ def tool_version() -> str:
         return "unknown"
 
 
-def script(config: SdpaConfig, seed: int = 0) -> str:
+def script(config: SdpaConfig, seed: int = 0, finding: str = "") -> str:
     """A standalone Python file that reproduces `config` with cudnn and torch only: the forward
     (and with `config.backward` the training step's backward), each built, checked against the
-    fp32 reference and timed by the engine's own code; its last line is `RESULT {json}`."""
+    fp32 reference and timed by the engine's own code; its last line is `RESULT {json}`.
+    `finding` says what it reproduces (a crash, for an upstream report)."""
     left_out = frozenset() if config.fp8 else frozenset({"fp8"})
     code = bundle(_glue(config, seed), GLUE, __name__, GLUE_MAX_LINES, left_out)
-    return _docstring(config) + "\n" + code
+    return _docstring(config, finding) + "\n" + code
 
 
 # ---- the glue a script copies from here (what its main() reaches) -------------------------------
@@ -358,10 +359,11 @@ def _literal(value: Any) -> str:
 # ---- the docstring ---------------------------------------------------------------------------------
 
 
-def _docstring(config: SdpaConfig) -> str:
+def _docstring(config: SdpaConfig, finding: str = "") -> str:
     """What the script does for this configuration, and how it is made."""
     c = config
-    paragraphs = [
+    paragraphs = [f"What it reproduces: {finding}"] if finding else []
+    paragraphs += [
         f"Exported by sdpa-explorer {tool_version()}. Needs only the cuDNN frontend "
         "(nvidia-cudnn-frontend) and torch with a CUDA GPU. main(), at the end, builds the graph "
         "with the layout's strides, runs it, checks it against fp32 math on the same logical "

@@ -27,7 +27,7 @@ from ..engine.process import (
     EngineReady,
     EngineResult,
 )
-from ..engine.results import Environment, RunResult
+from ..engine.results import STATUS_CRASH, Environment, RunResult
 from ..engine.runner import RunOptions
 from ..engine.timing import TimingOptions
 from ..presets import Preset, PresetProblem
@@ -183,7 +183,8 @@ class SdpaExplorerApp(KeepingActions, App[None]):
         status = self.status
         if isinstance(event, EngineReady):
             self.environment = event.environment
-            self.query_one(EnvironmentPane).show(event.environment)
+            self.query_one(EnvironmentPane).show(event.environment, event.restarts, event.last_restart)
+            self.form.mark_known_issues(self.form.read()[0])  # now that the GPU and cuDNN are known
             status.state = status.state.ready(event.startup_seconds, self._no_gpu())
         elif isinstance(event, EngineProgress):
             if event.request_id == self._latest:
@@ -194,15 +195,36 @@ class SdpaExplorerApp(KeepingActions, App[None]):
             self._latest = None
             self.show_result(event.result)
             self.edit_to_result_s.append((event.result.cache_hit, time.perf_counter() - self._submitted_at))
+            if event.result.status == STATUS_CRASH:
+                self._keep_crash(event.result)
         elif isinstance(event, EngineDied):
-            if event.request_id == self._latest:
-                self._latest = None  # lost with the process; a request made since goes to the next
-            status.state = status.state.restarted(event.reason)
+            self._engine_died(event)
+
+    def _engine_died(self, event: EngineDied) -> None:
+        if event.request_id == self._latest:
+            self._latest = None  # lost with the process; a request made since goes to the next
+        status = self.status
+        status.state = status.state.restarted(event.reason)
+        if not event.restarting:
+            self.notify(event.reason + ". Ctrl+R tries again.", title="Engine cannot start", severity="error")
+        elif event.context_lost:
+            self.notify(event.reason + ".", title="Engine restarted", severity="warning")
+        else:
             self.notify(
                 event.reason + ". A fresh engine process was started.",
                 title="Engine crashed",
                 severity="error",
             )
+
+    def _keep_crash(self, result: RunResult) -> None:
+        """A crash is a finding: its reproduction script is written at once, for an upstream report."""
+        from ..export import save_crash_script
+
+        try:
+            words = f"Its reproduction script: {save_crash_script(result)}"
+        except OSError as exc:
+            words = f"Its reproduction script could not be written ({exc}); Ctrl+E exports it."
+        self.notify(words, title="Crashed the GPU", severity="error", timeout=30, markup=False)
 
     # ---- results -----------------------------------------------------------------------------
     def show_result(self, result: RunResult) -> None:
@@ -251,7 +273,11 @@ class SdpaExplorerApp(KeepingActions, App[None]):
 
     @staticmethod
     def _options(timing: TimingChoice) -> RunOptions:
-        return RunOptions(timing=LIVE_TIMING(timing.l2_flush, timing.regime), autotune=timing.autotune)
+        return RunOptions(
+            timing=LIVE_TIMING(timing.l2_flush, timing.regime),
+            autotune=timing.autotune,
+            run_anyway=timing.run_anyway,
+        )
 
     def action_run(self) -> None:
         self._cancel_pending_run()

@@ -32,11 +32,13 @@ class EngineMessage(Message):
 
 @dataclass(frozen=True)
 class TimingChoice:
-    """How the form asks for the figures to be taken: the regime, a cold L2, every plan."""
+    """How the form asks for the figures to be taken: the regime, a cold L2, every plan; and
+    whether a configuration that matches a known issue runs anyway."""
 
     l2_flush: bool = False
     autotune: bool = True
     regime: str = REGIME_BURST
+    run_anyway: bool = False
 
 
 @dataclass

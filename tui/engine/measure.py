@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import fp8
+from . import faults, fp8
 from .config import SdpaConfig
 from .graph import GraphBuildError
 from .passes import FORWARD_PASS, BuiltPass, Inputs, Pass
@@ -73,6 +73,10 @@ def poison(t: Any) -> None:
         t.fill_(float("nan"))
 
 
+def plan_name(plans: list[PlanResult] | tuple[PlanResult, ...], index: int | None) -> str:
+    return next((p.name for p in plans if p.index == index), f"#{index}")
+
+
 def tflops(flops: int, median_us: float) -> float | None:
     return flops / (median_us * 1e-6) / 1e12 if median_us > 0 else None
 
@@ -90,22 +94,28 @@ class Measurement:
             return lambda: g.graph.execute(pack, ws, handle=handle)
         return lambda: g.graph.execute_plan_at_index(pack, ws, index=index, handle=handle)
 
+    def execute_once(self, index: int | None, why: str) -> None:
+        """One execution of a plan, waited for: a fault that loses the context is named as this plan's."""
+        name = plan_name(self.built.graph.plans, index)
+        during = f"{why}: plan {name} of the {self.spec.kind}"
+        faults.execute_once(self.run_plan(index), during, name)
+
     def outputs_of(self, index: int | None) -> dict[str, Any]:
         """One execution of a plan; its outputs as the numbers they stand for."""
-        import torch
-
         for key in self.spec.outputs.values():
             poison(self.built.data[key])  # an output the plan never wrote cannot pass
-        self.run_plan(index)()
-        torch.cuda.synchronize()
+        self.execute_once(index, "checking")
         return {name: self.built.values(key) for name, key in self.spec.outputs.items()}
 
     def scale(self) -> None:
         """FP8 outputs: set their scales from a warm-up execution's amax (once per built pass)."""
         if self.spec.needs_scaling(self.config):
             self.bench.progress(f"scaling the {self.spec.kind}")
+            index = self.built.graph.heuristic_index
             fp8.delayed_scaling(
-                self.run_plan(self.built.graph.heuristic_index), self.built.data, self.spec.fp8_delayed
+                lambda: self.execute_once(index, "the first execution (FP8 scaling)"),
+                self.built.data,
+                self.spec.fp8_delayed,
             )
 
     def inputs(self) -> Inputs:
@@ -273,6 +283,7 @@ def time_plans(
         changes: dict[str, Any] = {}
         bench.progress(f"timing {what} {plan.index + 1} of {len(candidates)}")
         try:
+            faults.execute_once(run_plan(plan.index), f"the first execution of {what} {plan.name}", plan.name)
             stats = kernel_time(run_plan(plan.index), bench.set_stream, opts, bench.l2_bytes, bench.gpu)
             timings[plan.index] = stats
             changes.update(timing=stats, tflops=tflops(flops, stats.median_us))
@@ -280,6 +291,8 @@ def time_plans(
                 max_abs, ok = check_plan(plan.index)
                 changes.update(max_abs_error=max_abs, matches=ok)
         except Exception as exc:
+            if faults.sticky(exc):  # every later plan would fail alike: the run ends here
+                raise
             changes.update(build_error=f"timing failed: {type(exc).__name__}: {exc}")
         plans.append(dataclasses.replace(plan, **changes))
     fastest = min(timings, key=lambda i: timings[i].median_us) if timings else None

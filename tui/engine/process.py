@@ -6,10 +6,17 @@ the parent keeps only small records. If the child dies or goes silent for longer
 `time_limit_s` while working, the client says so, starts a fresh child and carries on;
 what the user had is untouched.
 
+A run that loses the CUDA context (an illegal address in cuDNN, say) is answered with its crash,
+and then the child exits with EXIT_CONTEXT_LOST: a lost context cannot be recovered in its
+process. The client starts a fresh child, which runs the request queued behind the crash.
+A child that cannot start at all is tried MAX_FAILED_STARTS times in a row, then left down
+until the next request.
+
 The child is a plain `python -m tui.engine.process` with two pipes (no fork: a process
 holding a CUDA context must not be forked, and the UI owns the terminal, so the child's
 stdout and stderr go to a log file). Protocol (pickled tuples, records as plain dicts):
     parent -> child   ("run", request_id, config_dict, options_dict) | ("stop",)
+                      ("fault", request_id)   lose the CUDA context on purpose (the soak's test)
     child -> parent   ("ready", environment_dict)
                       ("progress", request_id, text)
                       ("result", request_id, run_result_dict)
@@ -37,6 +44,9 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from .config import SdpaConfig
 from .results import Environment, RunResult
 
+EXIT_CONTEXT_LOST = 75  # the child's exit after a run lost the CUDA context (EX_TEMPFAIL)
+MAX_FAILED_STARTS = 3  # a child that dies before it is ready this often in a row is left down
+
 if TYPE_CHECKING:
     from .runner import RunOptions
 
@@ -46,6 +56,8 @@ if TYPE_CHECKING:
 class EngineReady:
     environment: Environment
     startup_seconds: float
+    restarts: int = 0  # how many times the engine process was started afresh so far
+    last_restart: str = ""  # why, the last time
 
 
 @dataclass(frozen=True)
@@ -63,7 +75,10 @@ class EngineResult:
 @dataclass(frozen=True)
 class EngineDied:
     reason: str
-    request_id: int | None  # the request that was running, if any
+    request_id: int | None  # the request lost with the process, if any
+    context_lost: bool = False  # it exited after a run lost the CUDA context (that run's result came)
+    restarting: bool = True  # False: it failed to start too often and is left down until the next request
+    crashed: bool = False  # killed by a signal nobody sent: a crash in native code
 
 
 EngineEvent = EngineReady | EngineProgress | EngineResult | EngineDied
@@ -91,6 +106,8 @@ def exit_reason(code: int | None) -> str:
     """Why the engine process is gone, in the words the status line shows."""
     if code is None:
         return "the engine process stopped answering"
+    if code == EXIT_CONTEXT_LOST:
+        return "a run lost the CUDA context, so the engine process exited to start with a fresh one"
     if code < 0:
         try:
             name = signal.Signals(-code).name
@@ -135,16 +152,22 @@ def _serve(recv: Any, send: Any, environment_override: dict | None) -> None:
             return
         if msg[0] == "stop":
             return
-        _, request_id, config_dict, options_dict = msg
+        request_id = msg[1]
         try:
-            config = SdpaConfig.from_dict(config_dict)
-            options = RunOptions.from_dict(options_dict)
-            result = engine.run(
-                config, options, progress=lambda text, rid=request_id: send.send(("progress", rid, text))
-            )
+            if msg[0] == "fault":
+                result = engine.lose_context()
+            else:
+                config, options = SdpaConfig.from_dict(msg[2]), RunOptions.from_dict(msg[3])
+                result = engine.run(
+                    config, options, progress=lambda text, rid=request_id: send.send(("progress", rid, text))
+                )
             send.send(("result", request_id, result.to_dict()))
         except (EOFError, OSError):
             return
+        if engine.lost is not None:  # nothing more can run in this process
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(EXIT_CONTEXT_LOST)  # no CUDA teardown: it would fail on the lost context
 
 
 def _child_main(argv: list[str]) -> None:
@@ -178,6 +201,9 @@ class EngineClient:
         self._recv: Any = None
         self._in_flight: int | None = None
         self._unsent: tuple | None = None  # the newest request, until a live child has it
+        self._newest: tuple | None = None  # the newest request, to send again after a lost context
+        self._failed_starts = 0  # children in a row that died before they were ready
+        self._last_restart = ""
         self._last_word = 0.0
         self._started_at = 0.0
         self._ready = False  # the current child has said it is ready
@@ -256,11 +282,24 @@ class EngineClient:
     def submit(self, config: SdpaConfig, options: RunOptions) -> int:
         """Queue a run; returns its request id. Never blocks on the engine."""
         request_id = next(self._ids)
-        msg = ("run", request_id, config.to_dict(), options.to_dict())
+        return self._send_request(("run", request_id, config.to_dict(), options.to_dict()))
+
+    def inject_fault(self) -> int:
+        """Ask the engine to lose its CUDA context on purpose (an illegal address in a cuDNN
+        kernel): how the soak proves that a lost context costs one process and no more."""
+        return self._send_request(("fault", next(self._ids)))
+
+    def _send_request(self, msg: tuple) -> int:
+        request_id = msg[1]
         with self._lock:
             self._in_flight = request_id
             self._last_word = time.perf_counter()
-            self._unsent, send = msg, self._send
+            self._unsent, self._newest, send = msg, msg, self._send
+            down = self._failed_starts >= MAX_FAILED_STARTS
+        if down:  # left down after failed starts: a new request tries once more
+            self._failed_starts = 0
+            self._spawn()
+            return request_id
         try:
             send.send(msg)
         except OSError:
@@ -279,14 +318,14 @@ class EngineClient:
             except (EOFError, OSError):
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(timeout=1)
-                self._died(proc, exit_reason(proc.poll()))
+                self._exited(proc)
                 return
             if msg is not None:
                 self._last_word = time.perf_counter()
                 self._dispatch(msg)
                 continue
             if proc.poll() is not None:
-                self._died(proc, exit_reason(proc.poll()))
+                self._exited(proc)
                 return
             if self._in_flight is not None and time.perf_counter() - self._last_word > self.time_limit_s:
                 proc.kill()
@@ -294,11 +333,17 @@ class EngineClient:
                 self._died(proc, silence_reason(self.time_limit_s))
                 return
 
+    def _exited(self, proc: subprocess.Popen) -> None:
+        code = proc.poll()
+        self._died(proc, exit_reason(code), crashed=code is not None and code < 0)
+
     def _dispatch(self, msg: tuple) -> None:
         kind = msg[0]
         if kind == "ready":
             self._ready = True
-            self.on_event(EngineReady(Environment(**msg[1]), time.perf_counter() - self._started_at))
+            self._failed_starts = 0
+            startup = time.perf_counter() - self._started_at
+            self.on_event(EngineReady(Environment(**msg[1]), startup, self.restarts, self._last_restart))
         elif kind == "progress":
             if msg[1] == self._in_flight:
                 self.on_event(EngineProgress(msg[1], msg[2]))
@@ -309,19 +354,32 @@ class EngineClient:
                     self._in_flight = None
             self.on_event(EngineResult(request_id, RunResult.from_dict(msg[2])))
 
-    def _died(self, proc: subprocess.Popen, reason: str) -> None:
+    def _died(self, proc: subprocess.Popen, reason: str, crashed: bool = False) -> None:
         if self._closing:
             return
+        lost_context = proc.returncode == EXIT_CONTEXT_LOST
         with self._lock:
-            request_id, self._in_flight = self._in_flight, None
-            if self._unsent is not None and self._unsent[1] == request_id:
-                self._unsent = None  # reported lost with the child: not run by the next one
+            request_id = self._in_flight
+            if lost_context and request_id is not None:  # queued behind the crash: the next child runs it
+                self._unsent, request_id = self._newest, None
+            else:
+                self._in_flight = None
+                if self._unsent is not None and self._unsent[1] == request_id:
+                    self._unsent = None  # reported lost with the child: not run by the next one
             conns = (self._send, self._recv)
+            self._failed_starts = 0 if self._ready else self._failed_starts + 1
         for conn in conns:
             with contextlib.suppress(OSError):
                 conn.close()
+        if self._failed_starts >= MAX_FAILED_STARTS:
+            reason += f"; it failed to start {self._failed_starts} times in a row (its log: {self._log_file})"
+            self.on_event(EngineDied(reason, request_id, restarting=False, crashed=crashed))
+            return
         self.restarts += 1
-        self._spawn(before_reading=lambda: self.on_event(EngineDied(reason, request_id)))
+        self._last_restart = reason
+        time.sleep(0.5 * self._failed_starts)  # a child that cannot start: not in a tight loop
+        died = EngineDied(reason, request_id, context_lost=lost_context, crashed=crashed)
+        self._spawn(before_reading=lambda: self.on_event(died))
 
 
 if __name__ == "__main__":

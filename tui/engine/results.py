@@ -17,7 +17,8 @@ from typing import Any
 
 from .config import SdpaConfig
 
-SCHEMA_VERSION = "2.1"  # 2.1: timing regime, samples, stability, GPU telemetry, the peer's backend
+SCHEMA_VERSION = "2.2"  # 2.2: a crash as a finding, known issues; 2.1: timing regime, samples,
+# stability, GPU telemetry, the peer's backend
 # 2.0: a run is a list of passes; 1.1 (fp8, backward) and 1.0 files still read
 
 # The timing regimes: a short run on a rested GPU (published tables), or under continuing load.
@@ -32,6 +33,8 @@ STATUS_INVALID = "invalid"  # the configuration does not make sense (see errors)
 STATUS_UNSUPPORTED = "unsupported"  # cuDNN refused it, in its own words (see message)
 STATUS_ERROR = "error"  # something failed that should not have (see message)
 STATUS_CPU_ONLY = "cpu_only"  # no usable GPU: what could be done on the CPU was done
+STATUS_CRASH = "crash"  # it crashed the GPU's context or the engine process (see crash)
+STATUS_KNOWN_ISSUE = "known_issue"  # not run: it matches a known issue (see known_issues)
 GOOD_STATUSES = (STATUS_OK, STATUS_CPU_ONLY)
 
 # The kinds of pass a run can hold, in the order they run.
@@ -256,6 +259,28 @@ class Environment:
 
 
 @dataclass(frozen=True)
+class Crash:
+    """What a run that crashed was doing: a finding to report upstream, with the environment's
+    versions and the exported script that reproduces it."""
+
+    error: str  # CUDA's (or the operating system's) words
+    during: str  # what the engine was doing: "the first execution of plan eng2_k24=32 (forward)"
+    kind: str = ""  # the pass, when known
+    plan: str = ""  # the plan that was executing, when known
+    context_lost: bool = True  # the CUDA context became unusable (else the engine process died)
+
+
+@dataclass(frozen=True)
+class KnownIssueMatch:
+    """A known issue the configuration matches (engine/known_issues.py), as a result carries it."""
+
+    key: str
+    summary: str
+    outcome: str  # what happens when it runs: "crash" or "refused"
+    established: str  # how the issue was established
+
+
+@dataclass(frozen=True)
 class RunResult:
     config: SdpaConfig
     status: str
@@ -266,6 +291,8 @@ class RunResult:
     passes: tuple[PassResult, ...] = ()
     environment: Environment | None = None
     wall_seconds: float = 0.0
+    crash: Crash | None = None  # when status is crash: what was running
+    known_issues: tuple[KnownIssueMatch, ...] = ()  # known issues it matches (run anyway, or not run)
     schema_version: str = SCHEMA_VERSION
 
     @property
@@ -314,6 +341,9 @@ class RunResult:
         d["passes"] = tuple(pass_from_dict(p) for p in d.get("passes", ()))
         if d.get("environment"):
             d["environment"] = Environment(**d["environment"])
+        d["crash"] = Crash(**d["crash"]) if d.get("crash") else None
+        d["known_issues"] = tuple(KnownIssueMatch(**k) for k in d.get("known_issues", ()))
+        d["schema_version"] = SCHEMA_VERSION  # read into this version's shape (new fields at defaults)
         return cls(**d)
 
     @classmethod

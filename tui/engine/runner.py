@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import environment as envmod
+from . import faults, known_issues
 from .config import SdpaConfig
 from .cpu import cpu_pass
 from .graph import GraphBuildError
@@ -26,10 +27,13 @@ from .results import (
     FORWARD,
     GOOD_STATUSES,
     STATUS_CPU_ONLY,
+    STATUS_CRASH,
     STATUS_ERROR,
     STATUS_INVALID,
+    STATUS_KNOWN_ISSUE,
     STATUS_MISMATCH,
     STATUS_OK,
+    Crash,
     Environment,
     PassResult,
     RunResult,
@@ -43,6 +47,7 @@ class RunOptions:
     autotune: bool = True  # time every plan that builds, not only the heuristic's pick
     check: bool = True  # compare with the fp32 reference
     seed: int = 0
+    run_anyway: bool = False  # run a configuration that matches a known issue (known_issues.py)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -66,7 +71,9 @@ class Engine:
         self._handle: Any = None
         self._cache: OrderedDict[SdpaConfig, dict[str, BuiltPass]] = OrderedDict()
         self._progress: Callable[[str], None] = lambda _text: None
+        self._doing = ""  # the engine's last words on what it does: what a crash interrupted
         self._gpu: Any = None  # telemetry.Nvml once opened; a str says why there is none
+        self.lost: Crash | None = None  # set once the CUDA context is lost: this engine is done
 
     # ---- environment ---------------------------------------------------------------
     def environment(self) -> Environment:
@@ -113,7 +120,7 @@ class Engine:
         """Never raises for a bad or unsupported configuration: the result says what happened.
         `progress` hears what the engine is doing now (building, checking, timing ...)."""
         options = options or RunOptions()
-        self._progress = progress or (lambda _text: None)
+        self._progress = self._remembering(progress or (lambda _text: None))
         t0 = time.perf_counter()
         env = self.environment()
         base = dict(config=config, environment=env, device="cuda" if env.gpu_available else "cpu")
@@ -125,6 +132,13 @@ class Engine:
                 errors=tuple({"field": e.field, "message": e.message} for e in errors),
                 **base,
             )
+        issues = known_issues.matching(config, env)
+        if issues and env.gpu_available and not options.run_anyway:
+            words = known_issues.not_run_words(issues)
+            return RunResult(status=STATUS_KNOWN_ISSUE, message=words, known_issues=issues, **base)
+        if self.lost is not None:
+            words = f"the CUDA context was lost earlier ({self.lost.error}): this engine runs nothing more"
+            return RunResult(status=STATUS_ERROR, message=words, **base)
         try:
             if env.gpu_available:
                 passes, hit = self._run_gpu(config, options)
@@ -145,8 +159,19 @@ class Engine:
             cache_hit=hit,
             passes=tuple(passes),
             wall_seconds=time.perf_counter() - t0,
+            crash=self.lost if status == STATUS_CRASH else None,
+            known_issues=issues,
             **base,
         )
+
+    def _remembering(self, progress: Callable[[str], None]) -> Callable[[str], None]:
+        """Report progress, and keep the words: they say what a crash interrupted."""
+
+        def report(text: str) -> None:
+            self._doing = text
+            progress(text)
+
+        return report
 
     def _run_cpu(self, config: SdpaConfig, options: RunOptions, reason: str) -> list[PassResult]:
         """Each pass as far as a CPU takes it; a pass cuDNN refuses ends the run."""
@@ -179,6 +204,9 @@ class Engine:
             except GraphBuildError as exc:
                 results.append(refused(spec, config, exc))
             except Exception as exc:  # a failure is a result to show, not a crash
+                if faults.sticky(exc):
+                    results.append(self._context_lost(spec, config, exc))
+                    break
                 results.append(
                     PassResult(
                         status=STATUS_ERROR, message=f"{type(exc).__name__}: {exc}", **counts(spec, config)
@@ -187,9 +215,37 @@ class Engine:
             if results[-1].status not in (*GOOD_STATUSES, STATUS_MISMATCH):
                 break
         if not built:
-            del self._cache[config]  # nothing built: nothing to keep
+            self._cache.pop(config, None)  # nothing built (or the context was lost): nothing to keep
         self._evict()
         return results, hit
+
+    def _context_lost(self, spec: Pass, config: SdpaConfig, exc: Exception) -> PassResult:
+        """The pass that lost the CUDA context: what was running, in CUDA's words. Nothing the
+        engine built is usable any more."""
+        if not isinstance(exc, faults.ContextLost):
+            exc = faults.ContextLost(self._doing or f"measuring the {spec.kind}", faults.first_line(exc))
+        self.lost = Crash(error=exc.error, during=exc.during, kind=spec.kind, plan=exc.plan)
+        self._cache.clear()
+        return PassResult(
+            status=STATUS_CRASH,
+            message=f"crashed the GPU: {exc.error} (during {exc.during})",
+            **counts(spec, config),
+        )
+
+    def lose_context(self) -> RunResult:
+        """Lose the CUDA context on purpose (the soak's injected fault): the seed's forward
+        executed with its query at an unmapped address. The result is the crash it causes."""
+        config, t0 = SdpaConfig(), time.perf_counter()
+        spec = passes_of(config)[0]
+        built = self._cache.setdefault(config, {})
+        try:
+            faults.poison_context(self._built(config, spec, built, 0), self._cudnn_handle())
+            passes = [PassResult(status=STATUS_ERROR, message="the context survived", **counts(spec, config))]
+        except Exception as exc:
+            passes = [self._context_lost(spec, config, exc)]
+        return RunResult(config=config, status=passes[0].status, message=passes[0].message,
+                         passes=tuple(passes), environment=self.environment(), device="cuda",
+                         wall_seconds=time.perf_counter() - t0, crash=self.lost)  # fmt: skip
 
     def _built(self, config: SdpaConfig, spec: Pass, built: dict[str, BuiltPass], seed: int) -> BuiltPass:
         """The pass built on the GPU (from the cache when it was built before), its FP8 scales set."""

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Checkbox, Input, Label, Select
 
+from ...engine import known_issues
 from ...engine.config import ConfigError, FieldError, SdpaConfig
 from ...engine.fields import FIELDS, GROUPS, Field, from_entries
 from ...engine.results import REGIME_BURST, REGIMES
@@ -103,6 +105,14 @@ class ConfigForm(VerticalScroll):
             )
         yield Checkbox("flush L2 before each execution", False, id="f-l2_flush", compact=True)
         yield Checkbox("time every plan (autotune)", True, id="f-autotune", compact=True)
+        yield Checkbox(
+            "run known issues anyway",
+            False,
+            id="f-run_anyway",
+            compact=True,
+            tooltip="a configuration that matches a known issue (it may crash cuDNN) runs only when ticked",
+        )
+        yield Label("", id="known-issue", classes="field-error")  # the known issues the form matches
         yield Label("", id="err-b-memory", classes="field-error")  # problems of no one field
 
     # ---- reading and writing ------------------------------------------------------------
@@ -123,17 +133,31 @@ class ConfigForm(VerticalScroll):
 
     @property
     def timing(self) -> TimingChoice:
-        """The timing section: regime, L2 flush, autotune."""
+        """The timing section: regime, L2 flush, autotune; and whether known issues run anyway."""
         return TimingChoice(
             l2_flush=self.query_one("#f-l2_flush", Checkbox).value,
             autotune=self.query_one("#f-autotune", Checkbox).value,
             regime=self.query_one("#f-regime", Select).value,
+            run_anyway=self.query_one("#f-run_anyway", Checkbox).value,
         )
 
     def load_timing(self, timing: TimingChoice) -> None:
         self.query_one("#f-l2_flush", Checkbox).value = timing.l2_flush
         self.query_one("#f-autotune", Checkbox).value = timing.autotune
         self.query_one("#f-regime", Select).value = timing.regime
+        self.query_one("#f-run_anyway", Checkbox).value = timing.run_anyway
+
+    def mark_known_issues(self, config: SdpaConfig | None) -> None:
+        """Say, before anything runs, which known issues the configuration matches on this engine's
+        GPU and cuDNN (known_issues.py), and whether it will run."""
+        env = getattr(self.app, "environment", None)
+        found = known_issues.matching(config, env) if config is not None and env and env.gpu_available else ()
+        anyway = self.query_one("#f-run_anyway", Checkbox).value
+        verdict = "runs anyway (ticked)" if anyway else "not run unless ticked"
+        text = Text("\n".join(f"known issue: {i.summary}" for i in found) + (f"; {verdict}" if found else ""))
+        line = self.query_one("#known-issue", Label)
+        line.update(text)
+        line.set_class(bool(found), "-visible")
 
     def load(self, config: SdpaConfig) -> None:
         """Show `config` in the form. Each field set posts its own change; `_edited` turns them
@@ -185,4 +209,5 @@ class ConfigForm(VerticalScroll):
             return  # mounting or loading changes every field at once: one message says it all
         self._posted = state
         self.show_errors(errors)
+        self.mark_known_issues(config)
         self.post_message(ConfigEdited(*state))

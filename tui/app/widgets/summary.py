@@ -6,7 +6,16 @@ from rich.text import Text
 from textual.widgets import Static
 
 from ...engine.results import GOOD_STATUSES, ErrorMetrics, PassResult, RunResult
-from ...format import pass_short, regime_note, regime_style, status_style, status_word, step_regime, us
+from ...format import (
+    finding_rows,
+    pass_short,
+    regime_note,
+    regime_style,
+    status_style,
+    status_word,
+    step_regime,
+    us,
+)
 
 
 def speed_line(p: PassResult) -> Text:
@@ -76,6 +85,11 @@ class SummaryPane(Static):
         timed = next((p.timing for p in result.passes if p.timing), None)
         if timed is not None:
             t.append(f"  L2 {'flushed' if timed.l2_flushed else 'warm'}", style="dim")
+        for name, words in finding_rows(result):  # a crash and known issues lead: they are findings
+            t.append(f"\n{name}: ", style="bold red" if result.crash else "bold yellow")
+            t.append(words)
+        if result.crash is not None:
+            t.append("\nCtrl+E exports the standalone script that reproduces it", style="bold")
         for p in result.passes:
             t.append("\n")
             t.append_text(speed_line(p))

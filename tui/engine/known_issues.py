@@ -1,0 +1,120 @@
+"""Configurations known to crash or to be refused on some cuDNN versions and GPUs.
+
+A configuration that matches is marked before it runs and is not run unless the user asks to
+run it anyway (`RunOptions.run_anyway`): an innocent edit must not take the engine's CUDA
+context down. Each entry names the cuDNN versions (from, up to but not including), the GPU
+architectures (compute capability majors; empty: any), the features, and how it was established.
+Versions decide: the GPU we test on runs cuDNN 9.19 while the locked environment installs 9.26.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .config import SdpaConfig
+from .results import Environment, KnownIssueMatch
+
+CRASH = "crash"  # it takes the CUDA context down
+REFUSED = "refused"  # the frontend refuses it on these versions
+
+Version = tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class KnownIssue:
+    key: str
+    summary: str
+    cudnn: tuple[Version, Version]  # from, up to but not including
+    archs: tuple[int, ...]  # compute capability majors (9: Hopper); () any
+    applies: Callable[[SdpaConfig], bool]
+    outcome: str  # CRASH or REFUSED
+    established: str
+
+    def matches(self, config: SdpaConfig, env: Environment) -> bool:
+        version = parse_version(env.cudnn_backend_version)
+        if version is None or not self.cudnn[0] <= version < self.cudnn[1]:
+            return False
+        if self.archs and arch(env) not in self.archs:
+            return False
+        return self.applies(config)
+
+    def record(self) -> KnownIssueMatch:
+        return KnownIssueMatch(self.key, self.summary, self.outcome, self.established)
+
+
+_SUPPORT_SURFACE = "the frontend's own support check refuses it (sdpa_support_surface.h, frontend 1.32): "
+
+KNOWN_ISSUES: tuple[KnownIssue, ...] = (
+    KnownIssue(
+        key="fp8-dropout-hopper-cudnn-9.19",
+        summary="FP8 forward with dropout crashes inside cuDNN on Hopper (an illegal memory access; "
+        "the CUDA context is lost)",
+        cudnn=((9, 19, 0), (9, 20, 0)),
+        archs=(9,),
+        applies=lambda c: c.fp8 and c.dropout > 0,
+        outcome=CRASH,
+        established="measured on an H200 with cuDNN 9.19.0 and frontend 1.32: a plain frontend script "
+        "(sdpa_fp8 with dropout 0.1; b=2, h=32/16, s_q=512, s_kv=4096, d=128, BSHD, causal; plan "
+        "eng2_k24=32) ends with 'an illegal memory access was encountered', and so do SBHD, d=96 and "
+        "s_q=s_kv=4096 through this tool; check_support() accepts the graph; the same shapes without "
+        "dropout, or in bf16 with dropout, run correctly. Other cuDNN 9.19 releases are assumed alike.",
+    ),
+    KnownIssue(
+        key="fp8-forward-cudnn-9.10.0",
+        summary="FP8 forward is not supported on cuDNN 9.10.0",
+        cudnn=((9, 10, 0), (9, 10, 1)),
+        archs=(),
+        applies=lambda c: c.fp8,
+        outcome=REFUSED,
+        established=_SUPPORT_SURFACE + "'sdpa fp8 forward operation is not supported on cudnn 9.10.0'",
+    ),
+    KnownIssue(
+        key="half-forward-cudnn-9.10.0-9.10.1",
+        summary="FP16/BF16 forward has known bugs on cuDNN 9.10.0 and 9.10.1 (fixed in 9.10.2)",
+        cudnn=((9, 10, 0), (9, 10, 2)),
+        archs=(),
+        applies=lambda c: not c.fp8,
+        outcome=REFUSED,
+        established=_SUPPORT_SURFACE + "'SDPA FP16/BF16 forward is not supported on cuDNN 9.10.0/9.10.1 "
+        "due to known bugs'",
+    ),
+    KnownIssue(
+        key="window-non-causal-cudnn-9.14.0",
+        summary="a sliding window without a causal mask over more than 1024 keys is wrong on cuDNN 9.14.0 "
+        "(fixed in 9.14.1)",
+        cudnn=((9, 14, 0), (9, 14, 1)),
+        archs=(),
+        applies=lambda c: not c.fp8 and c.window is not None and c.causal == "none" and c.s_kv > 1024,
+        outcome=REFUSED,
+        established=_SUPPORT_SURFACE + "'cuDNN 9.14.0 has a known bug with non-causal + s_kv > 1024 + "
+        "sliding window attention'",
+    ),
+)
+
+
+def parse_version(text: str) -> Version | None:
+    """'9.19.0' -> (9, 19, 0); None when there is no version to compare."""
+    try:
+        parts = [int(x) for x in text.split(".")[:3]]
+    except ValueError:
+        return None
+    return (*parts, 0, 0)[:3] if parts else None  # type: ignore[return-value]
+
+
+def arch(env: Environment) -> int | None:
+    """The compute capability's major number (9 on Hopper), None without a GPU."""
+    try:
+        return int(env.compute_capability.split(".")[0])
+    except ValueError:
+        return None
+
+
+def matching(config: SdpaConfig, env: Environment) -> tuple[KnownIssueMatch, ...]:
+    return tuple(issue.record() for issue in KNOWN_ISSUES if issue.matches(config, env))
+
+
+def not_run_words(issues: tuple[KnownIssueMatch, ...]) -> str:
+    """Why a configuration was not run, and how to run it anyway."""
+    what = "; ".join(f"{i.summary} [{i.key}]" for i in issues)
+    return f"not run, a known issue: {what}. Run it anyway to see for yourself"

@@ -1,0 +1,87 @@
+"""The engine process, one request at a time, for the CLI and the soak: each request is answered
+by its result, or, when the process died under it, by a result that says so.
+
+A configuration that crashes cuDNN then costs one engine process, not the cases after it:
+`check` runs every case through one session, and the client starts a fresh process after a
+crash. The dashboard talks to the same client without blocking (tui.app).
+"""
+
+from __future__ import annotations
+
+import queue
+from typing import TYPE_CHECKING
+
+from . import process
+from .config import SdpaConfig
+from .process import EngineDied, EngineProgress, EngineReady, EngineResult
+from .results import STATUS_CRASH, STATUS_ERROR, Crash, Environment, RunResult
+
+if TYPE_CHECKING:
+    from .runner import RunOptions
+
+
+def died_result(config: SdpaConfig, died: EngineDied, step: str, env: Environment | None) -> RunResult:
+    """The answer to a request lost with its process: a native crash is a finding (crash), a hang
+    or a refusal to start is an error."""
+    crash = Crash(died.reason, step or "starting the run", context_lost=False) if died.crashed else None
+    return RunResult(
+        config=config,
+        status=STATUS_CRASH if died.crashed else STATUS_ERROR,
+        message=died.reason,
+        environment=env,
+        device="cuda" if env is not None and env.gpu_available else "",
+        crash=crash,
+    )
+
+
+class EngineSession:
+    """A blocking face of an engine client. Use as a context manager; `run` waits for its answer."""
+
+    def __init__(self, client: process.EngineClientProtocol | None = None) -> None:
+        self.client = client if client is not None else process.EngineClient()
+        self._events: queue.Queue[process.EngineEvent] = queue.Queue()
+        self.environment: Environment | None = None
+        self.restarts = 0
+        self.restart_reasons: list[str] = []
+        self._down = ""  # why the engine cannot start, once it gave up
+
+    def __enter__(self) -> EngineSession:
+        self.client.start(self._events.put)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.client.close()
+
+    @property
+    def down(self) -> str:
+        """Why the engine process cannot start ('' while it can)."""
+        return self._down
+
+    def ready(self) -> Environment | None:
+        """Wait for the engine process; the environment it sees (None if it cannot start)."""
+        while self.environment is None and not self._down:
+            self._note(self._events.get())
+        return self.environment
+
+    def run(self, config: SdpaConfig, options: RunOptions) -> RunResult:
+        request_id = self.client.submit(config, options)
+        step = ""
+        while True:
+            event = self._events.get()
+            self._note(event)
+            if isinstance(event, EngineProgress) and event.request_id == request_id:
+                step = event.text
+            elif isinstance(event, EngineResult) and event.request_id == request_id:
+                return event.result
+            elif isinstance(event, EngineDied) and (event.request_id == request_id or not event.restarting):
+                return died_result(config, event, step, self.environment)
+
+    def _note(self, event: process.EngineEvent) -> None:
+        if isinstance(event, EngineReady):
+            self.environment = event.environment
+        elif isinstance(event, EngineDied):
+            if event.restarting:
+                self.restarts += 1
+                self.restart_reasons.append(event.reason)
+            else:
+                self._down = event.reason
