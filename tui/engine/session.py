@@ -9,6 +9,7 @@ crash. The dashboard talks to the same client without blocking (tui.app).
 from __future__ import annotations
 
 import queue
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from . import process
@@ -63,14 +64,25 @@ class EngineSession:
             self._note(self._events.get())
         return self.environment
 
-    def run(self, config: SdpaConfig, options: RunOptions) -> RunResult:
-        request_id = self.client.submit(config, options)
+    def run(
+        self, config: SdpaConfig, options: RunOptions, watch: Callable[[str], None] | None = None
+    ) -> RunResult:
+        """The answer to one run; `watch` hears the engine's progress words as they come."""
+        return self._answer(self.client.submit(config, options), config, watch)
+
+    def inject_fault(self) -> RunResult:
+        """Have the engine lose its CUDA context on purpose (the soak's test); the crash it answers."""
+        return self._answer(self.client.inject_fault(), SdpaConfig(), None)
+
+    def _answer(self, request_id: int, config: SdpaConfig, watch: Callable[[str], None] | None) -> RunResult:
         step = ""
         while True:
             event = self._events.get()
             self._note(event)
             if isinstance(event, EngineProgress) and event.request_id == request_id:
                 step = event.text
+                if watch is not None:
+                    watch(step)
             elif isinstance(event, EngineResult) and event.request_id == request_id:
                 return event.result
             elif isinstance(event, EngineDied) and (event.request_id == request_id or not event.restarting):
