@@ -1,8 +1,14 @@
+"""The command line: its options, exit codes and words. `run` and `check` talk to the engine
+through its process: one test here starts the real one; the others are answered, through the same
+session, by the engine's own code run in this process (a child's start-up, torch imported again,
+would be most of their time; tests/test_recovery.py covers the process itself)."""
+
 import json
 
 import pytest
 from click.testing import CliRunner
 
+from tui import cli
 from tui.cli import main
 from tui.engine.environment import collect
 
@@ -11,6 +17,28 @@ NO_GPU = not collect().gpu_available
 
 def invoke(*args):
     return CliRunner().invoke(main, list(args))
+
+
+@pytest.fixture(scope="module")
+def machine_engine():
+    """The engine as the engine process makes it: told what this machine has."""
+    from tui.engine.runner import Engine
+
+    return Engine(environment=collect())
+
+
+@pytest.fixture
+def engine_in_process(machine_engine, monkeypatch):
+    """The commands' engine session, answered by `machine_engine` in this process (the fake client
+    keeps the process's contract: events on a thread of their own, ready first)."""
+    from fakes import FakeEngine, computed
+
+    from tui.engine.session import EngineSession
+
+    fake = FakeEngine(computed(machine_engine), environment=machine_engine.environment())
+    monkeypatch.setattr(cli, "engine_session", lambda: EngineSession(fake))
+    yield fake
+    fake.close()
 
 
 def test_help_lists_the_commands():
@@ -42,6 +70,7 @@ def test_bad_input_exits_2_and_names_the_option(args, needle):
 
 @pytest.mark.skipif(not NO_GPU, reason="checks the answer of a machine without a GPU")
 def test_run_json_without_gpu_uses_the_shorthands():
+    """Through the real engine process."""
     r = invoke("run", "--b", "1", "--h", "4", "--s", "128", "--d", "64", "--causal", "none", "--json")
     assert r.exit_code == 0, r.output
     data = json.loads(r.output)
@@ -53,14 +82,14 @@ def test_run_json_without_gpu_uses_the_shorthands():
 
 
 @pytest.mark.skipif(not NO_GPU, reason="checks the answer of a machine without a GPU")
-def test_run_report_without_gpu():
+def test_run_report_without_gpu(engine_in_process):
     r = invoke("run", "--b", "1", "--h", "2", "--s", "64")
     assert r.exit_code == 0, r.output
     assert "CPU ONLY" in r.output and "validate" in r.output and "GPU figures unavailable" in r.output
 
 
 @pytest.mark.skipif(not NO_GPU, reason="checks the answer of a machine without a GPU")
-def test_check_fails_without_gpu_and_says_why():
+def test_check_fails_without_gpu_and_says_why(engine_in_process):
     r = invoke("check")
     assert r.exit_code == 1
     assert "no usable GPU" in r.output
@@ -68,7 +97,7 @@ def test_check_fails_without_gpu_and_says_why():
     assert r.exit_code == 1 and json.loads(r.output)["gpu_available"] is False
 
 
-def test_unsupported_config_exits_1_with_cudnns_message():
+def test_unsupported_config_exits_1_with_cudnns_message(engine_in_process):
     r = invoke("run", "--d", "65", "--no-autotune")
     assert r.exit_code == 1
     assert "hidden_dim should be multiple of 8" in r.output
