@@ -26,7 +26,7 @@ import time
 
 from tui.engine.config import SdpaConfig
 from tui.engine.process import EngineClient
-from tui.engine.results import STATUS_CRASH, STATUS_ERROR, STATUS_MISMATCH, RunResult
+from tui.engine.results import GOOD_STATUSES, STATUS_CRASH, STATUS_ERROR, STATUS_MISMATCH, RunResult
 from tui.engine.runner import RunOptions
 from tui.engine.sampling import random_config
 from tui.engine.session import EngineSession
@@ -45,10 +45,12 @@ def live_options(run_anyway: bool = False) -> RunOptions:
 
 
 def fp8_dropout(rng: random.Random) -> SdpaConfig:
-    """A random FP8 forward with dropout (the known issue), forward only."""
+    """A random FP8 forward with dropout (the known issue), without what FP8 or dropout refuse
+    anyway (a bias, ALiBi, a bottom-right diagonal), so that it reaches a kernel."""
     while True:
         c = random_config(rng, fp8_share=1.0, backward_share=0.0)
-        c = dataclasses.replace(c, dropout=0.1, backward=False)
+        causal = c.causal if c.causal != "bottom_right" else "top_left"
+        c = dataclasses.replace(c, dropout=0.1, backward=False, bias="none", alibi=False, causal=causal)
         if not c.validate():
             return c
 
@@ -58,8 +60,9 @@ def plan(n: int, rng: random.Random) -> list[tuple[str, SdpaConfig | None]]:
     steps: list[tuple[str, SdpaConfig | None]] = [("run", random_config(rng)) for _ in range(n)]
     faults = [("kill", None), ("stop", None), ("fault", None), ("anyway", FP8_DROPOUT),
               ("anyway", fp8_dropout(rng)), ("anyway", fp8_dropout(rng))]  # fmt: skip
-    for i, fault in enumerate(faults):
-        steps.insert((i + 1) * len(steps) // (len(faults) + 1), fault)
+    for i, fault in enumerate(faults):  # each followed by the seed's configuration: it must pass
+        at = (i + 1) * n // (len(faults) + 1) + 2 * i  # spread over the random runs
+        steps[at:at] = [fault, ("probe", SdpaConfig())]
     return steps
 
 
@@ -155,9 +158,10 @@ def summary(rows: list[dict], final: dict, seconds: float) -> dict:
     """What must hold, checked: recovery after each crash, no false FAIL, memory."""
     recovered = []
     for i, r in enumerate(rows):
-        if r["status"] == STATUS_CRASH or r["kind"] in ("kill", "stop"):
-            nxt = next((x for x in rows[i + 1 :] if x["kind"] == "run"), None)  # the next ordinary request
-            ok = nxt is not None and nxt["status"] not in (STATUS_CRASH, STATUS_ERROR)
+        if r["status"] in (STATUS_CRASH, STATUS_ERROR) or r["kind"] not in ("run", "probe"):
+            nxt = rows[i + 1] if i + 1 < len(rows) else None  # a probe after a fault, else the next run
+            ok = nxt is not None and (nxt["status"] in GOOD_STATUSES if nxt["kind"] == "probe" else
+                                      nxt["status"] not in (STATUS_CRASH, STATUS_ERROR))  # fmt: skip
             recovered.append({"request": r["request"], "kind": r["kind"], "status": r["status"],
                               "next_status": nxt["status"] if nxt else None, "recovered": ok})  # fmt: skip
     fails = [r for r in rows if r["status"] == STATUS_MISMATCH]

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from tui.engine.config import SdpaConfig
 from tui.engine.process import (
+    EXIT_CONTEXT_LOST,
     EngineDied,
     EngineProgress,
     EngineReady,
@@ -28,7 +29,7 @@ from tui.engine.process import (
     exit_reason,
     silence_reason,
 )
-from tui.engine.results import STATUS_UNSUPPORTED, Environment, RunResult
+from tui.engine.results import STATUS_CRASH, STATUS_UNSUPPORTED, Crash, Environment, RunResult
 
 DATA = Path(__file__).parent / "data"
 NO_GPU = Environment(gpu_available=False, unavailable_reason="CPU mode requested by the test")
@@ -136,6 +137,26 @@ def crash(signum: int = signal.SIGSEGV) -> Answer:
     def answer(reply: Reply, config: SdpaConfig, options: object) -> None:
         reply.progress(STEPS[0])
         reply.died(exit_reason(-signum), crashed=True)
+
+    return answer
+
+
+def lost_context(plan: str = "eng2_k24=32") -> Answer:
+    """A run loses the CUDA context (as FP8 forward with dropout does on cuDNN 9.19): its crash
+    result, then the engine process exits and a fresh one is ready."""
+
+    def answer(reply: Reply, config: SdpaConfig, options: object) -> None:
+        fake = reply.fake
+        reply.progress("scaling the forward")
+        error = "AcceleratorError: CUDA error: an illegal memory access was encountered"
+        during = f"the first execution (FP8 scaling): plan {plan} of the forward"
+        crash = Crash(error=error, during=during, kind="forward", plan=plan)
+        reply.result(RunResult(config=config, status=STATUS_CRASH, message=f"crashed the GPU: {error} (during {during})",
+                               crash=crash, environment=fake.environment, device="cuda"))  # fmt: skip
+        fake.restarts += 1
+        reason = exit_reason(EXIT_CONTEXT_LOST)
+        fake.on_event(EngineDied(reason, None, context_lost=True))
+        fake.on_event(EngineReady(fake.environment, 0.01, fake.restarts, reason))
 
     return answer
 

@@ -11,7 +11,7 @@ import queue
 import pytest
 from click.testing import CliRunner
 
-from tests.fakes import NO_GPU, RECORDED, FakeEngine, Reply, crash, relabelled, replay
+from tests.fakes import NO_GPU, RECORDED, FakeEngine, crash, lost_context, relabelled, replay
 from tui import cli
 from tui.engine import faults, known_issues
 from tui.engine.config import SdpaConfig
@@ -29,7 +29,6 @@ from tui.engine.results import (
     STATUS_ERROR,
     STATUS_KNOWN_ISSUE,
     STATUS_OK,
-    Crash,
     Environment,
     RunResult,
 )
@@ -191,18 +190,6 @@ def test_a_child_that_cannot_start_is_left_down_after_three_tries_and_a_request_
 
 
 # ---- the session and check ----------------------------------------------------------------------------
-def crashed_gpu(reply: Reply, config: SdpaConfig, options: object) -> None:
-    """A run that lost the context: its crash result, then a fresh engine process."""
-    lost = Crash(error="RuntimeError: CUDA error: an illegal memory access was encountered",
-                 during="the first execution (FP8 scaling): plan eng2_k24=32 of the forward",
-                 kind="forward", plan="eng2_k24=32")  # fmt: skip
-    reply.result(RunResult(config=config, status=STATUS_CRASH, message="crashed the GPU", crash=lost,
-                           environment=reply.fake.environment, device="cuda"))  # fmt: skip
-    reply.fake.restarts += 1
-    reply.fake.on_event(EngineDied(exit_reason(EXIT_CONTEXT_LOST), None, context_lost=True))
-    reply.fake.on_event(EngineReady(reply.fake.environment, 0.01, reply.fake.restarts))
-
-
 def test_a_session_answers_a_native_crash_with_a_crash_result_and_goes_on():
     fake = FakeEngine(relabelled(RECORDED)).then(crash())
     with EngineSession(fake) as session:
@@ -218,7 +205,7 @@ def test_check_runs_every_case_through_one_session_and_a_crash_costs_only_its_ca
     from tui import export
 
     cases = [("first", SdpaConfig(b=1)), ("boom", SdpaConfig(b=2)), ("after", SdpaConfig(b=3))]
-    fake = FakeEngine(replay(RECORDED)).then(relabelled(RECORDED), crashed_gpu)
+    fake = FakeEngine(replay(RECORDED)).then(relabelled(RECORDED), lost_context())
     monkeypatch.setattr(cli, "engine_session", lambda: EngineSession(fake))
     monkeypatch.setattr(cli, "check_cases", lambda names: cases)
     monkeypatch.setattr(export, "crash_folder", lambda: tmp_path)
@@ -240,7 +227,7 @@ def test_check_json_counts_the_restarts(monkeypatch, tmp_path):
 
     from tui import export
 
-    fake = FakeEngine(replay(RECORDED)).then(crashed_gpu)
+    fake = FakeEngine(replay(RECORDED)).then(lost_context())
     monkeypatch.setattr(cli, "engine_session", lambda: EngineSession(fake))
     monkeypatch.setattr(
         cli, "check_cases", lambda names: [("boom", SdpaConfig(b=2)), ("after", SdpaConfig(b=3))]
@@ -251,3 +238,34 @@ def test_check_json_counts_the_restarts(monkeypatch, tmp_path):
     assert (data["passed"], data["failed"], data["restarts"]) == (1, 1, 1)
     assert data["restart_reasons"] == [exit_reason(EXIT_CONTEXT_LOST)]
     assert [c["status"] for c in data["cases"]] == [STATUS_CRASH, STATUS_OK]
+
+
+# ---- the soak's bookkeeping (the soak itself runs on the H200: benchmarks/soak.py) ---------------------
+def test_the_soak_follows_every_fault_with_a_probe_and_judges_recovery_and_false_fails():
+    import random
+
+    from benchmarks import soak
+
+    steps = soak.plan(200, random.Random(1))
+    kinds = [kind for kind, _ in steps]
+    assert kinds.count("run") == 200 and kinds.count("anyway") == 3
+    for i, kind in enumerate(kinds):
+        if kind not in ("run", "probe"):
+            assert kinds[i + 1] == "probe" and steps[i + 1][1] == SdpaConfig()
+    assert all(c.fp8 and c.dropout and not c.validate() for kind, c in steps if kind == "anyway")
+
+    def r(i, kind, status, worst=None, atol=None):
+        return {"request": i, "kind": kind, "status": status, "worst_max_abs": worst, "worst_atol": atol,
+                "restarts": 1, "label": "x", "message": "", "memory": {"engine_gib": 1.0, "device_gib": 1.5}}  # fmt: skip
+
+    good = soak.summary([r(1, "fault", STATUS_CRASH), r(2, "probe", STATUS_OK), r(3, "run", "mismatch", 1e-2, 1e-3)],
+                        {"engine_gib": 1.5, "device_gib": 2.0}, 1.0)  # fmt: skip
+    assert (
+        good["all_recovered"]
+        and good["memory_ok"]
+        and good["false_fails"] == 0
+        and len(good["mismatches"]) == 1
+    )
+    bad = soak.summary([r(1, "anyway", STATUS_CRASH), r(2, "probe", STATUS_ERROR), r(3, "run", "mismatch", 1e-4, 1e-3)],
+                       {"engine_gib": 2.6, "device_gib": 3.0}, 1.0)  # fmt: skip
+    assert not bad["all_recovered"] and not bad["memory_ok"] and bad["false_fails"] == 1
