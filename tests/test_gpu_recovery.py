@@ -4,6 +4,8 @@ against the tolerance floor (run on the H200; skipped elsewhere)."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tui.engine import known_issues
@@ -60,3 +62,32 @@ def test_a_lost_context_costs_one_engine_process_and_the_known_crash_is_flagged_
         assert "What it reproduces: this configuration crashed" in script and "cuDNN 9.19" in script
         again = session.run(SdpaConfig(dtype="bf16"), RunOptions())
         assert again.status == STATUS_OK and session.restarts == 2, again.message
+
+
+async def test_the_dashboard_flags_the_known_crash_runs_it_when_ticked_and_shows_the_finding(
+    tmp_path, monkeypatch
+):
+    """The real engine process behind the dashboard, as a user would meet the crash."""
+    from tests.pilot_waits import wait_for
+    from tui import export
+    from tui.app import make_app
+
+    monkeypatch.setattr(export, "crash_folder", lambda: tmp_path)
+    app = make_app(FP8_DROPOUT)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.result is not None, timeout=180)
+        if not known_crash_here(app.environment):
+            pytest.skip(f"not a known crash on cuDNN {app.environment.cudnn_backend_version}")
+        assert app.result.status == STATUS_KNOWN_ISSUE and app.query_one("#known-issue").has_class("-visible")
+        app.query_one("#f-run_anyway").value = True
+        await wait_for(pilot, lambda: app.result.status == STATUS_CRASH, timeout=180)
+        summary = str(app.query_one("#summary").render())
+        assert "CRASHED" in summary and "illegal memory access" in summary and "cuDNN 9.19" in summary
+        assert len(list(tmp_path.glob("crash-*.py"))) == 1
+        if os.environ.get("OUT"):  # on the GPU machine: what the user saw, brought back
+            app.save_screenshot(filename="crash.svg", path=os.environ["OUT"])
+        app.query_one("#f-run_anyway").value = False
+        app.query_one("#f-dtype").value = "bf16"  # the same shape in bf16 with dropout runs correctly
+        await wait_for(
+            pilot, lambda: app.result.status == STATUS_OK and app.result.config.dtype == "bf16", timeout=180
+        )

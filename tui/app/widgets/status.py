@@ -14,7 +14,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from ...engine.results import STATUS_ERROR, STATUS_UNSUPPORTED
+from ...engine.results import STATUS_CRASH, STATUS_ERROR, STATUS_KNOWN_ISSUE, STATUS_UNSUPPORTED
 
 
 class Phase(Enum):
@@ -32,7 +32,8 @@ class Phase(Enum):
 
 RUNNING = frozenset({Phase.QUEUED, Phase.BUILDING, Phase.CHECKING, Phase.TIMING, Phase.WORKING})
 _STEP_PHASES = {"building": Phase.BUILDING, "checking": Phase.CHECKING, "timing": Phase.TIMING}
-_REFUSALS = (STATUS_ERROR, STATUS_UNSUPPORTED)  # a result whose message is the error to show
+# a result whose message is the error to show
+_REFUSALS = (STATUS_ERROR, STATUS_UNSUPPORTED, STATUS_CRASH, STATUS_KNOWN_ISSUE)
 
 
 @dataclass(frozen=True)
