@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from tests.fakes import RECORDED, FakeEngine, computed, lost_context
+from tests.fakes import RECORDED, FakeEngine, computed, crash, lost_context
 from tests.pilot_waits import wait_for
 from tui import export
 from tui.app import make_app
@@ -27,6 +27,7 @@ async def test_a_known_issue_is_marked_not_run_until_ticked_and_its_crash_is_a_f
     monkeypatch.setattr(export, "crash_folder", lambda: tmp_path)
     gate = computed(Engine(environment=HOPPER_919))  # the engine's own gate: no GPU work before it answers
     fake = FakeEngine(lost_context(), environment=HOPPER_919).then(gate)
+    fake.log_file = "/var/log/sdpa-explorer/engine.log"  # where a real client's engine writes
     app = make_app(FP8_DROPOUT, client=fake)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: app.result is not None)
@@ -54,6 +55,12 @@ async def test_a_known_issue_is_marked_not_run_until_ticked_and_its_crash_is_a_f
         assert any(str(scripts[0]) in n for n in notes), notes
         await wait_for(pilot, lambda: app.query_one("#environment").row_count > 0 and restarts_row(app) != "")
         assert restarts_row(app).startswith("1 (last: a run lost the CUDA context")
+
+        fake.then(crash())  # native code dies mid-build: the notification says where its output went
+        app.query_one("#f-b").value = "3"
+        await wait_for(pilot, lambda: any("SIGSEGV" in n.message for n in app._notifications))
+        died = next(n.message for n in app._notifications if "SIGSEGV" in n.message)
+        assert died.endswith("Its output is in /var/log/sdpa-explorer/engine.log.")
 
 
 def restarts_row(app) -> str:

@@ -40,7 +40,9 @@ def next_of(events: queue.Queue, kind: type, timeout: float = 120.0):
 def test_the_real_client_and_the_tests_fake_keep_one_contract():
     assert isinstance(EngineClient(log_file=None), EngineClientProtocol)
     assert isinstance(FakeEngine(), EngineClientProtocol)
-    assert exit_reason(-signal.SIGKILL) == "the engine process died (SIGKILL, a crash in native code)"
+    assert exit_reason(-signal.SIGSEGV) == "the engine process died (SIGSEGV, a crash in native code)"
+    assert exit_reason(-signal.SIGKILL).startswith("the engine process died (SIGKILL, sent from outside it")
+    assert exit_reason(-signal.SIGTERM) == "the engine process died (SIGTERM, sent from outside it)"
     assert exit_reason(3) == "the engine process exited with code 3"
 
 

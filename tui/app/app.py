@@ -205,16 +205,16 @@ class SdpaExplorerApp(KeepingActions, App[None]):
             self._latest = None  # lost with the process; a request made since goes to the next
         status = self.status
         status.state = status.state.restarted(event.reason)
+        log = getattr(self.client, "log_file", None)
+        where = f" Its output is in {log}." if log else ""
         if not event.restarting:
-            self.notify(event.reason + ". Ctrl+R tries again.", title="Engine cannot start", severity="error")
+            words, title = f"{event.reason}. Ctrl+R tries again.{where}", "Engine cannot start"
         elif event.context_lost:
-            self.notify(event.reason + ".", title="Engine restarted", severity="warning")
+            words, title = f"{event.reason}.", "Engine restarted"
         else:
-            self.notify(
-                event.reason + ". A fresh engine process was started.",
-                title="Engine crashed",
-                severity="error",
-            )
+            words, title = f"{event.reason}. A fresh engine process was started.{where}", "Engine crashed"
+        severity = "warning" if event.context_lost else "error"
+        self.notify(words, title=title, severity=severity, markup=False)
 
     def _keep_crash(self, result: RunResult) -> None:
         """A crash is a finding: its reproduction script is written at once, for an upstream report."""

@@ -102,19 +102,36 @@ class EngineClientProtocol(Protocol):
     def busy(self) -> bool: ...
 
 
+# signals a process raises on itself when its native code fails; any other came from outside
+NATIVE_CRASH_SIGNALS = frozenset(
+    {signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGABRT}
+)
+
+
 def exit_reason(code: int | None) -> str:
-    """Why the engine process is gone, in the words the status line shows."""
+    """Why the engine process is gone, in the words the status line shows: only what is known."""
     if code is None:
         return "the engine process stopped answering"
     if code == EXIT_CONTEXT_LOST:
         return "a run lost the CUDA context, so the engine process exited to start with a fresh one"
     if code < 0:
         try:
-            name = signal.Signals(-code).name
+            sig = signal.Signals(-code)
         except ValueError:
-            name = f"signal {-code}"
-        return f"the engine process died ({name}, a crash in native code)"
+            return f"the engine process died (signal {-code})"
+        if sig in NATIVE_CRASH_SIGNALS:
+            return f"the engine process died ({sig.name}, a crash in native code)"
+        if sig == signal.SIGKILL:
+            return (
+                "the engine process died (SIGKILL, sent from outside it: the out-of-memory killer or a user)"
+            )
+        return f"the engine process died ({sig.name}, sent from outside it)"
     return f"the engine process exited with code {code}"
+
+
+def native_crash(code: int | None) -> bool:
+    """Whether an exit code says the process's own native code failed (a finding: status crash)."""
+    return code is not None and code < 0 and -code in {int(s) for s in NATIVE_CRASH_SIGNALS}
 
 
 def silence_reason(time_limit_s: float) -> str:
@@ -271,6 +288,11 @@ class EngineClient:
                 proc.wait(timeout=2)
 
     @property
+    def log_file(self) -> str | None:
+        """Where the engine process's own output goes (None: nowhere)."""
+        return self._log_file
+
+    @property
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
 
@@ -335,7 +357,7 @@ class EngineClient:
 
     def _exited(self, proc: subprocess.Popen) -> None:
         code = proc.poll()
-        self._died(proc, exit_reason(code), crashed=code is not None and code < 0)
+        self._died(proc, exit_reason(code), crashed=native_crash(code))
 
     def _dispatch(self, msg: tuple) -> None:
         kind = msg[0]
