@@ -11,7 +11,15 @@ from rich.console import Console
 from rich.markup import escape
 
 from .engine.config import SdpaConfig
-from .engine.results import STATUS_CRASH, STATUS_KNOWN_ISSUE, STATUS_OK, PassResult, RunResult, TimingStats
+from .engine.results import (
+    STATUS_CPU_ONLY,
+    STATUS_CRASH,
+    STATUS_KNOWN_ISSUE,
+    STATUS_OK,
+    PassResult,
+    RunResult,
+    TimingStats,
+)
 from .format import regime_note, regime_style, us, versions_words
 
 SMOKE_CASES: tuple[SdpaConfig, ...] = (
@@ -70,6 +78,8 @@ def case_line(name: str, result: RunResult) -> str:
     """One case for the terminal: PASS or FAIL, then each pass's figures (or why it failed)."""
     ok = result.status == STATUS_OK
     mark = "[green]PASS[/green]" if ok else "[red]FAIL[/red]"
+    if result.status == STATUS_CPU_ONLY:  # no GPU: what cuDNN's validate() said is all there is
+        return f"[yellow]VALID[/yellow] {name:20} {result.config.label():42} cuDNN's validate() accepts it (not run: no GPU)"
     if not ok:
         return f"{mark} {name:20} {result.config.label():42} {result.status}: {escape(result.message)}"
     parts = []
@@ -105,7 +115,7 @@ def run_cases(
         passed += result.status == STATUS_OK
         rows.append(case_row(name, result))
         if not as_json:
-            console.print(case_line(name, result))
+            console.print(case_line(name, result), soft_wrap=True)  # a case is one line, for grep
         follow_up(result, seed, Console(stderr=True), name)
     return rows, passed
 

@@ -1,0 +1,67 @@
+"""What the CLI makes of bad input and of a machine without a GPU: exit 2 naming the option for
+bad input (user text shown as typed, never read as markup; one line per problem), and a `check`
+that still asks cuDNN's validate() about every case when no GPU is usable."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from tests.fakes import NO_GPU, FakeEngine, computed
+from tui import cli
+from tui.engine.runner import Engine
+from tui.engine.session import EngineSession
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(cli.main, list(args))
+
+
+@pytest.fixture
+def cpu_engine(monkeypatch):
+    """The commands' engine session answered in this process by an engine that has no GPU."""
+    fake = FakeEngine(computed(Engine(environment=NO_GPU)), environment=NO_GPU)
+    monkeypatch.setattr(cli, "engine_session", lambda: EngineSession(fake))
+    yield fake
+    fake.close()
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("run", "--preset", "[/x]"), "no preset named '[/x]'"),
+        (("run", "--preset", "[bold]x"), "no preset named '[bold]x'"),
+        (("run", "--heuristics", "[/x]"), "--heuristics: unknown heuristic mode '[/X]'"),
+        (("run", "--seq-lens-q", "[/x]"), "(got '[/x]')"),
+        (("run", "--preset", ""), "--preset: empty"),
+        (("run", "--save-csv", ""), "--save-csv: empty"),
+        (("check", "--preset", "nosuch"), "--preset: no preset named 'nosuch'"),
+    ],
+)
+def test_bad_input_exits_2_names_the_option_and_shows_the_text_as_typed(args, needle):
+    out = invoke(*args)
+    assert out.exit_code == 2, out.output
+    assert needle in out.output
+    assert "Traceback" not in out.output and "MarkupError" not in out.output
+    assert len([line for line in out.output.splitlines() if line.strip()]) == 1  # one line, unwrapped
+
+
+def test_nothing_runs_before_the_input_is_known_good(cpu_engine):
+    assert invoke("run", "--b", "2", "--save-json", "").exit_code == 2
+    assert cpu_engine.requests == []
+
+
+def test_check_without_a_gpu_still_asks_cudnn_about_every_case_and_fails(cpu_engine):
+    out = invoke("check")
+    assert out.exit_code == 1
+    lines = [line for line in out.output.splitlines() if line.startswith(("VALID", "FAIL"))]
+    assert len(lines) == len(cli.check_cases(())) + 1 and lines[0].startswith("VALID smoke")
+    assert lines[-1].startswith(
+        "FAIL no usable GPU: CPU mode requested by the test; cuDNN's validate() accepted"
+    )
+    assert all(request[1].check is False for request in cpu_engine.requests)  # validation only: fast
+    data = json.loads(invoke("check", "--json", "--preset", "gpt2-seed").output)
+    assert data["gpu_available"] is False and data["reason"] == NO_GPU.unavailable_reason
+    assert [c["status"] for c in data["cases"]] == ["cpu_only"]
