@@ -72,6 +72,26 @@ def test_from_dict_rejects_unknown_keys_and_wrong_types_by_name():
     assert "unknown key 'bb'" in str(exc.value)
 
 
+@pytest.mark.parametrize("data", [{"attn_scale": 10**400}, {"dropout": -(10**400)}])
+def test_from_dict_says_a_number_too_large_for_a_float_at_its_field(data):
+    """Issue 12, item 6: OverflowError was raised, not the project's own ConfigError."""
+    with pytest.raises(ConfigError) as exc:
+        SdpaConfig.from_dict(data)
+    assert [e.field for e in exc.value.errors] == list(data)
+    assert "must be a finite number (got a number of 1329 bits)" in str(exc.value)
+
+
+def test_a_number_of_thousands_of_digits_is_quoted_not_printed():
+    """Python will not print an int of more than 4300 digits: the message says its size instead."""
+    huge = 10**5000
+    config = SdpaConfig.from_dict({"window": huge, "b": 1, "seq_lens_q": [huge], "seq_lens_kv": [1]})
+    errors = {e.field: e.message for e in config.validate()}
+    assert errors == {
+        "window": f"sliding window must be at most {1 << 22} (got a number of 16610 bits)",
+        "seq_lens_q": "query lengths must lie between 1 and 1024 (got a number of 16610 bits)",
+    }
+
+
 def test_from_dict_normalises_text():
     c = SdpaConfig.from_dict(
         {"layout": "bhsd", "causal": "Bottom-Right", "dtype": "BF16", "heuristics": "a+fallback"}
@@ -138,6 +158,18 @@ def test_parse_lengths():
     for bad in ("ratio 2", "ratio x", "a,b"):
         with pytest.raises(ValueError):
             parse_lengths(bad, 2, 10)
+
+
+def test_lengths_are_made_only_for_a_batch_and_length_within_their_bounds():
+    """Issue 12, item 4: 'random' with b=10**9 hung; one side given made 10**9 full lengths."""
+    from tui.engine.config import MAX_BATCH, MAX_LENGTH, parse_lengths, with_lengths
+
+    for b, s in ((MAX_BATCH + 1, 100), (0, 100), (2, MAX_LENGTH + 1), (10**9, 100), (2, 2**2000)):
+        for text in ("random", "ratio 0.5", "1,2"):
+            with pytest.raises(ValueError, match="fix those first"):
+                parse_lengths(text, b, s)
+    assert parse_lengths("random", MAX_BATCH, MAX_LENGTH) is not None
+    assert with_lengths(SdpaConfig(b=10**9), (1, 2), None).seq_lens_kv is None  # validation says b
 
 
 def test_new_fields_round_trip_through_a_dict():

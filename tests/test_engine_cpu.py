@@ -13,6 +13,7 @@ from tui.engine.config import SdpaConfig
 from tui.engine.graph import define_and_validate
 from tui.engine.keywords import SDPA_KEYWORDS, sdpa_kwargs
 from tui.engine.results import SCHEMA_VERSION, RunResult
+from tui.engine.runner import SEED_MAX, RunOptions
 
 
 def test_cpu_mode_result(cpu_engine):
@@ -65,6 +66,39 @@ def test_invalid_config_names_its_fields(cpu_engine):
     assert r.status == "invalid"
     assert {e["field"] for e in r.errors} == {"h_kv", "s_q"}
     assert r.passes == ()
+
+
+@pytest.mark.parametrize(
+    "changes,field",
+    [
+        (dict(b=2, seq_lens_q=(5,), seq_lens_kv=(5,)), "seq_lens_q"),
+        (dict(s_q="64"), "s_q"),
+        (dict(attn_scale=10**400), "attn_scale"),
+        (dict(dropout=-(10**400)), "dropout"),
+        (dict(b=1, seq_lens_q=(10**5000,), seq_lens_kv=(1,)), "seq_lens_q"),
+        (dict(window=2**100), "window"),
+        (dict(heuristics=("A", 10**5000)), "heuristics"),
+    ],
+)
+def test_run_says_any_field_value_is_invalid_and_never_raises(cpu_engine, changes, field):
+    """Issue 12, item 6: a caller that bypasses from_dict gets a result naming the field."""
+    r = cpu_engine.run(SdpaConfig(**changes), RunOptions(check=False))
+    assert r.status == "invalid" and field in {e["field"] for e in r.errors} and r.passes == ()
+
+
+@pytest.mark.parametrize("seed", [2**70, SEED_MAX + 1, -1, "1", 1.5, True])
+def test_a_seed_out_of_its_bound_is_invalid_and_named(cpu_engine, seed):
+    """Issue 12, item 5: --seed 2**70 ended in torch's OverflowError; the bound is SEED_MAX."""
+    r = cpu_engine.run(SdpaConfig(b=1, h_q=1, h_kv=1, s_q=8, s_kv=8), RunOptions(seed=seed))
+    assert r.status == "invalid" and [e["field"] for e in r.errors] == ["seed"]
+    assert f"from 0 to {SEED_MAX}" in r.message
+
+
+def test_the_largest_seed_runs(cpu_engine):
+    """The backward's dO is drawn from seed + 1: that fits torch's generator too."""
+    config = SdpaConfig(b=1, h_q=1, h_kv=1, s_q=8, s_kv=8, backward=True)
+    r = cpu_engine.run(config, RunOptions(seed=SEED_MAX))
+    assert r.status == "cpu_only" and all(p.checks for p in r.passes), r.message
 
 
 def test_result_json_round_trip(cpu_engine):

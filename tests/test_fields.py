@@ -152,6 +152,41 @@ def test_entries_read_lengths_against_the_shape_entered_with_them():
         from_entries({"seq_lens_q": "ratio 2"})
 
 
+@pytest.mark.parametrize("lengths", ["random", "ratio 0.5", "1,2"])
+@pytest.mark.parametrize("b", [(1 << 16) + 1, 10**9])
+def test_lengths_typed_with_a_batch_beyond_its_bound_say_the_batch(b, lengths):
+    """Issue 12, item 4: the batch is checked before a length is made for each of its entries."""
+    with pytest.raises(ConfigError) as exc:
+        from_entries({"b": b, "seq_lens_q": lengths})
+    assert [(e.field, e.message) for e in exc.value.errors] == [
+        ("b", f"batch (b) must be at most {1 << 16} (got {b})")
+    ]
+    with pytest.raises(ConfigError) as exc:
+        from_entries({"s_kv": "0", "seq_lens_kv": lengths})
+    assert [e.field for e in exc.value.errors] == ["s_kv"]
+
+
+def test_every_whole_number_has_a_documented_upper_bound():
+    """Issue 12, item 5: --window 2**63 and --dropout-seed 2**70 were accepted, and 2**100
+    overflowed inside the engine."""
+    for f in FIELDS:
+        if type(f) is Whole:
+            assert "max" in f.meta and "≤" in f.accepts(), f.name
+    assert FIELD["window"].problem(2**100) == f"sliding window must be at most {1 << 22} (got {2**100})"
+    assert FIELD["window"].problem(2**63) and FIELD["dropout_seed"].problem(2**70)
+    assert FIELD["dropout_seed"].problem(2**63 - 1) is None
+
+
+@pytest.mark.parametrize("scale", ["-1", "0", "nan", "inf"])
+def test_a_bad_scale_is_said_at_the_option_the_cli_spells(scale):
+    """Issue 12, item 14: the message names --scale, the option that exists."""
+    from click.testing import CliRunner
+
+    result = CliRunner().invoke(main, ["run", "--scale", scale])
+    assert result.exit_code == 2 and "--scale: attention scale must be" in result.output
+    assert "--attn-scale" not in result.output
+
+
 def test_choices_take_the_spellings_people_type():
     dtype, causal, bias = FIELD["dtype"], FIELD["causal"], FIELD["bias"]
     assert (dtype.parse("FP8"), dtype.parse(" BF16 "), causal.parse("Bottom-Right"), bias.parse("b*h")) == (

@@ -35,10 +35,13 @@ REFERENCE_CHUNK_BYTES = 256 << 20  # fp32 scores the reference holds at once
 BACKWARD_FLOPS_RULE = "2.5x the forward's, five matmuls against two"  # how backward_flops() counts
 
 # The shape's numbers. Their upper bounds are far above anything a GPU could hold: beyond
-# them a number is a typo, not a shape, so they never refuse a real model.
+# them a number is a typo, not a shape, so they never refuse a real model. Lengths are
+# expanded per batch entry, so the batch's bound also bounds what a typed length costs.
+MAX_BATCH, MAX_LENGTH = 1 << 16, 1 << 22
+SEED_MAX = (1 << 63) - 1  # a seed is an int64, as torch's generators and cuDNN's Philox take it
 _SHAPE = {"kind": "int", "min": 1, "required": True, "group": "shape"}
 _HEADS = {**_SHAPE, "max": 1 << 12, "shorthand": "h"}  # --h sets both
-_LENGTH = {**_SHAPE, "max": 1 << 22, "shorthand": "s"}
+_LENGTH = {**_SHAPE, "max": MAX_LENGTH, "shorthand": "s"}
 _HEAD_DIM = {**_SHAPE, "max": 1 << 12, "shorthand": "d"}
 _FP8_ALIASES = {"fp8": "fp8_e4m3", "e4m3": "fp8_e4m3"}
 
@@ -69,7 +72,7 @@ class SdpaConfig:
     (the keys are described in fields.py)."""
 
     # fmt: off
-    b: int = field(default=4, metadata={**_SHAPE, "max": 1 << 16, "label": "batch (b)", "help": "batch size"})
+    b: int = field(default=4, metadata={**_SHAPE, "max": MAX_BATCH, "label": "batch (b)", "help": "batch size"})
     h_q: int = field(default=12, metadata={**_HEADS, "label": "query heads (h_q)", "help": "query heads"})
     h_kv: int = field(default=12, metadata={**_HEADS, "label": "key/value heads (h_kv)",
                                             "help": "key/value heads; a divisor of h_q below it is GQA (1: MQA)"})
@@ -109,7 +112,8 @@ class SdpaConfig:
     )
     window: int | None = field(  # query i sees keys j > i + alignment - window
         default=None,
-        metadata={"kind": "int", "min": 1, "none": "none", "group": "attention", "label": "sliding window",
+        metadata={"kind": "int", "min": 1, "max": MAX_LENGTH, "none": "none", "group": "attention",
+                  "label": "sliding window",
                   "form_label": "window", "help": "sliding window: each query sees this many keys back",
                   "tag": " win{}"},
     )
@@ -148,7 +152,7 @@ class SdpaConfig:
     )
     dropout_seed: int = field(
         default=0,
-        metadata={"kind": "int", "min": 0, "group": "training", "label": "dropout seed",
+        metadata={"kind": "int", "min": 0, "max": SEED_MAX, "group": "training", "label": "dropout seed",
                   "help": "Philox seed of the dropout mask"},
     )
     out_dtype: str = field(
@@ -381,11 +385,17 @@ FIELD_LABELS = {f.name: f.metadata["label"] for f in dataclasses.fields(SdpaConf
 def with_lengths(
     config: SdpaConfig, seq_lens_q: tuple[int, ...] | None, seq_lens_kv: tuple[int, ...] | None
 ) -> SdpaConfig:
-    """Set the real lengths; when only one side is given the other side is full."""
-    if (seq_lens_q is None) != (seq_lens_kv is None):
+    """Set the real lengths; when only one side is given the other side is full (when b is
+    within its bound: no per-batch data is made for a batch that validation will refuse)."""
+    if (seq_lens_q is None) != (seq_lens_kv is None) and _within(config.b, MAX_BATCH):
         seq_lens_q = seq_lens_q or (config.s_q,) * config.b
         seq_lens_kv = seq_lens_kv or (config.s_kv,) * config.b
     return config.replace(seq_lens_q=seq_lens_q, seq_lens_kv=seq_lens_kv)
+
+
+def _within(n: object, most: int) -> bool:
+    """A whole number from 1 to `most`: a count it is safe to make that many of."""
+    return isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= most
 
 
 def format_lengths(lens: tuple[int, ...] | None) -> str:
@@ -395,12 +405,15 @@ def format_lengths(lens: tuple[int, ...] | None) -> str:
 def parse_lengths(text: str, b: int, s: int, seed: int = 0) -> tuple[int, ...] | None:
     """Per-batch real lengths from what a user types: 'full' (no padding: None), 'random'
     (uniform in [1, s], seeded), 'ratio 0.5' (every entry that share of s), or a list
-    '512, 384, 1024'. ValueError says what to write instead."""
+    '512, 384, 1024'. ValueError says what to write instead. `b` and `s` must be within their
+    bounds: the lengths are made one per batch entry before anything else checks them."""
     import random
 
     text = text.strip().lower()
     if text in ("", "full", "none"):
         return None
+    if not (_within(b, MAX_BATCH) and _within(s, MAX_LENGTH)):
+        raise ValueError("lengths are read against the batch size and the sequence length: fix those first")
     if text.startswith("random"):
         rng = random.Random(seed)
         return tuple(rng.randint(1, s) for _ in range(b))

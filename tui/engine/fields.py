@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import operator
+import reprlib
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -46,6 +47,20 @@ _LIMITS = {
     "max": ("at most {}", "≤", operator.le),
     "below": ("below {}", "<", operator.lt),
 }
+
+
+class _Quote(reprlib.Repr):
+    """Values as messages quote them: short, whatever was typed (a megabyte, 10**5000, lists in lists)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.maxstring = self.maxother = 60
+
+    def repr_int(self, x: int, level: int) -> str:
+        return f"a number of {x.bit_length()} bits" if x.bit_length() > 128 else super().repr_int(x, level)
+
+
+quote = _Quote().repr
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -82,7 +97,7 @@ class Field:
         return "f-" + self.meta.get("form_id", self.name)
 
     def must(self, what: str, value: Any) -> str:
-        return f"{self.label} must be {what} (got {value!r})"
+        return f"{self.label} must be {what} (got {quote(value)})"
 
     # what each kind defines
     def coerce(self, value: Any) -> Any:
@@ -112,6 +127,13 @@ class Field:
 
 def _whole(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _finite(value: int | float) -> bool:  # 10**400 is a whole number that no float holds
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 class Whole(Field):
@@ -174,10 +196,12 @@ class Number(Whole):
 
     def coerce(self, value: Any) -> Any:
         value = super().coerce(value)
+        if value is not None and not _finite(value):
+            raise ValueError(self.must("a finite number", value))
         return None if value is None else float(value)
 
     def problem(self, value: Any) -> str | None:
-        if self.typed(value) and not math.isfinite(value):
+        if self.typed(value) and not _finite(value):
             return self.must("a finite number", value)
         return super().problem(value)
 
@@ -304,7 +328,7 @@ class Modes(Field):
             return f"{self.label} must name at least one of {', '.join(self.choices)}"
         unknown = [v for v in value if v not in self.choices]
         if unknown:  # the label names the modes; one of them is the label less its plural
-            return f"unknown {self.label.removesuffix('s')} {unknown[0]!r} (use {', '.join(rest)} or {last})"
+            return f"unknown {self.label.removesuffix('s')} {quote(unknown[0])} (use {', '.join(rest)} or {last})"
         if len(set(value)) != len(value):
             return f"{self.label} must not repeat"
         return None
@@ -335,7 +359,7 @@ SHORTHANDS: dict[str, tuple[str, ...]] = {
 def _build(values: Mapping[str, Any], base: SdpaConfig, convert) -> SdpaConfig:
     """`base` with `values` converted field by field; every problem at once, each naming its key."""
     errors = [
-        FieldError(key, f"unknown key {key!r} (known keys: {', '.join(sorted(FIELD))})")
+        FieldError(key, f"unknown key {quote(key)} (known keys: {', '.join(sorted(FIELD))})")
         for key in values
         if key not in FIELD
     ]
@@ -364,8 +388,19 @@ def from_entries(values: Mapping[str, Any], base: SdpaConfig | None = None) -> S
     later = {k: v for k, v in values.items() if k in FIELD and FIELD[k].needs_config and isinstance(v, str)}
     now = {k: v for k, v in values.items() if k not in later}
     config = _build(now, base, lambda f, v: f.parse(v) if isinstance(v, str) else f.coerce(v))
+    if later:
+        _counts_first(config)
     config = _build(later, config, lambda f, v: f.parse(v, config))
     return with_lengths(config, config.seq_lens_q, config.seq_lens_kv)
+
+
+def _counts_first(config: SdpaConfig) -> None:
+    """Typed lengths are made one per batch entry, within their side's length: b and those lengths
+    are checked first, at their fields, so that b=10**9 is refused before 10**9 lengths are made."""
+    names = ("b", *(f.meta["size"] for f in FIELDS if isinstance(f, Lengths)))
+    errors = [FieldError(n, message) for n in names if (message := FIELD[n].problem(getattr(config, n)))]
+    if errors:
+        raise ConfigError(errors)
 
 
 # ---- the README's option table ----------------------------------------------------------

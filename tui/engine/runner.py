@@ -18,8 +18,9 @@ from typing import Any
 
 from . import environment as envmod
 from . import faults, known_issues
-from .config import SdpaConfig
+from .config import SEED_MAX, FieldError, SdpaConfig
 from .cpu import cpu_pass
+from .fields import quote
 from .graph import GraphBuildError
 from .measure import Bench, Measurement, counts, measure, refused
 from .passes import BuiltPass, Pass, passes_of
@@ -46,8 +47,16 @@ class RunOptions:
     timing: TimingOptions = field(default_factory=TimingOptions)
     autotune: bool = True  # time every plan that builds, not only the heuristic's pick
     check: bool = True  # compare with the fp32 reference
-    seed: int = 0
+    seed: int = 0  # the inputs' random seed, 0 to SEED_MAX (the CLI's --seed)
     run_anyway: bool = False  # run a configuration that matches a known issue (known_issues.py)
+
+    def problems(self) -> list[FieldError]:
+        """What a run cannot take, said at the option: a seed torch's generator cannot hold."""
+        seed = self.seed
+        if isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed <= SEED_MAX:
+            return []
+        words = f"the seed must be a whole number from 0 to {SEED_MAX} (got {quote(seed)})"
+        return [FieldError("seed", words)]
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -124,7 +133,8 @@ class Engine:
         t0 = time.perf_counter()
         env = self.environment()
         base = dict(config=config, environment=env, device="cuda" if env.gpu_available else "cpu")
-        errors = config.validate(env.gpu_memory_bytes if env.gpu_available else None)
+        # every check before anything reads the config (its FLOPs, known issues, the graph)
+        errors = [*config.validate(env.gpu_memory_bytes if env.gpu_available else None), *options.problems()]
         if errors:
             return RunResult(
                 status=STATUS_INVALID,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from .config import DTYPES, FieldError, SdpaConfig, format_bytes
-from .fields import FIELDS, Lengths
+from .fields import FIELDS, Lengths, quote
 
 Rule = Callable[[SdpaConfig, set[str]], Iterator[FieldError]]
 SHAPE = frozenset(f.name for f in FIELDS if f.group == "shape")
@@ -70,7 +70,7 @@ def lengths_fit(config: SdpaConfig, bad: set[str]) -> Iterator[FieldError]:
             )
         elif any(not 1 <= x <= limit for x in lens):
             wrong = next(x for x in lens if not 1 <= x <= limit)
-            yield FieldError(f.name, f"{f.label} must lie between 1 and {limit} (got {wrong})")
+            yield FieldError(f.name, f"{f.label} must lie between 1 and {limit} (got {quote(wrong)})")
 
 
 def lengths_pair(config: SdpaConfig, bad: set[str]) -> Iterator[FieldError]:
