@@ -101,8 +101,11 @@ async def test_the_engine_process_survives_a_kill_checks_on_the_cpu_and_stops_on
 
 # ---- a scripted engine --------------------------------------------------------------------------
 @pytest.mark.asyncio
-async def test_no_gpu_mode_explains_itself_checks_and_reruns_an_edit(cpu_fake_engine):
-    """The CPU engine's first result says why there is no GPU; an edit then reruns and updates the panes."""
+async def test_no_gpu_mode_explains_itself_checks_reruns_an_edit_and_a_training_step(cpu_fake_engine):
+    """The CPU engine's results (the engine's own code, in this process): the first says why there
+    is no GPU; an edit reruns and updates the panes; with the backward pass turned on, the backward
+    graph is still defined and validated, and torch's own backward is checked against fp32
+    autograd on the CPU."""
     app = make_app(SMALL, client=cpu_fake_engine)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, shown(app, SMALL))
@@ -119,6 +122,23 @@ async def test_no_gpu_mode_explains_itself_checks_and_reruns_an_edit(cpu_fake_en
         assert "s32x64" in summary
         assert app.query_one("#phases-forward").row_count == 2  # define, validate
         assert [config for config, _ in cpu_fake_engine.requests] == [SMALL, SMALL.replace(s_q=32)]
+        # a training step
+        app.query_one("#f-backward", Checkbox).value = True
+        await wait_for(pilot, shown(app, SMALL.replace(s_q=32, backward=True)))
+        b = app.result.pass_of("backward")
+        assert b is not None and b.status == "cpu_only" and [c.output for c in b.checks] == ["dQ", "dK", "dV"]
+        assert app.query_one("#phases-backward").display
+        assert app.query_one("#phases-backward").row_count == len(b.phases) == 2
+        assert "backward graph: total" in str(app.query_one("#phases-backward-head").render())
+        checks = app.query_one("#accuracy-table")
+        rows = [[str(c) for c in checks.get_row_at(i)] for i in range(checks.row_count)]
+        assert len(rows) == 8  # O, dQ, dK, dV: cuDNN's row, then torch's
+        assert rows[2][:3] == ["backward", "dQ", "cuDNN"] and rows[2][-1] == "not run"  # cuDNN did not run
+        assert rows[3][2] == "torch FLASH fp16" and rows[3][-1] == "pass"
+        assert "cuDNN's backward did not run" in str(app.query_one("#accuracy-head").render())
+        assert "SDPA_BWD" in app.query_one("#graph-backward").content.code
+        assert "torch FLASH fp16 (CPU) dQ/dK/dV max abs err" in str(app.query_one("#summary").render())
+        assert not app.query_one("#fp8-table").display
 
 
 @pytest.mark.asyncio
@@ -162,15 +182,21 @@ async def test_a_bad_value_shows_the_field_error_and_starts_no_run_then_a_preset
 
 
 @pytest.mark.asyncio
-async def test_the_status_line_follows_the_engine_step_by_step(fake_engine):
-    fake_engine.hold()  # each result waits for the test
-    app = make_app(SMALL, client=fake_engine)
+async def test_a_run_asked_before_the_engine_starts_waits_for_it_and_the_status_line_follows_each_step(
+    fake_engine,
+):
+    app = make_app(SMALL, client=fake_engine, start_engine=False)
     async with app.run_test(size=(120, 40)) as pilot:
+        app.action_run()  # Ctrl+R, or a typing pause ending, before the engine has started
+        assert fake_engine.requests == [] and phase(app) is Phase.STARTING
+        fake_engine.hold()  # each result waits for the test
+        app.start_engine()  # what mounting does: starting runs the form
         await wait_for(pilot, lambda: phase(app) is Phase.TIMING)
         assert status_text(app) == "timing plan 1 of 1 ..."
         assert app.status.state.startup_s is not None  # ready came first, and did not hide the run
         fake_engine.release()
         await wait_for(pilot, shown(app, SMALL))
+        assert [config for config, _ in fake_engine.requests] == [SMALL]
         assert status_text(app) == f"{STATUS_OK} in {RECORDED.wall_seconds:.2f} s"
         fake_engine.hold()
         await set_field(pilot, app, "s_q", "32")
@@ -248,17 +274,6 @@ async def test_a_saved_result_opens_and_runs_only_when_asked(fake_engine):
         await set_field(pilot, app, "b", "2")  # an edit runs too
         await wait_for(pilot, shown(app, TRAINING.config.replace(b=2)))
         assert len(fake_engine.requests) == 2
-
-
-@pytest.mark.asyncio
-async def test_a_typing_pause_ending_before_the_engine_starts_asks_nothing(fake_engine):
-    app = make_app(SMALL, client=fake_engine, start_engine=False)
-    async with app.run_test(size=(120, 40)) as pilot:
-        app.action_run()  # Ctrl+R, or a typing pause ending, before the engine has started
-        assert fake_engine.requests == [] and phase(app) is Phase.STARTING
-        app.start_engine()
-        await wait_for(pilot, shown(app, SMALL))
-        assert [config for config, _ in fake_engine.requests] == [SMALL]
 
 
 def test_the_status_line_says_each_state_in_words():
@@ -409,28 +424,6 @@ class TestTheFormWithoutAnEngine:
         assert "only FP8 inputs may choose" in str(app.query_one("#err-out_dtype").render())
 
 
-@pytest.mark.asyncio
-async def test_panes_render_a_result_measured_on_the_h200():
-    """Every pane draws a real GPU RunResult (recorded on the H200 with `run --json`)."""
-    result = RECORDED
-    app = make_app(result.config, start_engine=False)
-    async with app.run_test(size=(120, 40)) as pilot:
-        app.show_result(result)
-        await pilot.pause()
-        fwd = result.forward
-        plans = app.query_one("#plans-forward")
-        assert plans.row_count == len(fwd.plans) == 6
-        assert not app.query_one("#plans-forward-head").display  # one pass: no heading needed
-        marks = [str(plans.get_row_at(i)[1]) for i in range(plans.row_count)]
-        assert marks[fwd.heuristic_plan].startswith("H") and sum("*" in m for m in marks) == 1
-        summary = str(app.query_one("#summary").render())
-        assert f"forward kernel {fwd.timing.median_us:.2f} µs" in summary and "PASS" in summary
-        assert app.query_one("#phases-forward").row_count == 6
-        assert app.query_one("#accuracy-table").row_count == 2  # cuDNN's O, then torch's
-        assert app.query_one("#latency").history == {"forward": [(1, fwd.timing.median_us)]}
-        assert "NVIDIA H200" in [str(app.query_one("#environment").get_row_at(i)[1]) for i in range(3)]
-
-
 @pytest.fixture
 def user_presets(tmp_path, monkeypatch):
     folder = tmp_path / "presets"
@@ -439,30 +432,9 @@ def user_presets(tmp_path, monkeypatch):
 
 
 @pytest.mark.asyncio
-async def test_a_cpu_training_step_shows_the_backward_graph_and_torchs_gradients(cpu_fake_engine):
-    """A real engine result: without a GPU the backward graph is still defined and validated,
-    and torch's own backward is checked against fp32 autograd on the CPU."""
-    app = make_app(SMALL.replace(backward=True), client=cpu_fake_engine)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.result is not None)
-        b = app.result.pass_of("backward")
-        assert b is not None and b.status == "cpu_only" and [c.output for c in b.checks] == ["dQ", "dK", "dV"]
-        assert app.query_one("#phases-backward").display
-        assert app.query_one("#phases-backward").row_count == len(b.phases) == 2
-        assert "backward graph: total" in str(app.query_one("#phases-backward-head").render())
-        checks = app.query_one("#accuracy-table")
-        rows = [[str(c) for c in checks.get_row_at(i)] for i in range(checks.row_count)]
-        assert len(rows) == 8  # O, dQ, dK, dV: cuDNN's row, then torch's
-        assert rows[2][:3] == ["backward", "dQ", "cuDNN"] and rows[2][-1] == "not run"  # cuDNN did not run
-        assert rows[3][2] == "torch FLASH fp16" and rows[3][-1] == "pass"
-        assert "cuDNN's backward did not run" in str(app.query_one("#accuracy-head").render())
-        assert "SDPA_BWD" in app.query_one("#graph-backward").content.code
-        assert "torch FLASH fp16 (CPU) dQ/dK/dV max abs err" in str(app.query_one("#summary").render())
-        assert not app.query_one("#fp8-table").display
-
-
-@pytest.mark.asyncio
-async def test_a_gpu_training_step_fills_a_table_a_pass():
+async def test_a_gpu_training_step_fills_a_table_a_pass_then_every_pane_draws_a_forward():
+    """Real GPU RunResults, recorded on the H200 with `run --json`: the Llama-3-8B training step,
+    then the seed's forward after it."""
     result = TRAINING  # llama3-8b-train, recorded on the H200
     fwd, b = result.passes
     app = make_app(result.config, start_engine=False)
@@ -496,7 +468,21 @@ async def test_a_gpu_training_step_fills_a_table_a_pass():
         app.show_result(RECORDED)  # a forward-only result hides the backward's sections again
         await pilot.pause()
         assert not app.query_one("#plans-backward").display and not app.query_one("#graph-backward").display
-        assert app.query_one("#accuracy-table").row_count == 2
+        assert app.query_one("#accuracy-table").row_count == 2  # cuDNN's O, then torch's
+        fwd = RECORDED.forward
+        plans = app.query_one("#plans-forward")
+        assert plans.row_count == len(fwd.plans) == 6
+        assert not app.query_one("#plans-forward-head").display  # one pass: no heading needed
+        marks = [str(plans.get_row_at(i)[1]) for i in range(plans.row_count)]
+        assert marks[fwd.heuristic_plan].startswith("H") and sum("*" in m for m in marks) == 1
+        summary = str(app.query_one("#summary").render())
+        assert f"forward kernel {fwd.timing.median_us:.2f} µs" in summary and "PASS" in summary
+        assert app.query_one("#phases-forward").row_count == 6
+        assert app.query_one("#latency").history == {  # the second result: run 2, a forward alone
+            "forward": [(1, result.forward.timing.median_us), (2, fwd.timing.median_us)],
+            "backward": [(1, b.timing.median_us)],
+        }
+        assert "NVIDIA H200" in [str(app.query_one("#environment").get_row_at(i)[1]) for i in range(3)]
 
 
 @pytest.mark.asyncio
