@@ -36,9 +36,10 @@ def viewer(result):
 
 @pytest.mark.asyncio
 async def test_the_pane_shows_every_plans_samples_and_the_gpu_around_each_figure_or_why_not():
-    """The seed measured under sustained load (its heuristic's plan unstable), on an L2 flushed
-    each time; then a training step in burst on a machine without NVML, and a result of schema
-    1.0, measured before samples were recorded: each in the same dashboard, one after the other."""
+    """One dashboard shows in turn: the seed measured under sustained load (its heuristic's plan
+    unstable), on an L2 flushed each time; a training step in burst on a machine without NVML; a
+    result of schema 1.0, measured before samples were recorded; then, the terminal down to
+    80x24, a training step with both passes unstable."""
     result = flushed(measured(RECORDED))
     async with viewer(result).run_test(size=(120, 40)) as pilot:
         app = pilot.app
@@ -99,13 +100,9 @@ async def test_the_pane_shows_every_plans_samples_and_the_gpu_around_each_figure
             app.query_one("#summary").render()
         )
         assert len(app.query_one("#latency").history["forward"]) == 3  # a point a result, samples or not
-
-
-@pytest.mark.asyncio
-async def test_at_80x24_each_chart_keeps_legible_room_and_the_pane_scrolls_to_the_rest():
-    result = measured(TRAINING, unstable=("forward", "backward"))
-    async with viewer(result).run_test(size=(80, 24)) as pilot:
-        app = pilot.app
+        # at 80x24 each chart keeps legible room and the pane scrolls to the rest
+        await pilot.resize_terminal(80, 24)
+        result = measured(TRAINING, unstable=("forward", "backward"))
         await on_latency(pilot, result)
         pane = app.query_one("#latency")
         samples = app.query_one("#latency-samples")
