@@ -380,6 +380,7 @@ def presets(ctx: click.Context, as_json: bool) -> None:
     if ctx.invoked_subcommand is not None:
         return
     from rich.table import Table
+    from rich.text import Text
 
     from .presets import load_all, user_dir
 
@@ -406,16 +407,16 @@ def presets(ctx: click.Context, as_json: bool) -> None:
             )
         )
         return
-    table = Table(title=f"Presets (yours are in {user_dir()})", title_justify="left")
+    table = Table(title=Text(f"Presets (yours are in {user_dir()})"), title_justify="left")
     for col in ("name", "from", "configuration", "description"):
         table.add_column(col)
     for p in sorted(found.values(), key=lambda p: (p.origin != "builtin", p.name)):
         origin = p.origin + (" (hides the built-in)" if p.shadows_builtin else "")
-        table.add_row(p.name, origin, p.config.label(), p.description)
+        table.add_row(Text(p.name), origin, p.config.label(), Text(p.description))  # text, not markup
     console = _console()
     console.print(table)
     for p in problems:
-        console.print(f"[red]not loaded:[/red] {p}")
+        console.print(Text.assemble(("not loaded:", "red"), f" {p}"), soft_wrap=True)
 
 
 @presets.command("save")
@@ -435,9 +436,11 @@ def presets_save(name, description, force, **values) -> None:
     except ValueError as exc:
         _fail_usage([str(exc)])
     except OSError as exc:
-        _console(stderr=True).print(f"[red]error:[/red] cannot save preset {name!r}: {exc}")
+        _console(stderr=True).print(
+            f"[red]error:[/red] cannot save preset {escape(repr(name))}: {escape(str(exc))}"
+        )
         sys.exit(EXIT_FAIL)
-    _console().print(f"saved {config.label()} as {path}")
+    _console().print(f"saved {config.label()} as {escape(str(path))}", soft_wrap=True)
 
 
 @main.command()

@@ -156,7 +156,9 @@ def save_crash_script(result: RunResult, seed: int = 0) -> Path:
     from .files import atomic_write
 
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    path = crash_folder() / f"crash-{stamp}-{default_filename(result.config, 'script')}"
+    folder = crash_folder()
+    folder.mkdir(parents=True, exist_ok=True)  # the tool's own folder, beside its log: made unasked
+    path = folder / f"crash-{stamp}-{default_filename(result.config, 'script')}"
     atomic_write(path, render("script", result, seed))
     return path
 

@@ -1,24 +1,150 @@
-"""Writing files so that a crash or a full disk never leaves a half-written one."""
+"""Writing files so that a crash or a full disk never leaves a half-written one, and so that only
+a regular file is ever replaced: a device, a FIFO or a folder at the path is refused (as root,
+renaming over /dev/full would destroy the device node), a link's target is written, and no folder
+is created that the user did not ask for.
+
+A new file gets the mode the umask gives; a replaced one keeps its own. A temporary file that a
+killed save left behind is removed by the next save into its folder.
+"""
 
 from __future__ import annotations
 
 import os
-import tempfile
+import re
+import secrets
+import stat
+import time
 from pathlib import Path
 
+STALE_S = 3600.0  # a temporary file this old is left over, whoever made it
+ORPHAN_S = 10.0  # one this old whose process is gone is left over (a save takes milliseconds)
+_TEMP_RE = r"\.{name}\.(?:(?P<pid>\d+)-[0-9a-f]{{8}}|[a-z0-9_]{{8}})\.tmp"  # ours, and mkstemp's
 
-def atomic_write(path: Path, text: str) -> Path:
-    """Write a temporary file beside `path`, flush it to disk, then rename it over `path`."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+
+class WriteRefused(OSError):
+    """The path names something that must not be replaced by a file (said in words)."""
+
+
+def resolved(path: Path | str) -> Path:
+    """The file a write to `path` lands in: `~` expanded, links followed to their target."""
+    return Path(os.path.realpath(Path(path).expanduser()))
+
+
+def kind_words(mode: int) -> str:
+    """What a file that is not a regular file is, in words."""
+    kinds = (
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    )
+    return next((words for test, words in kinds if test(mode)), "not a regular file")
+
+
+def write_problem(path: Path | str) -> str | None:
+    """Why a file cannot be written at `path` (None: it can), asked before any work is done."""
+    target = resolved(path)
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        return f"cannot be reached: {exc.strerror or exc}"
+    if mode is not None and not stat.S_ISREG(mode):
+        return f"is {kind_words(mode)}, not a regular file"
+    folder = target.parent
+    if not folder.is_dir():
+        return f"{folder} is not a folder" if folder.exists() else f"the folder {folder} does not exist"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"the folder {folder} is not writable"
+    return None
+
+
+def atomic_write(path: Path | str, text: str, exclusive: bool = False) -> Path:
+    """Write a temporary file beside the target, flush it to disk, then rename it over the target
+    (or, when `exclusive`, link it there: FileExistsError if anything is there, so of two saves
+    racing for one name exactly one wins). Returns the file written."""
+    target = resolved(path)
+    problem = write_problem(target)
+    if problem:
+        raise WriteRefused(problem)
+    sweep_stale(target.parent, target.name)
+    fd, tmp = _temp_beside(target)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        if exclusive:
+            _link_new(tmp, target)
+        else:
+            os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target
+
+
+def _temp_beside(target: Path) -> tuple[int, Path]:
+    """A new temporary file in the target's folder, named for its process (so a later save can
+    tell a killed one's), with the mode the umask gives a new file, or the target's own mode."""
+    tmp = target.parent / f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
+    try:
+        os.fchmod(fd, stat.S_IMODE(os.stat(target).st_mode))
+    except FileNotFoundError:
+        pass  # a new file: the umask already decided
+    except OSError:
+        os.close(fd)
+        tmp.unlink(missing_ok=True)
         raise
-    return path
+    return fd, tmp
+
+
+def _link_new(tmp: Path, target: Path) -> None:
+    """Put the finished temporary file at `target` only if nothing is there."""
+    try:
+        os.link(tmp, target)
+    except FileExistsError:
+        raise
+    except OSError:  # a file system without hard links: claim the name, then fill it atomically
+        os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+        os.replace(tmp, target)
+
+
+def sweep_stale(folder: Path, name: str | None = None) -> int:
+    """Remove the temporary files killed saves left in `folder` (of `name` only, or of any file):
+    old ones, and those whose process is gone. Best effort; returns how many went."""
+    pattern = re.compile(_TEMP_RE.format(name=re.escape(name) if name else ".+"))
+    removed = 0
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return 0
+    for entry in entries:
+        match = pattern.fullmatch(entry.name)
+        if match and entry.is_file(follow_symlinks=False) and _is_stale(entry, match["pid"]):
+            try:
+                os.unlink(entry.path)
+                removed += 1
+            except OSError:
+                pass
+    return removed
+
+
+def _is_stale(entry: os.DirEntry, pid: str | None) -> bool:
+    try:
+        age = time.time() - entry.stat(follow_symlinks=False).st_mtime
+    except OSError:
+        return False
+    return age > STALE_S or (age > ORPHAN_S and pid is not None and not _alive(int(pid)))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True  # someone else's process, or a number no pid is: keep its file until it is old
+    return True

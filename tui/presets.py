@@ -12,14 +12,16 @@ A preset file is TOML a person can edit by hand:
 
 Built-ins live in the project's presets/ folder; user presets in the user's config folder
 (platformdirs; SDPA_EXPLORER_PRESET_DIR overrides it). A user preset with a built-in's name
-is shown as the user's. A broken file is reported with its name, the key and the line, and
-every other preset still loads.
+is shown as the user's. A broken file is reported with its name, the key and the line (its
+first few problems and how many more), and every other preset still loads; only regular files
+of at most 1 MiB are read (a FIFO or /dev/zero in the folder is reported, never read).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import stat
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,11 +30,13 @@ import tomli_w
 
 from .engine.config import ConfigError, SdpaConfig
 from .engine.results import REGIMES
-from .files import atomic_write
+from .files import atomic_write, kind_words, sweep_stale
 
 PRESET_KEYS = ("description", "source", "config", "timing")
 TIMING_KEYS = ("regime",)
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+MAX_BYTES = 1 << 20  # a preset is a few hundred bytes; anything this big is not one
+MAX_PROBLEMS = 5  # per file: the first few problems, then how many more
 
 
 @dataclass(frozen=True)
@@ -88,54 +92,64 @@ def user_dir() -> Path:
 
 
 def _line_of(text: str, key: str) -> int | None:
-    pattern = re.compile(rf"^[ \t]*{re.escape(key)}[ \t]*=", re.M)
+    pattern = re.compile(rf"^[ \t]*([\"']?){re.escape(key)}\1[ \t]*=", re.M)  # bare or quoted
     match = pattern.search(text)
     return text.count("\n", 0, match.start()) + 1 if match else None
 
 
-def load_file(path: Path, origin: str) -> tuple[Preset | None, list[PresetProblem]]:
-    """One preset file -> (preset, []) or (None, what is wrong with it)."""
+def _short(text: str, limit: int = 60) -> str:
+    """A key or a value as a message quotes it: a 1 MiB key is not repeated in every problem."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def read_text(path: Path) -> tuple[str | None, str]:
+    """The text of a regular file of at most MAX_BYTES, a byte-order mark dropped; else None and
+    why. A FIFO would hang the read and /dev/zero never end it, so neither is opened for reading."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        return None, [PresetProblem(str(path), f"cannot be read: {exc}")]
+        mode = os.stat(path).st_mode
+        if not stat.S_ISREG(mode):
+            return None, f"not a regular file ({kind_words(mode)}); only files are read"
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):  # swapped since the look
+                return None, "not a regular file; only files are read"
+            data = f.read(MAX_BYTES + 1)
+    except OSError as exc:
+        return None, f"cannot be read: {exc.strerror or exc}"
+    if len(data) > MAX_BYTES:
+        return None, f"larger than {MAX_BYTES // 1024 // 1024} MiB; a preset is a few lines"
     try:
-        data = tomllib.loads(text)
+        return data.decode("utf-8-sig"), ""
+    except UnicodeDecodeError as exc:
+        return None, f"not UTF-8 text (at byte {exc.start})"
+
+
+def _parse(text: str) -> tuple[dict | None, str, int | None]:
+    """TOML text -> (data, '', None), or (None, what is wrong, its line)."""
+    try:
+        return tomllib.loads(text), "", None
     except tomllib.TOMLDecodeError as exc:
         line = getattr(exc, "lineno", None)
         if line is None:
             m = re.search(r"line (\d+)", str(exc))
             line = int(m.group(1)) if m else None
-        return None, [PresetProblem(str(path), f"not valid TOML: {exc}", line=line)]
-    problems = [
-        PresetProblem(str(path), f"unknown key (known: {', '.join(PRESET_KEYS)})", key, _line_of(text, key))
-        for key in data
-        if key not in PRESET_KEYS
-    ]
-    for key in ("description", "source"):
-        if key in data and not isinstance(data[key], str):
-            problems.append(PresetProblem(str(path), "must be text", key, _line_of(text, key)))
-    config_data = data.get("config", {})
-    if not isinstance(config_data, dict):
-        problems.append(
-            PresetProblem(str(path), "must be a table ([config])", "config", _line_of(text, "config"))
-        )
-        config_data = {}
-    timing, trouble = _timing_of(data.get("timing", {}), path, text)
-    problems += trouble
-    config = None
-    try:
-        config = SdpaConfig.from_dict(config_data)
-    except ConfigError as exc:
-        problems += [
-            PresetProblem(str(path), e.message, e.field, _line_of(text, e.field)) for e in exc.errors
-        ]
-    if config is not None:
-        problems += [
-            PresetProblem(str(path), e.message, e.field, _line_of(text, e.field)) for e in config.validate()
-        ]
-    if problems:
-        return None, problems
+        return None, f"not valid TOML: {exc}", line
+    except RecursionError:  # tomllib recurses once per level of nesting
+        return None, "arrays or tables nested too deeply to read", None
+
+
+def load_file(path: Path, origin: str) -> tuple[Preset | None, list[PresetProblem]]:
+    """One preset file -> (preset, []) or (None, what is wrong with it: the first few problems
+    and, after them, how many more there are)."""
+    text, why = read_text(path)
+    if text is None:
+        return None, [PresetProblem(str(path), why)]
+    data, why, line = _parse(text)
+    if data is None:
+        return None, [PresetProblem(str(path), why, line=line)]
+    config, timing, found = _checked(data)
+    if found:
+        return None, _located(path, text, found)
     return (
         Preset(
             name=path.stem,
@@ -150,24 +164,56 @@ def load_file(path: Path, origin: str) -> tuple[Preset | None, list[PresetProble
     )
 
 
-def _timing_of(table: object, path: Path, text: str) -> tuple[dict, list[PresetProblem]]:
+def _checked(data: dict) -> tuple[SdpaConfig | None, dict, list[tuple[str, str]]]:
+    """A parsed preset -> its configuration, its [timing], and its problems as (key, message)."""
+    found = [
+        (key, f"unknown key (known: {', '.join(PRESET_KEYS)})") for key in data if key not in PRESET_KEYS
+    ]
+    found += [
+        (key, "must be text") for key in ("description", "source") if not isinstance(data.get(key, ""), str)
+    ]
+    config_data = data.get("config", {})
+    if not isinstance(config_data, dict):
+        found.append(("config", "must be a table ([config])"))
+        config_data = {}
+    timing, trouble = _timing_of(data.get("timing", {}))
+    found += trouble
+    config = None
+    try:
+        config = SdpaConfig.from_dict(config_data)
+    except ConfigError as exc:
+        found += [(e.field, e.message) for e in exc.errors]
+    if config is not None:
+        found += [(e.field, e.message) for e in config.validate()]
+    return config, timing, found
+
+
+def _located(path: Path, text: str, found: list[tuple[str, str]]) -> list[PresetProblem]:
+    """The first MAX_PROBLEMS problems, each with its line, then a count of the rest: a file of
+    10,000 wrong keys is one file to fix, not 10,000 messages."""
+    problems = [
+        PresetProblem(str(path), message, _short(str(key)), _line_of(text, str(key)))
+        for key, message in found[:MAX_PROBLEMS]
+    ]
+    more = len(found) - MAX_PROBLEMS
+    if more > 0:
+        problems.append(PresetProblem(str(path), f"and {more:,} more problem{'s' * (more > 1)} in this file"))
+    return problems
+
+
+def _timing_of(table: object) -> tuple[dict, list[tuple[str, str]]]:
     """The optional [timing] table: its keys, each checked, or what is wrong with them."""
     if not isinstance(table, dict):
-        return {}, [
-            PresetProblem(str(path), "must be a table ([timing])", "timing", _line_of(text, "timing"))
-        ]
-    problems = [
-        PresetProblem(
-            str(path), f"unknown key in [timing] (known: {', '.join(TIMING_KEYS)})", key, _line_of(text, key)
-        )
+        return {}, [("timing", "must be a table ([timing])")]
+    found = [
+        (key, f"unknown key in [timing] (known: {', '.join(TIMING_KEYS)})")
         for key in table
         if key not in TIMING_KEYS
     ]
     regime = table.get("regime", "")
     if "regime" in table and regime not in REGIMES:
-        message = f"must be one of {', '.join(REGIMES)} (got {regime!r})"
-        problems.append(PresetProblem(str(path), message, "regime", _line_of(text, "regime")))
-    return ({"regime": regime} if regime in REGIMES else {}), problems
+        found.append(("regime", f"must be one of {', '.join(REGIMES)} (got {_short(repr(regime))})"))
+    return ({"regime": regime} if regime in REGIMES else {}), found
 
 
 def load_all() -> tuple[dict[str, Preset], list[PresetProblem]]:
@@ -178,7 +224,7 @@ def load_all() -> tuple[dict[str, Preset], list[PresetProblem]]:
         if not folder.is_dir():
             continue
         for path in sorted(folder.glob("*.toml")):
-            preset, trouble = load_file(path, origin)
+            preset, trouble = _load_guarded(path, origin)
             problems += trouble
             if preset is None:
                 continue
@@ -186,6 +232,18 @@ def load_all() -> tuple[dict[str, Preset], list[PresetProblem]]:
                 preset = Preset(**{**preset.__dict__, "shadows_builtin": True})
             presets[preset.name] = preset
     return presets, problems
+
+
+def _load_guarded(path: Path, origin: str) -> tuple[Preset | None, list[PresetProblem]]:
+    """load_file, and should checking one file fail in a way nobody foresaw, that file's problem
+    rather than every preset lost: presets are read at every start-up and every `run --preset`."""
+    try:
+        return load_file(path, origin)
+    except Exception as exc:  # one bad file must not hide the others
+        return None, [PresetProblem(str(path), f"{GUARD_WORDS} ({type(exc).__name__}: {_short(str(exc))})")]
+
+
+GUARD_WORDS = "could not be checked"
 
 
 def find(name: str) -> Preset:
@@ -214,16 +272,19 @@ def to_toml(config: SdpaConfig, description: str = "", source: str = "", regime:
 def save_user(
     name: str, config: SdpaConfig, description: str = "", overwrite: bool = False, regime: str = ""
 ) -> Path:
-    """Save into the user's folder, atomically (a crash never leaves a half-written preset).
-    Built-ins are never written: a user preset of the same name shadows one instead."""
-    if not _NAME_RE.match(name):
+    """Save into the user's folder, atomically (a crash never leaves a half-written preset), and
+    without `overwrite` only if the name is free at that instant. Built-ins are never written: a
+    user preset of the same name shadows one instead."""
+    if not _NAME_RE.fullmatch(name):
         raise ValueError(
             f"preset name {name!r} must start with a letter or digit and use only letters, digits, '.', '_', '-'"
         )
     folder = user_dir()
-    folder.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(parents=True, exist_ok=True)  # the tool's own folder
+    sweep_stale(folder)  # what a killed save left behind
     target = folder / f"{name}.toml"
-    if target.exists() and not overwrite:
-        raise PresetExists(f"a user preset named {name!r} exists ({target})")
     description = description or f"saved from sdpa-explorer: {config.label()}"
-    return atomic_write(target, to_toml(config, description, regime=regime))
+    try:
+        return atomic_write(target, to_toml(config, description, regime=regime), exclusive=not overwrite)
+    except FileExistsError as exc:  # exclusive: of two saves of one name, exactly one wins
+        raise PresetExists(f"a user preset named {name!r} exists ({target})") from exc
