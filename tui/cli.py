@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
 
 import click
@@ -280,15 +281,24 @@ def run(
 
 
 def _check_export_paths(paths: dict) -> None:
-    """Before the run: an export path given empty is bad input, not a silent no."""
-    empty = [f"--save-{kind}: empty; give a file name" for kind, path in paths.items() if path == ""]
-    if empty:
-        _fail_usage(empty)
+    """Before the run: an export path given empty, naming something that is not a regular file (a
+    device, a FIFO, a folder), or in a folder that is missing or not writable is bad input, said
+    before minutes of work rather than after."""
+    from .files import write_problem
+
+    problems = []
+    for kind, path in paths.items():
+        if path == "":
+            problems.append(f"--save-{kind}: empty; give a file name")
+        elif path is not None and (why := write_problem(path)):
+            problems.append(f"--save-{kind}: cannot write {path}: {why}")
+    if problems:
+        _fail_usage(problems)
 
 
 def _save_exports(result, seed: int, paths: dict) -> None:
-    from pathlib import Path
-
+    """Each export written in place of a regular file (a link's target), never a device or a
+    folder that appeared since the check; a failure names the option and exits 2."""
     from .export import render
     from .files import atomic_write
 
@@ -296,10 +306,11 @@ def _save_exports(result, seed: int, paths: dict) -> None:
         if not path:
             continue
         try:
-            atomic_write(Path(path), render(kind, result, seed))
+            written = atomic_write(path, render(kind, result, seed))
         except OSError as exc:
             _fail_usage([f"--save-{kind}: cannot write {path}: {exc.strerror or exc}"])
-        _console(stderr=True).print(f"wrote {kind} to {path}")
+        where = f" (the link's target {written})" if os.path.islink(path) else ""
+        _console(stderr=True).print(f"wrote {kind} to {escape(path + where)}", soft_wrap=True)
 
 
 def check_cases(preset_names: tuple[str, ...]) -> list[tuple[str, SdpaConfig]]:

@@ -39,7 +39,7 @@ def kind_words(mode: int) -> str:
         (stat.S_ISBLK, "a block device"),
         (stat.S_ISSOCK, "a socket"),
     )
-    return next((words for test, words in kinds if test(mode)), "not a regular file")
+    return next((words for test, words in kinds if test(mode)), "a special file")
 
 
 def write_problem(path: Path | str) -> str | None:
@@ -50,9 +50,9 @@ def write_problem(path: Path | str) -> str | None:
     except FileNotFoundError:
         mode = None
     except OSError as exc:
-        return f"cannot be reached: {exc.strerror or exc}"
+        return exc.strerror or str(exc)
     if mode is not None and not stat.S_ISREG(mode):
-        return f"is {kind_words(mode)}, not a regular file"
+        return f"{kind_words(mode)} is there, not a regular file"
     folder = target.parent
     if not folder.is_dir():
         return f"{folder} is not a folder" if folder.exists() else f"the folder {folder} does not exist"
