@@ -234,6 +234,15 @@ def load_all() -> tuple[dict[str, Preset], list[PresetProblem]]:
     return presets, problems
 
 
+def problem_lines(problems: list[PresetProblem], most: int, then: str = "") -> list[str]:
+    """The first `most` problems as lines, then how many more (and `then`, what shows them all)."""
+    lines = [str(p) for p in problems[:most]]
+    more = len(problems) - most
+    if more > 0:
+        lines.append(f"... and {more:,} more" + (f"; {then}" if then else ""))
+    return lines
+
+
 def _load_guarded(path: Path, origin: str) -> tuple[Preset | None, list[PresetProblem]]:
     """load_file, and should checking one file fail in a way nobody foresaw, that file's problem
     rather than every preset lost: presets are read at every start-up and every `run --preset`."""

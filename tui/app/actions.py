@@ -7,15 +7,16 @@ flow form -> engine -> panes.
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 from textual.binding import Binding
 
 from ..engine.config import SdpaConfig
 from ..export import render, script
-from ..files import atomic_write
-from ..presets import Preset, PresetExists, PresetProblem, load_all, save_user
+from ..files import atomic_write, resolved
+from ..presets import Preset, PresetExists, PresetProblem, load_all, problem_lines, save_user
 from .screens import Confirm, ExportDialog, HelpScreen, PresetPicker, SavePreset
+
+TOAST_PROBLEMS = 3  # a start-up toast says this many of the presets' problems, then a count
 
 
 class KeepingActions:
@@ -25,9 +26,14 @@ class KeepingActions:
     preset_problems: list[PresetProblem]
 
     def reload_presets(self) -> None:
+        """Presets read again; what did not load is one toast (the first few problems and a
+        count), however many files are broken: Ctrl+O lists them."""
         self.presets, self.preset_problems = load_all()
-        for problem in self.preset_problems:
-            self.notify(str(problem), title="Preset not loaded", severity="warning", timeout=10)
+        if self.preset_problems:
+            lines = problem_lines(self.preset_problems, TOAST_PROBLEMS, "Ctrl+O lists them")
+            self.notify(
+                "\n".join(lines), title="Presets not loaded", severity="warning", timeout=10, markup=False
+            )
 
     def action_presets(self) -> None:
         self.push_screen(PresetPicker(self.presets, self.preset_problems), self.load_preset)
@@ -68,10 +74,10 @@ class KeepingActions:
             )
             return
         except OSError as exc:
-            self.notify(f"{exc}", title=f"Preset {name!r} not saved", severity="error")
+            self.notify(f"{exc}", title=f"Preset {name!r} not saved", severity="error", markup=False)
             return
         self.reload_presets()
-        self.notify(str(path), title=f"Saved preset {name!r}")
+        self.notify(str(path), title=f"Saved preset {name!r}", markup=False)
 
     def action_export(self) -> None:
         config = self._form_config("export")
@@ -79,17 +85,24 @@ class KeepingActions:
             has_result = self.result is not None and self.result.config == config
             self.push_screen(ExportDialog(config, has_result), lambda answer: self._export(config, answer))
 
-    def _export(self, config: SdpaConfig, answer: tuple[str, str] | None) -> None:
+    def _export(self, config: SdpaConfig, answer: tuple[str, str] | None, replace: bool = False) -> None:
+        """Write the export the dialog asked for; a file already there is replaced only when the
+        user says so."""
         if answer is None:
             return
         kind, path = answer
+        if not replace and resolved(path).exists():
+            question = f"{resolved(path)} exists. Replace it?"
+            self.push_screen(Confirm(question), lambda yes: yes and self._export(config, answer, True))
+            return
         try:
             text = script(config) if kind == "script" else render(kind, self.result)
-            written = atomic_write(Path(path).expanduser(), text)
+            written = atomic_write(path, text)
         except OSError as exc:
-            self.notify(f"{path}: {exc.strerror or exc}", title=f"{kind} not written", severity="error")
+            words = f"{path}: {exc.strerror or exc}"
+            self.notify(words, title=f"{kind} not written", severity="error", markup=False)
             return
-        self.notify(str(written.resolve()), title=f"Wrote {kind}")
+        self.notify(str(written), title=f"Wrote {kind}", markup=False)
 
     def action_help(self) -> None:
         focused = self.focused

@@ -10,7 +10,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList
 from textual.widgets.option_list import Option
 
-from ...presets import Preset, PresetProblem
+from ...presets import Preset, PresetProblem, problem_lines
+
+PICKER_PROBLEMS = 12  # lines of presets that did not load under the list, then a count
 
 
 def _prompt(preset: Preset) -> Text:
@@ -41,8 +43,11 @@ class PresetPicker(ModalScreen[Preset | None]):
             yield Label("Presets: type to filter, Enter loads into the form and runs", classes="dialog-title")
             yield Input(placeholder="filter by name, model or shape", id="picker-filter")
             yield OptionList(id="picker-list")
-            if self.problems:
-                yield Label("\n".join(f"not loaded: {p}" for p in self.problems), id="picker-problems")
+            if self.problems:  # user text: shown as typed, never read as markup
+                lines = problem_lines(self.problems, PICKER_PROBLEMS, "`sdpa-explorer presets` lists them")
+                yield Label(
+                    "\n".join(f"not loaded: {line}" for line in lines), id="picker-problems", markup=False
+                )
 
     def on_mount(self) -> None:
         self._fill("")
@@ -92,7 +97,10 @@ class SavePreset(ModalScreen[tuple[str, str] | None]):
             yield Input(placeholder="name (letters, digits, . _ -)", id="save-name")
             yield Input(placeholder="description (optional)", id="save-description")
             yield Label(
-                self.error, id="save-error", classes="field-error -visible" if self.error else "field-error"
+                self.error,
+                id="save-error",
+                classes="field-error -visible" if self.error else "field-error",
+                markup=False,  # the error quotes the name as typed
             )
             with Horizontal(classes="buttons"):
                 yield Button("Save", variant="primary", id="save-ok")
@@ -126,7 +134,7 @@ class Confirm(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Label(self.question, classes="dialog-title")
+            yield Label(self.question, classes="dialog-title", markup=False)  # it may quote a path
             with Horizontal(classes="buttons"):
                 yield Button("Yes", variant="warning", id="confirm-yes")
                 yield Button("No", variant="primary", id="confirm-no")
