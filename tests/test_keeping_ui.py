@@ -43,7 +43,9 @@ async def test_markup_in_presets_and_many_problems_never_crash_the_dashboard(tmp
         problems = text_of(app, "#picker-problems")
         assert "key '[/x]': unknown key" in problems and "many.toml: and 295 more problems" in problems
         assert "[/x] closing tag" in str(app.screen.query_one("#picker-list").get_option("tagged").prompt)
-        await pilot.press("escape")
+        await pilot.press(*"tagged", "enter")  # loads it: the status line quotes its description
+        await wait_for(pilot, lambda: len(app.screen_stack) == 1)
+        assert app.form.read()[0].b == 1 and "[/x] closing tag" in str(app.status.render())
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: screen_name(app) == "SavePreset")
         await pilot.press(*"[/x]", "enter")

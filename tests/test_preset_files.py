@@ -54,6 +54,14 @@ def test_markup_in_a_preset_file_is_shown_as_typed(user_dir):
     assert "table.toml, line 1, key 'config': must be a table ([config])" in result.output
 
 
+def test_check_names_a_skipped_preset_as_typed(user_dir, capsys):
+    from tui.cli import check_cases
+
+    (user_dir / "key.toml").write_text('"[/x]" = 1\n')
+    assert ("gpt2-seed", presetmod.find("gpt2-seed").config) in check_cases(())
+    assert "preset skipped: key.toml, line 1, key '[/x]': unknown key" in capsys.readouterr().err
+
+
 def test_presets_save_says_where_as_typed(tmp_path, monkeypatch):
     folder = tmp_path / "[bold]presets"
     monkeypatch.setenv("SDPA_EXPLORER_PRESET_DIR", str(folder))

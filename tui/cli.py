@@ -322,7 +322,7 @@ def check_cases(preset_names: tuple[str, ...]) -> list[tuple[str, SdpaConfig]]:
     problems: list[str] = []
     cases = builtin_cases(problems)
     for p in problems:
-        _console(stderr=True).print(f"[yellow]preset skipped:[/yellow] {p}")
+        _console(stderr=True).print(f"[yellow]preset skipped:[/yellow] {escape(p)}", soft_wrap=True)
     return cases
 
 
