@@ -71,7 +71,14 @@ async def test_an_export_shows_its_folder_asks_before_replacing_and_down_enter_p
             assert f"into {tmp_path}: " in text_of(app, "#export-where")  # before anything is written
             await pilot.press(*keys)
 
-        await export("down", "enter")  # the file name has the focus: Down picks the next kind
+        await export()
+        path = app.screen.query_one("#export-path", Input)
+        path.value = str(tmp_path / "no-such-folder" / "x.py")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: "does not exist" in text_of(app, "#export-where"))
+        assert screen_name(app) == "ExportDialog" and not (tmp_path / "no-such-folder").exists()
+        path.value = default_filename(RECORDED.config, "script")
+        await pilot.press("down", "enter")  # the file name has the focus: Down picks the next kind
         await wait_for(pilot, lambda: (tmp_path / json_name).exists())
         assert json.loads((tmp_path / json_name).read_text())["config"] == RECORDED.config.to_dict()
         assert sorted(p.name for p in tmp_path.iterdir()) == [json_name]
@@ -87,8 +94,3 @@ async def test_an_export_shows_its_folder_asks_before_replacing_and_down_enter_p
         await wait_for(pilot, lambda: screen_name(app) == "Confirm")
         await pilot.click("#confirm-yes")
         await wait_for(pilot, lambda: (tmp_path / json_name).read_text() != "mine")
-        await export()
-        app.screen.query_one("#export-path", Input).value = str(tmp_path / "no-such-folder" / "x.py")
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: "does not exist" in text_of(app, "#export-where"))
-        assert screen_name(app) == "ExportDialog" and not (tmp_path / "no-such-folder").exists()
