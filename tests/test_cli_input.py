@@ -65,3 +65,9 @@ def test_check_without_a_gpu_still_asks_cudnn_about_every_case_and_fails(cpu_eng
     data = json.loads(invoke("check", "--json", "--preset", "gpt2-seed").output)
     assert data["gpu_available"] is False and data["reason"] == NO_GPU.unavailable_reason
     assert [c["status"] for c in data["cases"]] == ["cpu_only"]
+
+
+@pytest.mark.parametrize("seed", ["-1", str(2**63), str(2**70)])
+def test_the_inputs_seed_is_bounded_like_an_int64(seed):
+    out = invoke("run", "--seed", seed)
+    assert out.exit_code == 2 and "'--seed'" in out.output and "Traceback" not in out.output

@@ -16,7 +16,7 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from .engine.config import ConfigError, FieldError, SdpaConfig
+from .engine.config import SEED_MAX, ConfigError, FieldError, SdpaConfig
 from .engine.fields import FIELD, FIELDS, SHORTHANDS, Choice, Field, Switch, from_entries
 from .engine.results import REGIME_BURST, REGIMES, STATUS_CPU_ONLY
 
@@ -157,7 +157,13 @@ def timing_options(fn):
                 help="burst: a short run on a rested GPU (published tables); sustained: timed after "
                 "2 s of load (a training step). Default: the preset's, else burst",
             ),
-            click.option("--seed", type=int, default=0, show_default=True, help="random seed of the inputs"),
+            click.option(
+                "--seed",
+                type=click.IntRange(0, SEED_MAX),
+                default=0,
+                show_default=True,
+                help="random seed of the inputs (0 to 2**63-1)",
+            ),
             click.option(
                 "--run-anyway",
                 is_flag=True,

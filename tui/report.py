@@ -192,7 +192,7 @@ def summary_text(result: RunResult) -> Text:
     recipes = {p.fp8.recipe for p in result.passes if p.fp8 is not None}
     for recipe in recipes:
         text.append(f"\nFP8 recipe: {recipe}", style="dim")
-    if result.message:
+    if result.message and result.crash is None:  # a crash's words are in the Finding table
         text.append(f"\n{result.message}", style="red" if not result.ok else "yellow")
     return text
 

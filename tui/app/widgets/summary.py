@@ -109,6 +109,6 @@ class SummaryPane(Static):
             t.append(*step_regime(result.passes))
         if not result.passes:
             t.append(f"\nFLOPs {result.config.flops() / 1e9:.2f} G", style="bold")
-        if result.message:
+        if result.message and result.crash is None:  # a crash's words are in its rows above
             t.append(f"\n{result.message}", style="yellow" if result.ok else "red")
         self.update(t)
