@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import sys
 
 import click
@@ -287,36 +286,24 @@ def run(
 
 
 def _check_export_paths(paths: dict) -> None:
-    """Before the run: an export path given empty, naming something that is not a regular file (a
-    device, a FIFO, a folder), or in a folder that is missing or not writable is bad input, said
-    before minutes of work rather than after."""
-    from .files import write_problem
+    """Before the run: a bad export path is bad input, said before minutes of work, not after."""
+    from .export import path_problems
 
-    problems = []
-    for kind, path in paths.items():
-        if path == "":
-            problems.append(f"--save-{kind}: empty; give a file name")
-        elif path is not None and (why := write_problem(path)):
-            problems.append(f"--save-{kind}: cannot write {path}: {why}")
+    problems = path_problems(paths)
     if problems:
         _fail_usage(problems)
 
 
 def _save_exports(result, seed: int, paths: dict) -> None:
-    """Each export written in place of a regular file (a link's target), never a device or a
-    folder that appeared since the check; a failure names the option and exits 2."""
-    from .export import render
-    from .files import atomic_write
+    """Each export written; a failure (something not a file appeared since the check) exits 2."""
+    from .export import write_export
 
-    for kind, path in paths.items():
-        if not path:
-            continue
+    for kind, path in ((k, p) for k, p in paths.items() if p):
         try:
-            written = atomic_write(path, render(kind, result, seed))
+            said = write_export(kind, path, result, seed)
         except OSError as exc:
             _fail_usage([f"--save-{kind}: cannot write {path}: {exc.strerror or exc}"])
-        where = f" (the link's target {written})" if os.path.islink(path) else ""
-        _console(stderr=True).print(f"wrote {kind} to {escape(path + where)}", soft_wrap=True)
+        _console(stderr=True).print(escape(said), soft_wrap=True)
 
 
 def check_cases(preset_names: tuple[str, ...]) -> list[tuple[str, SdpaConfig]]:
@@ -399,30 +386,11 @@ def presets(ctx: click.Context, as_json: bool) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from .presets import load_all, user_dir
+    from .presets import listing, load_all, user_dir
 
     found, problems = load_all()
     if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "presets": [
-                        {
-                            "name": p.name,
-                            "origin": p.origin,
-                            "shadows_builtin": p.shadows_builtin,
-                            "description": p.description,
-                            "source": p.source,
-                            "path": p.path,
-                            "config": p.config.to_dict(),
-                        }
-                        for p in found.values()
-                    ],
-                    "problems": [str(p) for p in problems],
-                },
-                indent=2,
-            )
-        )
+        click.echo(json.dumps(listing(found, problems), indent=2))
         return
     table = Table(title=Text(f"Presets (yours are in {user_dir()})"), title_justify="left")
     for col in ("name", "from", "configuration", "description"):

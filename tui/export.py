@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 import time
 from pathlib import Path
 
@@ -161,6 +162,29 @@ def save_crash_script(result: RunResult, seed: int = 0) -> Path:
     path = folder / f"crash-{stamp}-{default_filename(result.config, 'script')}"
     atomic_write(path, render("script", result, seed))
     return path
+
+
+def path_problems(paths: dict[str, str | None]) -> list[str]:
+    """What is wrong with the export paths given (kind -> path; None: not asked for), each naming
+    its option: empty, something that is not a regular file there (a device, a FIFO, a folder), or
+    a folder that is missing or not writable (none is made unasked)."""
+    from .files import write_problem
+
+    problems = []
+    for kind, path in paths.items():
+        if path == "":
+            problems.append(f"--save-{kind}: empty; give a file name")
+        elif path is not None and (why := write_problem(path)):
+            problems.append(f"--save-{kind}: cannot write {path}: {why}")
+    return problems
+
+
+def write_export(kind: str, path: str, result: RunResult, seed: int = 0) -> str:
+    """Write one export in place of a regular file (a link's target); returns what to say."""
+    from .files import atomic_write
+
+    written = atomic_write(path, render(kind, result, seed))
+    return f"wrote {kind} to {path}" + (f" (the link's target {written})" if os.path.islink(path) else "")
 
 
 def render(kind: str, result: RunResult, seed: int = 0) -> str:

@@ -234,6 +234,17 @@ def load_all() -> tuple[dict[str, Preset], list[PresetProblem]]:
     return presets, problems
 
 
+def listing(found: dict[str, Preset], problems: list[PresetProblem]) -> dict:
+    """The presets and the problems as `presets --json` prints them."""
+    keys = ("name", "origin", "shadows_builtin", "description", "source", "path")
+    return {
+        "presets": [
+            {**{k: getattr(p, k) for k in keys}, "config": p.config.to_dict()} for p in found.values()
+        ],
+        "problems": [str(p) for p in problems],
+    }
+
+
 def problem_lines(problems: list[PresetProblem], most: int, then: str = "") -> list[str]:
     """The first `most` problems as lines, then how many more (and `then`, what shows them all)."""
     lines = [str(p) for p in problems[:most]]
