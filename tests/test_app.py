@@ -157,13 +157,15 @@ async def test_a_bad_value_shows_the_field_error_and_starts_no_run_then_a_preset
         assert "h_q must be a multiple of h_kv (got 2 and 3)" in str(error.render())
         assert error.has_class("-visible")
         assert app.query_one("#right").has_class("-stale")
-        assert status_text(app).startswith("not run: fix h_kv; the panes show the last good configuration")
+        assert status_text(app).startswith(
+            "not run: fix key/value heads (h_kv); the panes show the last good configuration"
+        )
         assert not app.run_pending and not fake_engine.busy and app.result is shown_before
         await set_field(pilot, app, "b", "x")
         await wait_for(pilot, lambda: "b" in app.status.state.stale_fields)
         assert "whole number" in str(app.query_one("#err-b").render())
         await pilot.press("ctrl+r")
-        assert phase(app) is Phase.STALE and status_text(app).startswith("not run: fix b")
+        assert phase(app) is Phase.STALE and status_text(app).startswith("not run: fix batch (b)")
         assert len(fake_engine.requests) == 1 and not app.run_pending
         await set_field(pilot, app, "b", "1")
         await set_field(pilot, app, "h_kv", "1")
@@ -291,8 +293,11 @@ def test_the_status_line_says_each_state_in_words():
     done = timing.shown(STATUS_OK, "", 0.123, "")
     assert done.phase is Phase.DONE and done.render().plain == "ok in 0.12 s"
     stale = done.stale(("h_kv", "b"))
-    assert stale.now == "not run: fix b, h_kv; the panes show the last good configuration (stale)"
-    assert Status().stale(("b",)).now == "not run: fix b"  # nothing on screen yet to call stale
+    assert (
+        stale.now
+        == "not run: fix batch (b), key/value heads (h_kv); the panes show the last good configuration (stale)"
+    )
+    assert Status().stale(("b",)).now == "not run: fix batch (b)"  # nothing on screen yet to call stale
     assert stale.working("timing plan 1 of 1").phase is Phase.STALE  # the run goes on underneath
     assert stale.settled().phase is Phase.DONE
     died = timing.restarted("the engine process died (SIGKILL, a crash in native code)")

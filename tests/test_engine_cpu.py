@@ -41,7 +41,10 @@ def test_cpu_mode_result(cpu_engine):
 def test_cpu_mode_skips_the_reference_for_large_problems(cpu_engine):
     r = cpu_engine.run(SdpaConfig(b=8, s_q=8192, s_kv=8192, h_q=32, h_kv=32, d_qk=128, d_v=128))
     assert r.status == "cpu_only"
-    assert r.forward.checks == () and "too large" in r.forward.notes[0]
+    assert r.forward.checks == () and "GFLOP, above the 4 GFLOP CPU limit" in r.forward.notes[0]
+    assert r.forward.notes[0].endswith("(even b=1 does not fit: shorten s_q or s_kv)")
+    seed = cpu_engine.run(SdpaConfig(), RunOptions(check=True)).forward.notes[0]
+    assert seed.endswith("6.4 GFLOP, above the 4 GFLOP CPU limit (b=2 fits)")  # the seed's shape on a CPU
 
 
 def test_unsupported_config_gets_cudnns_own_words(cpu_engine):

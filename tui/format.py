@@ -29,6 +29,7 @@ __all__ = [
     "l2_words",
     "ms",
     "no_telemetry_words",
+    "no_timing_words",
     "pass_title",
     "regime_note",
     "regime_style",
@@ -60,6 +61,16 @@ _STATUS_WORDS = {STATUS_CRASH: "CRASHED"}
 def status_word(status: str) -> str:
     """'ok' -> 'OK', 'cpu_only' -> 'CPU ONLY': how a status reads in a headline."""
     return _STATUS_WORDS.get(status) or status.upper().replace("_", " ")
+
+
+def no_timing_words(result: RunResult) -> str:
+    """Why a result has no kernel time: no GPU here, or the run ended before timing (and how)."""
+    if result.status == STATUS_CPU_ONLY:
+        reason = result.environment.unavailable_reason if result.environment else "no usable GPU"
+        return f"no kernel times: there is no usable GPU here ({reason}); timing and plans need one"
+    if result.status == STATUS_OK:
+        return "no kernel time in this result"
+    return f"no kernel time: the run ended {result.status.replace('_', ' ')} before timing"
 
 
 def versions_words(env: Environment | None) -> str:

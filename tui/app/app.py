@@ -34,6 +34,7 @@ from ..presets import Preset, PresetProblem
 from .actions import KeepingActions
 from .commands import ExplorerCommands
 from .messages import ConfigEdited, EngineMessage, TimingChoice
+from .navigation import PaneNavigation, pane_bindings
 from .widgets import (
     AccuracyPane,
     ConfigForm,
@@ -46,7 +47,7 @@ from .widgets import (
     StatusLine,
     SummaryPane,
 )
-from .widgets.status import Phase, Status
+from .widgets.status import Status
 
 DEBOUNCE_S = 0.25  # typing "4096" must not start four builds
 
@@ -70,7 +71,7 @@ TABS = (
 RESULT_PANES = tuple(pane for _, pane in TABS if pane not in (EnvironmentPane, MaskPane))
 
 
-class SdpaExplorerApp(KeepingActions, App[None]):
+class SdpaExplorerApp(PaneNavigation, KeepingActions, App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "cuDNN SDPA Explorer"
     COMMANDS = App.COMMANDS | {ExplorerCommands}
@@ -83,6 +84,7 @@ class SdpaExplorerApp(KeepingActions, App[None]):
         Binding("ctrl+e", "export", "Export", priority=True),
         Binding("f1", "help", "Help", priority=True),
         Binding("ctrl+q", "quit", "Quit", priority=True),
+        *pane_bindings([title for title, _ in TABS]),
     ]
 
     def __init__(
@@ -164,8 +166,9 @@ class SdpaExplorerApp(KeepingActions, App[None]):
             self.client.close()
 
     def _status_changed(self, state: Status) -> None:
-        """The panes are dimmed exactly while the status line says they are stale."""
-        self.query_one("#right").set_class(state.phase is Phase.STALE, "-stale")
+        """The panes are dimmed, and the headline says STALE, exactly while the status line says so."""
+        self.query_one("#right").set_class(state.dimmed, "-stale")
+        self.query_one(SummaryPane).set_stale(state.dimmed)
 
     def _no_gpu(self) -> str:
         env = self.environment
@@ -201,10 +204,11 @@ class SdpaExplorerApp(KeepingActions, App[None]):
             self._engine_died(event)
 
     def _engine_died(self, event: EngineDied) -> None:
-        if event.request_id == self._latest:
+        lost = event.request_id is not None and event.request_id == self._latest
+        if lost:
             self._latest = None  # lost with the process; a request made since goes to the next
         status = self.status
-        status.state = status.state.restarted(event.reason)
+        status.state = status.state.restarted(event.reason, lost_run=lost)
         log = getattr(self.client, "log_file", None)
         where = f" Its output is in {log}." if log else ""
         if not event.restarting:
@@ -300,6 +304,9 @@ class SdpaExplorerApp(KeepingActions, App[None]):
 
     def set_layout(self, layout: str) -> None:
         self.query_one("#f-layout", Select).value = layout
+
+    def set_dtype(self, dtype: str) -> None:
+        self.query_one("#f-dtype", Select).value = dtype
 
     def action_toggle_causal(self) -> None:
         select = self.query_one("#f-causal", Select)

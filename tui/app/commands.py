@@ -1,4 +1,5 @@
-"""The command palette's entries: run, switch layout, toggle causal or the backward pass, quit."""
+"""The command palette's entries: run, every pane, every preset, dtype and layout, toggle causal or
+the backward pass, quit."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from functools import partial
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from ..engine.fields import FIELD
 from ..engine.layouts import LAYOUTS
 
 
@@ -28,6 +30,14 @@ class ExplorerCommands(Provider):
         ]
         for name, preset in sorted(app.presets.items()):
             cmds.append((f"Preset: {name}", partial(app.load_preset, preset), preset.description))
+        from .app import TABS
+
+        for i, (title, _) in enumerate(TABS):
+            cmds.append(
+                (f"Pane: {title}", partial(app.action_show_pane, i), f"show the {title} pane (Alt+{i + 1})")
+            )
+        for dtype in FIELD["dtype"].choices:
+            cmds.append((f"Dtype: {dtype}", partial(app.set_dtype, dtype), f"q, k, v in {dtype}"))
         for layout in LAYOUTS:
             cmds.append(
                 (f"Layout: {layout}", partial(app.set_layout, layout), f"store q, k, v, o as {layout}")

@@ -45,13 +45,23 @@ def cpu_pass(spec: Pass, config: SdpaConfig, check: bool, seed: int, reason: str
     return dataclasses.replace(result, **cpu_check(spec, config, seed, reason))
 
 
+def fitting_shape(spec: Pass, config: SdpaConfig) -> str:
+    """The largest batch whose CPU check fits the limit (the cost grows with b), or what to shorten."""
+    per_entry = spec.check_cost(config.replace(b=1, seq_lens_q=None, seq_lens_kv=None))
+    fits = int(CPU_REFERENCE_MAX_FLOPS // per_entry) if per_entry else 0
+    if fits >= 1:
+        return f"b={min(fits, config.b)} fits"
+    return "even b=1 does not fit: shorten s_q or s_kv"
+
+
 def cpu_check(spec: Pass, config: SdpaConfig, seed: int, reason: str) -> dict[str, Any]:
     """torch's own pass on the CPU against the fp32 reference (dropout off: its mask is drawn on the GPU)."""
     note = f"CPU only ({reason}): cuDNN's {spec.kind} did not run"
     cost = spec.check_cost(config)
     if cost > CPU_REFERENCE_MAX_FLOPS:
         note += (
-            f"; too large for the CPU check ({cost / 1e9:.1f} GFLOP > {CPU_REFERENCE_MAX_FLOPS / 1e9:.0f})"
+            f"; no CPU reference: {cost / 1e9:.1f} GFLOP, above the {CPU_REFERENCE_MAX_FLOPS / 1e9:.0f} GFLOP "
+            f"CPU limit ({fitting_shape(spec, config)})"
         )
         return dict(notes=(note,))
     plain = config.replace(dropout=0.0)

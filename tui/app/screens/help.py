@@ -1,4 +1,5 @@
-"""F1: what each pane means, how to read kernel time, and the keys of what has focus."""
+"""F1: the app's keys first, what a machine without a GPU can show, what each pane means, how to
+read kernel time, and last the keys of what has focus."""
 
 from __future__ import annotations
 
@@ -8,13 +9,26 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Markdown
 
-HELP = """\
+INTRO = """\
 # cuDNN SDPA Explorer
+
+Esc, F1 or q closes this help.
 
 Edit the configuration on the left. A moment after an edit that validates, the engine
 process rebuilds the cuDNN graph, runs it on the GPU and checks it; the panes show what it
 measured. A field that does not validate is marked at the field, and the panes keep the
-last good results, marked stale.
+last good results under a STALE badge.
+
+## Keys
+"""
+
+HELP = """\
+## Without a GPU
+The engine still asks cuDNN: the frontend's `validate()` runs without a GPU and gives its
+real messages, and Phases, Graph and Mask show what it built. Problems small enough (at most
+4 GFLOP a pass) are also computed by torch on the CPU, and Accuracy shows that reference
+beside torch's own SDPA. Kernel times, plans and Latency need the GPU: they stay empty, and
+Environment says why there is no GPU.
 
 ## Panes
 - **Phases**: the frontend's build calls, each timed. `validate` is a Python check,
@@ -58,8 +72,6 @@ the kernel. That is why an event pair around one `execute()` is never used. With
 L2**, a buffer twice the L2 size is written before every execution (cold cache).
 
 TFLOPS count only the scores the mask keeps: 2·b·h_q·kept·(d_qk + d_v).
-
-## Keys
 """
 
 
@@ -74,15 +86,21 @@ class HelpScreen(ModalScreen[None]):
         keys = [
             "| key | does |",
             "| --- | --- |",
+            "| Alt+1 … Alt+7 | show a pane: Plans, Phases, Accuracy, Latency, Mask, Environment, Graph |",
+            "| F6 | from the form to the pane on show, and back to the field you left |",
             "| Ctrl+R | run the current configuration again |",
             "| Ctrl+O | presets: filter as you type, Enter loads and runs |",
             "| Ctrl+S | save the form as your preset |",
             "| Ctrl+E | export: reproduction script, JSON or CSV |",
-            "| Ctrl+P | command palette: run, presets, layouts, toggle causal or backward, export, quit |",
+            "| Ctrl+P | command palette: run, panes, presets, dtypes, layouts, toggle causal or backward, export, quit |",
             "| F1 | this help |",
             "| Ctrl+Q | quit |",
             "| Tab / Shift+Tab | move between fields and panes |",
         ]
-        keys += [f"| {k} | {d} (focused widget) |" for k, d in self.focused_bindings]
+        focused = ["", "## Keys of the focused field", "", "| key | does |", "| --- | --- |"]
+        focused += [f"| {k} | {d} |" for k, d in self.focused_bindings]
+        text = INTRO + "\n".join(keys) + "\n\n" + HELP
+        if self.focused_bindings:
+            text += "\n".join(focused)
         with VerticalScroll(id="help-body"):
-            yield Markdown(HELP + "\n".join(keys))
+            yield Markdown(text)

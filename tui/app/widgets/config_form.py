@@ -22,6 +22,19 @@ from ...engine.fields import FIELDS, GROUPS, Field, from_entries
 from ...engine.results import REGIME_BURST, REGIMES
 from ..messages import ConfigEdited, TimingChoice
 
+
+class Tick(Checkbox):
+    """A checkbox whose mark reads without colour: ✓ when ticked, blank when not."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.BUTTON_INNER = "✓" if self.value else " "
+
+    def watch_value(self) -> None:
+        super().watch_value()
+        self.BUTTON_INNER = "✓" if self.value else " "
+
+
 FORM_FIELDS: tuple[Field, ...] = tuple(
     sorted(FIELDS, key=lambda f: (GROUPS.index(f.group), f.entry == "switch"))
 )
@@ -55,7 +68,7 @@ class ConfigForm(VerticalScroll):
                 options, value=value, allow_blank=False, id=field.form_id, compact=True, tooltip=field.help
             )
         if field.entry == "switch":
-            return Checkbox(field.form_label, value, id=field.form_id, compact=True, tooltip=field.help)
+            return Tick(field.form_label, value, id=field.form_id, compact=True, tooltip=field.help)
         tooltip = f"{field.help}\n{field.accepts()}"
         return Input(field.format(value), id=field.form_id, compact=True, tooltip=tooltip)
 
@@ -66,7 +79,7 @@ class ConfigForm(VerticalScroll):
             yield Label(field.form_label, classes="section-label")
             with Horizontal(classes="checks", id=f"row-{field.name}"):
                 for choice in field.choices:
-                    yield Checkbox(choice, choice in value, id=f"{field.form_id}-{choice}", compact=True)
+                    yield Tick(choice, choice in value, id=f"{field.form_id}-{choice}", compact=True)
         elif field.entry == "switch":
             yield cls._entry(field, value)
         else:
@@ -103,9 +116,9 @@ class ConfigForm(VerticalScroll):
                 tooltip="burst: a short run on a rested GPU (published tables); "
                 "sustained: timed after 2 s of load (what a training step sees)",
             )
-        yield Checkbox("flush L2 before each execution", False, id="f-l2_flush", compact=True)
-        yield Checkbox("time every plan (autotune)", True, id="f-autotune", compact=True)
-        yield Checkbox(
+        yield Tick("flush L2 before each execution", False, id="f-l2_flush", compact=True)
+        yield Tick("time every plan (autotune)", True, id="f-autotune", compact=True)
+        yield Tick(
             "run known issues anyway",
             False,
             id="f-run_anyway",

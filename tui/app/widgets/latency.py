@@ -14,7 +14,7 @@ from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
 from ...engine.results import PassResult, PlanResult, RunResult
-from ...format import gpu_rows, l2_words, no_telemetry_words, pass_short, sample_rows, us
+from ...format import gpu_rows, l2_words, no_telemetry_words, no_timing_words, pass_short, sample_rows, us
 
 MIN_CHART_ROWS = 10  # below this a chart's ticks crowd out its data (app.tcss: .latency-row)
 
@@ -42,7 +42,7 @@ def measurement_rows(result: RunResult | None) -> Group:
         return Group()
     timed = [p for p in result.passes if p.timing is not None]
     if not timed:
-        return Group(Text("no kernel time in this result", style="dim"))
+        return Group(Text(no_timing_words(result), style="dim"))
     return Group(*(block for p in timed for block in pass_blocks(p, result)))
 
 

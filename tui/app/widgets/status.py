@@ -14,6 +14,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
 
+from ...engine.fields import FIELD
 from ...engine.results import STATUS_CRASH, STATUS_ERROR, STATUS_KNOWN_ISSUE, STATUS_UNSUPPORTED
 
 
@@ -52,6 +53,7 @@ class Status:
     stale_fields: tuple[str, ...] = ()  # the fields to fix before anything runs
     restart_reason: str = ""  # why the engine process was restarted (until the next result)
     no_gpu: str = ""  # why the engine has no GPU
+    behind: bool = False  # the panes show an older configuration than the form's: its run was lost
 
     # ---- transitions: every handler goes through one of these ----------------------------
     def ready(self, startup_s: float, no_gpu: str) -> Status:
@@ -78,6 +80,7 @@ class Status:
             refusal=message if result_status in _REFUSALS else "",
             restart_reason="",
             no_gpu=no_gpu,
+            behind=False,
         )
 
     def stale(self, fields: tuple[str, ...]) -> Status:
@@ -87,8 +90,11 @@ class Status:
         """The form validates again."""
         return replace(self, stale_fields=())
 
-    def restarted(self, reason: str) -> Status:
-        return replace(self, activity=Phase.ERROR, restart_reason=reason, step="", preset=None)
+    def restarted(self, reason: str, lost_run: bool = False) -> Status:
+        """The engine process was started afresh; with `lost_run`, the run for what the form
+        says went with the old one, so the panes are behind the form until the next result."""
+        behind = self.behind or (lost_run and bool(self.result_status))
+        return replace(self, activity=Phase.ERROR, restart_reason=reason, step="", preset=None, behind=behind)
 
     def preset_loaded(self, name: str, description: str) -> Status:
         return replace(self, activity=Phase.IDLE, preset=(name, description), step="")
@@ -97,6 +103,11 @@ class Status:
     @property
     def phase(self) -> Phase:
         return Phase.STALE if self.stale_fields else self.activity
+
+    @property
+    def dimmed(self) -> bool:
+        """The panes do not show what the form says: a field to fix, or a run that was lost."""
+        return self.phase is Phase.STALE or self.behind
 
     @property
     def error(self) -> str:
@@ -113,7 +124,7 @@ class Status:
     def now(self) -> str:
         phase = self.phase
         if phase is Phase.STALE:
-            fix = f"not run: fix {', '.join(self.stale_fields)}"
+            fix = f"not run: fix {', '.join(FIELD[f].label if f in FIELD else f for f in self.stale_fields)}"
             return f"{fix}; the panes show the last good configuration (stale)" if self.result_status else fix
         if phase is Phase.STARTING:
             return "starting the engine process (it loads torch and cuDNN) ..."
@@ -127,6 +138,8 @@ class Status:
             return f"{self.step} ..."
         if phase is Phase.DONE:
             return f"{self.result_status} in {self.wall_s:.2f} s"
+        if self.behind:
+            return "the panes show an earlier configuration (stale): Ctrl+R runs the form's"
         return "the form is as you left it; edit or press Ctrl+R to run again"
 
     def render(self) -> Text:

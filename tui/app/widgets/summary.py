@@ -75,7 +75,27 @@ def details_line(p: PassResult) -> str:
 
 
 class SummaryPane(Static):
+    """The headline. While the panes are stale it says so first, and every verdict under it is
+    grey: a green PASS must never stand for a configuration the form no longer shows."""
+
+    _result: RunResult | None = None
+    _stale = False
+
+    def set_stale(self, stale: bool) -> None:
+        if stale != self._stale:
+            self._stale = stale
+            if self._result is not None:
+                self.show(self._result)
+
     def show(self, result: RunResult) -> None:
+        self._result = result
+        t = self._headline(result)
+        if self._stale:
+            badge = Text(" STALE ", style="bold black on yellow")
+            t = Text.assemble(badge, " not the form's configuration\n", Text(t.plain, style="dim"))
+        self.update(t)
+
+    def _headline(self, result: RunResult) -> Text:
         t = Text()
         t.append(result.config.label(), style="bold")
         t.append("  ")
@@ -111,4 +131,4 @@ class SummaryPane(Static):
             t.append(f"\nFLOPs {result.config.flops() / 1e9:.2f} G", style="bold")
         if result.message and result.crash is None:  # a crash's words are in its rows above
             t.append(f"\n{result.message}", style="yellow" if result.ok else "red")
-        self.update(t)
+        return t

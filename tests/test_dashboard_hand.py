@@ -1,0 +1,94 @@
+"""The dashboard in the hand: each pane one key away (Alt+digit, F6 between the form and the panes,
+the palette), stale results that cannot be mistaken for current ones (a badge, grey verdicts,
+also after a run lost with a crash), ticks readable without colour, a help screen that starts
+with the app's keys, and empty panes that say why."""
+
+from __future__ import annotations
+
+from textual.widgets import TabbedContent
+
+from tests.fakes import NO_GPU, RECORDED, FakeEngine, crash, relabelled
+from tests.pilot_waits import wait_for
+from tui.app import make_app
+from tui.app.widgets.config_form import Tick
+from tui.engine.config import SdpaConfig
+
+SMALL = SdpaConfig(b=1, h_q=2, h_kv=2, s_q=64, s_kv=64, d_qk=64, d_v=64)
+
+
+def headline(app) -> str:
+    return str(app.query_one("#summary").render())
+
+
+async def test_panes_by_key_from_a_field_and_back_and_stale_is_unmistakable():
+    fake = FakeEngine(relabelled(RECORDED))
+    app = make_app(SMALL, client=fake)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.result is not None)
+        app.query_one("#f-b").focus()
+        tabs = app.query_one(TabbedContent)
+        for key, pane in (("alt+3", "tab-accuracy"), ("alt+7", "tab-graph"), ("alt+1", "tab-plans")):
+            await pilot.press(key)  # a field has focus: the keys still reach the app
+            await wait_for(pilot, lambda pane=pane: tabs.active == pane)
+        await pilot.press("f6")
+        await wait_for(
+            pilot, lambda: app.focused is not None and app.query_one("#form") not in app.focused.ancestors
+        )
+        assert app.focused.id.startswith("plans")  # the forward's table in the pane on show
+        await pilot.press("f6")
+        await wait_for(
+            pilot, lambda: app.focused is not None and app.focused.id == "f-b"
+        )  # back where it was
+
+        assert "STALE" not in headline(app) and "PASS" in headline(app)
+        app.query_one("#f-b").value = "0"  # a field that does not validate
+        await wait_for(pilot, lambda: "STALE" in headline(app))
+        assert headline(app).startswith(" STALE  not the form's configuration")
+        assert "not run: fix batch (b)" in str(app.query_one("#status").render())  # the form's words
+        app.query_one("#f-b").value = "1"
+        await wait_for(pilot, lambda: "STALE" not in headline(app))
+
+        fake.then(crash())  # the run for an edit dies with the engine: the panes are behind the form
+        app.query_one("#f-b").value = "2"
+        await wait_for(pilot, lambda: "STALE" in headline(app))
+        assert app.query_one("#right").has_class("-stale") and app.result.config == SMALL
+        assert "the panes show an earlier configuration (stale)" in str(app.query_one("#status").render())
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: app.result.config.b == 2 and "STALE" not in headline(app))
+
+
+async def test_ticks_help_palette_and_empty_panes_say_what_they_mean():
+    app = make_app(SMALL, client=FakeEngine(relabelled(RECORDED)))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.result is not None)
+        autotune, flush = app.query_one("#f-autotune", Tick), app.query_one("#f-l2_flush", Tick)
+        assert autotune.value and "✓" in str(autotune.render()) and "✓" not in str(flush.render())
+
+        await pilot.press("f1")
+        await wait_for(pilot, lambda: app.screen.id != "_default" and bool(app.screen.query("Markdown")))
+        text = app.screen.query_one("Markdown").source
+        assert (
+            text.index("Esc, F1 or q closes this help")
+            < text.index("## Keys")
+            < text.index("## Without a GPU")
+        )
+        assert text.index("| Alt+1 … Alt+7 |") < text.index("## Panes")
+        await pilot.press("escape")
+
+        from tui.app.commands import ExplorerCommands
+
+        names = [name for name, _, _ in ExplorerCommands(app.screen)._commands()]
+        assert {"Pane: Latency", "Pane: Graph", "Dtype: bf16", "Dtype: fp8_e4m3", "Layout: SBHD"} <= set(
+            names
+        )
+
+
+async def test_without_a_gpu_the_latency_pane_says_why_it_is_empty():
+    from tests.fakes import computed
+    from tui.engine.runner import Engine
+
+    app = make_app(SMALL, client=FakeEngine(computed(Engine(environment=NO_GPU)), environment=NO_GPU))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.result is not None)
+        (words,) = (t.plain for t in app.query_one("#latency-gpu").content.renderables)
+        assert "no kernel times: there is no usable GPU here (CPU mode requested by the test)" in words
