@@ -109,7 +109,7 @@ def read_text(path: Path) -> tuple[str | None, str]:
         mode = os.stat(path).st_mode
         if not stat.S_ISREG(mode):
             return None, f"not a regular file ({kind_words(mode)}); only files are read"
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
         with os.fdopen(fd, "rb") as f:
             if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):  # swapped since the look
                 return None, "not a regular file; only files are read"
