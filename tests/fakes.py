@@ -29,7 +29,14 @@ from tui.engine.process import (
     exit_reason,
     silence_reason,
 )
-from tui.engine.results import STATUS_CRASH, STATUS_UNSUPPORTED, Crash, Environment, RunResult
+from tui.engine.results import (
+    STATUS_CANCELLED,
+    STATUS_CRASH,
+    STATUS_UNSUPPORTED,
+    Crash,
+    Environment,
+    RunResult,
+)
 
 DATA = Path(__file__).parent / "data"
 NO_GPU = Environment(gpu_available=False, unavailable_reason="CPU mode requested by the test")
@@ -65,6 +72,9 @@ class Reply:
         with self.fake._lock:
             if self.fake._in_flight == self.request_id:
                 self.fake._in_flight = None
+            if self.request_id in self.fake._cancelled:  # stopped at its next step, as the engine would
+                result = RunResult(config=result.config, status=STATUS_CANCELLED, message="stopped while "
+                                   f"{STEPS[-1]}: asked to stop")  # fmt: skip
         self.fake.on_event(EngineResult(self.request_id, result))
 
     def died(self, reason: str, crashed: bool = False) -> None:
@@ -198,6 +208,7 @@ class FakeEngine:
         self._gate = threading.Event()
         self._gate.set()
         self._closed = threading.Event()
+        self._cancelled: set[int] = set()  # requests asked to stop
         self._thread: threading.Thread | None = None
 
     def then(self, *answers: Answer) -> FakeEngine:
@@ -227,6 +238,11 @@ class FakeEngine:
             self.requests.append((config, options))
         self._inbox.put((request_id, config, options))
         return request_id
+
+    def cancel(self) -> None:
+        with self._lock:
+            if self._in_flight is not None:
+                self._cancelled.add(self._in_flight)
 
     def close(self) -> None:
         self._closed.set()

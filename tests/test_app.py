@@ -194,7 +194,7 @@ async def test_a_run_asked_before_the_engine_starts_waits_for_it_and_the_status_
         fake_engine.hold()  # each result waits for the test
         app.start_engine()  # what mounting does: starting runs the form
         await wait_for(pilot, lambda: phase(app) is Phase.TIMING)
-        assert status_text(app) == "timing plan 1 of 1 ..."
+        assert status_text(app).startswith("timing plan 1 of 1 ...")  # a second later it adds its time
         assert app.status.state.startup_s is not None  # ready came first, and did not hide the run
         fake_engine.release()
         await wait_for(pilot, shown(app, SMALL))
@@ -289,7 +289,7 @@ def test_the_status_line_says_each_state_in_words():
     steps = [queued.working(w).phase for w in ("building the forward", "checking the backward: autograd 40%")]
     assert steps == [Phase.BUILDING, Phase.CHECKING]
     timing = queued.working("timing plan 3 of 6")
-    assert timing.phase is Phase.TIMING and timing.now == "timing plan 3 of 6 ..."
+    assert timing.phase is Phase.TIMING and timing.now.startswith("timing plan 3 of 6 ...")
     done = timing.shown(STATUS_OK, "", 0.123, "")
     assert done.phase is Phase.DONE and done.render().plain == "ok in 0.12 s"
     stale = done.stale(("h_kv", "b"))

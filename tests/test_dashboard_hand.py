@@ -58,7 +58,8 @@ async def test_panes_by_key_from_a_field_and_back_and_stale_is_unmistakable():
 
 
 async def test_ticks_help_palette_and_empty_panes_say_what_they_mean():
-    app = make_app(SMALL, client=FakeEngine(relabelled(RECORDED)))
+    fake = FakeEngine(relabelled(RECORDED))
+    app = make_app(SMALL, client=fake)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: app.result is not None)
         autotune, flush = app.query_one("#f-autotune", Tick), app.query_one("#f-l2_flush", Tick)
@@ -73,7 +74,23 @@ async def test_ticks_help_palette_and_empty_panes_say_what_they_mean():
             < text.index("## Without a GPU")
         )
         assert text.index("| Alt+1 … Alt+7 |") < text.index("## Panes")
+        await pilot.press("escape")  # closes the help, and stops nothing
+        await wait_for(pilot, lambda: not app.screen.query("Markdown"))
+        assert fake._cancelled == set()
+
+        fake.hold()  # a run under way: Esc stops it at its next step; the panes keep what they had
+        app.query_one("#f-b").value = "3"
+        await wait_for(
+            pilot, lambda: fake.busy and "timing plan 1 of 1" in str(app.query_one("#status").render())
+        )
+        shown = app.result
         await pilot.press("escape")
+        fake.release()
+        await wait_for(pilot, lambda: "Ctrl+R runs it again" in str(app.query_one("#status").render()))
+        assert app.result is shown and "stopped while timing plan 1 of 1: asked to stop" in str(
+            app.query_one("#status").render()
+        )
+        assert "STALE" in headline(app)  # the form asks for b=3, the panes show b=1
 
         from tui.app.commands import ExplorerCommands
 

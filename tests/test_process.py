@@ -14,10 +14,12 @@ from tui.engine.process import (
     EngineClient,
     EngineClientProtocol,
     EngineDied,
+    EngineProgress,
     EngineReady,
     EngineResult,
     exit_reason,
 )
+from tui.engine.results import STATUS_CANCELLED
 from tui.engine.runner import RunOptions
 
 SMALL = SdpaConfig(b=1, h_q=2, h_kv=2, s_q=64, s_kv=64)
@@ -60,6 +62,26 @@ def test_only_the_newest_waiting_request_runs():
         # The pipe keeps order: had an older request run after all, its result would come first.
         assert next_of(events, EngineResult).request_id == after
         assert newest not in older
+
+        # Esc: a run is stopped at its next step (here: before the backward, while the forward's
+        # CPU reference takes seconds), answered as cancelled; the same engine process goes on.
+        step = SdpaConfig(b=1, h_q=8, h_kv=8, s_q=1024, s_kv=1024, d_qk=128, d_v=128, backward=True)
+        long = c.submit(step, RunOptions())
+        assert next_of(events, EngineProgress).request_id == long  # under way
+        c.cancel()
+        stopped = next_of(events, EngineResult)
+        assert stopped.request_id == long and stopped.result.status == STATUS_CANCELLED, (
+            stopped.result.message
+        )
+        assert stopped.result.message.endswith(": asked to stop") and not c.busy
+        os.kill(c.pid, signal.SIGSTOP)  # a run cancelled before the engine read it never starts
+        waiting = c.submit(step, RunOptions())
+        c.cancel()
+        os.kill(c.pid, signal.SIGCONT)
+        skipped = next_of(events, EngineResult)
+        assert skipped.request_id == waiting and skipped.result.message == "stopped before it started"
+        next_run = c.submit(SMALL, RunOptions())
+        assert next_of(events, EngineResult).request_id == next_run and c.restarts == 0
     finally:
         c.close()
 

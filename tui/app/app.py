@@ -27,7 +27,7 @@ from ..engine.process import (
     EngineReady,
     EngineResult,
 )
-from ..engine.results import STATUS_CRASH, Environment, RunResult
+from ..engine.results import STATUS_CANCELLED, STATUS_CRASH, Environment, RunResult
 from ..engine.runner import RunOptions
 from ..engine.timing import TimingOptions
 from ..presets import Preset, PresetProblem
@@ -84,6 +84,7 @@ class SdpaExplorerApp(PaneNavigation, KeepingActions, App[None]):
         Binding("ctrl+e", "export", "Export", priority=True),
         Binding("f1", "help", "Help", priority=True),
         Binding("ctrl+q", "quit", "Quit", priority=True),
+        Binding("escape", "stop", "Stop", show=False),  # a dialog's own Esc comes first
         *pane_bindings([title for title, _ in TABS]),
     ]
 
@@ -196,6 +197,10 @@ class SdpaExplorerApp(PaneNavigation, KeepingActions, App[None]):
             if event.request_id != self._latest:
                 return  # a configuration the user has already left
             self._latest = None
+            if event.result.status == STATUS_CANCELLED:  # stopped by Esc: nothing new to show
+                behind = self.result is None or self.result.config != event.result.config
+                status.state = status.state.halted(event.result.message, behind)
+                return
             self.show_result(event.result)
             self.edit_to_result_s.append((event.result.cache_hit, time.perf_counter() - self._submitted_at))
             if event.result.status == STATUS_CRASH:
@@ -301,6 +306,13 @@ class SdpaExplorerApp(PaneNavigation, KeepingActions, App[None]):
         self._submitted_at = time.perf_counter()
         self._latest = self.client.submit(config, options)
         self.status.state = self.status.state.queued(config.label())
+
+    def action_stop(self) -> None:
+        """Esc: stop the running work at its next step (between plans, between reference chunks)
+        and drop what waits; the engine process stays."""
+        self._cancel_pending_run()
+        if self.client is not None and self._latest is not None:
+            self.client.cancel()
 
     def set_layout(self, layout: str) -> None:
         self.query_one("#f-layout", Select).value = layout

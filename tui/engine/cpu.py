@@ -8,6 +8,7 @@ by the backend that ran."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from .config import SdpaConfig
@@ -31,8 +32,11 @@ def cpu_inputs(config: SdpaConfig, seed: int) -> Inputs:
     return Inputs(q, k, v, bias, d_o)
 
 
-def cpu_pass(spec: Pass, config: SdpaConfig, check: bool, seed: int, reason: str) -> PassResult:
-    """One pass without a GPU; a graph cuDNN refuses is a result, in cuDNN's words."""
+def cpu_pass(
+    spec: Pass, config: SdpaConfig, check: bool, seed: int, reason: str, progress: Callable[[str], None]
+) -> PassResult:
+    """One pass without a GPU; a graph cuDNN refuses is a result, in cuDNN's words. `progress`
+    hears how far the CPU reference is (it can take seconds)."""
     try:
         g = spec.validate(config)
     except GraphBuildError as exc:
@@ -42,7 +46,7 @@ def cpu_pass(spec: Pass, config: SdpaConfig, check: bool, seed: int, reason: str
     )
     if not check:
         return result
-    return dataclasses.replace(result, **cpu_check(spec, config, seed, reason))
+    return dataclasses.replace(result, **cpu_check(spec, config, seed, reason, progress))
 
 
 def fitting_shape(spec: Pass, config: SdpaConfig) -> str:
@@ -54,7 +58,9 @@ def fitting_shape(spec: Pass, config: SdpaConfig) -> str:
     return "even b=1 does not fit: shorten s_q or s_kv"
 
 
-def cpu_check(spec: Pass, config: SdpaConfig, seed: int, reason: str) -> dict[str, Any]:
+def cpu_check(
+    spec: Pass, config: SdpaConfig, seed: int, reason: str, progress: Callable[[str], None] = lambda _t: None
+) -> dict[str, Any]:
     """torch's own pass on the CPU against the fp32 reference (dropout off: its mask is drawn on the GPU)."""
     note = f"CPU only ({reason}): cuDNN's {spec.kind} did not run"
     cost = spec.check_cost(config)
@@ -77,7 +83,9 @@ def cpu_check(spec: Pass, config: SdpaConfig, seed: int, reason: str) -> dict[st
         note += " (dropout left off: its mask is drawn on the GPU)"
     if config.fp8:
         note += " (FP8: on the dequantised E4M3 inputs)"
-    refs = spec.reference(plain, inputs)
+    refs = spec.reference(
+        plain, inputs, lambda share: progress(f"checking the {spec.kind} on the CPU: {share:.0%}")
+    )
     rows = spec.rows(plain, "cpu")
     checks = []
     for output, ref in refs.items():

@@ -12,10 +12,11 @@ process. The client starts a fresh child, which runs the request queued behind t
 A child that cannot start at all is tried MAX_FAILED_STARTS times in a row, then left down
 until the next request.
 
-The child is a plain `python -m tui.engine.process` with two pipes (no fork: a process
+The child is a plain `python -m tui.engine.child` (child.py: its loop) with two pipes (no fork: a process
 holding a CUDA context must not be forked, and the UI owns the terminal, so the child's
 stdout and stderr go to a log file). Protocol (pickled tuples, records as plain dicts):
     parent -> child   ("run", request_id, config_dict, options_dict) | ("stop",)
+                      ("cancel", request_id)   stop that run at its next step (answered: cancelled)
                       ("fault", request_id)   lose the CUDA context on purpose (the soak's test)
     child -> parent   ("ready", environment_dict)
                       ("progress", request_id, text)
@@ -96,6 +97,8 @@ class EngineClientProtocol(Protocol):
 
     def submit(self, config: SdpaConfig, options: RunOptions) -> int: ...
 
+    def cancel(self) -> None: ...
+
     def close(self) -> None: ...
 
     @property
@@ -148,52 +151,6 @@ def log_path() -> str:
     return os.path.join(folder, "engine.log")
 
 
-def _serve(recv: Any, send: Any, environment_override: dict | None) -> None:
-    """The child's main loop: requests in on `recv`, replies out on `send`."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl+C belongs to the UI
-    from .environment import collect
-    from .runner import Engine, RunOptions
-
-    env = Environment(**environment_override) if environment_override else collect()
-    engine = Engine(environment=env)
-    send.send(("ready", dataclasses.asdict(env)))
-    while True:
-        try:
-            msg = recv.recv()
-            while recv.poll():  # only the newest request matters
-                newer = recv.recv()
-                if newer[0] == "stop":
-                    return
-                msg = newer
-        except (EOFError, OSError):
-            return
-        if msg[0] == "stop":
-            return
-        request_id = msg[1]
-        try:
-            if msg[0] == "fault":
-                result = engine.lose_context()
-            else:
-                config, options = SdpaConfig.from_dict(msg[2]), RunOptions.from_dict(msg[3])
-                result = engine.run(
-                    config, options, progress=lambda text, rid=request_id: send.send(("progress", rid, text))
-                )
-            send.send(("result", request_id, result.to_dict()))
-        except (EOFError, OSError):
-            return
-        if engine.lost is not None:  # nothing more can run in this process
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(EXIT_CONTEXT_LOST)  # no CUDA teardown: it would fail on the lost context
-
-
-def _child_main(argv: list[str]) -> None:
-    """Entry of the child: `python -m tui.engine.process READ_FD,WRITE_FD [ENV_JSON]`."""
-    read_fd, write_fd = (int(x) for x in argv[0].split(","))
-    override = json.loads(argv[1]) if len(argv) > 1 else None
-    _serve(Connection(read_fd, writable=False), Connection(write_fd, readable=False), override)
-
-
 class EngineClient:
     """The parent's side: start the child, send requests, turn replies into events.
 
@@ -238,7 +195,7 @@ class EngineClient:
         so an event it sends (the old child's death) comes before the new child's ready."""
         to_child_r, to_child_w = os.pipe()
         to_parent_r, to_parent_w = os.pipe()
-        args = [sys.executable, "-m", "tui.engine.process", f"{to_child_r},{to_parent_w}"]
+        args = [sys.executable, "-m", "tui.engine.child", f"{to_child_r},{to_parent_w}"]
         if self._env_override:
             args.append(json.dumps(self._env_override))
         log = open(self._log_file, "ab") if self._log_file else subprocess.DEVNULL  # noqa: SIM115
@@ -305,6 +262,19 @@ class EngineClient:
         """Queue a run; returns its request id. Never blocks on the engine."""
         request_id = next(self._ids)
         return self._send_request(("run", request_id, config.to_dict(), options.to_dict()))
+
+    def cancel(self) -> None:
+        """Stop the run in flight at its next step; it is answered with a cancelled result. A
+        request not yet delivered (the engine was restarting) is simply dropped."""
+        with self._lock:
+            request_id, send = self._in_flight, self._send
+            if request_id is not None and self._unsent is not None and self._unsent[1] == request_id:
+                self._unsent = self._newest = None
+                self._in_flight = None
+                return
+        if request_id is not None:
+            with contextlib.suppress(OSError):
+                send.send(("cancel", request_id))
 
     def inject_fault(self) -> int:
         """Ask the engine to lose its CUDA context on purpose (an illegal address in a cuDNN
@@ -402,7 +372,3 @@ class EngineClient:
         time.sleep(0.5 * self._failed_starts)  # a child that cannot start: not in a tight loop
         died = EngineDied(reason, request_id, context_lost=lost_context, crashed=crashed)
         self._spawn(before_reading=lambda: self.on_event(died))
-
-
-if __name__ == "__main__":
-    _child_main(sys.argv[1:])

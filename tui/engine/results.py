@@ -35,6 +35,7 @@ STATUS_ERROR = "error"  # something failed that should not have (see message)
 STATUS_CPU_ONLY = "cpu_only"  # no usable GPU: what could be done on the CPU was done
 STATUS_CRASH = "crash"  # it crashed the GPU's context or the engine process (see crash)
 STATUS_KNOWN_ISSUE = "known_issue"  # not run: it matches a known issue (see known_issues)
+STATUS_CANCELLED = "cancelled"  # stopped at a step boundary: asked to, or a newer request came
 GOOD_STATUSES = (STATUS_OK, STATUS_CPU_ONLY)
 
 # The kinds of pass a run can hold, in the order they run.

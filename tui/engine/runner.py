@@ -27,6 +27,7 @@ from .passes import BuiltPass, Pass, passes_of
 from .results import (
     FORWARD,
     GOOD_STATUSES,
+    STATUS_CANCELLED,
     STATUS_CPU_ONLY,
     STATUS_CRASH,
     STATUS_ERROR,
@@ -40,6 +41,14 @@ from .results import (
     RunResult,
 )
 from .timing import TimingOptions
+
+
+class Cancelled(BaseException):  # noqa: N818 - a stop, not an error: `except Exception` lets it pass
+    """Raised by a progress report, between steps, to stop a run that is no longer wanted."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
 
 
 @dataclass(frozen=True)
@@ -159,6 +168,11 @@ class Engine:
         except Exception as exc:  # a failure is a result to show, not a crash
             passes, hit = [], False
             status, message = STATUS_ERROR, f"{type(exc).__name__}: {exc}"
+        except Cancelled as stop:  # at a step boundary: nothing half-measured is shown
+            words = f"stopped while {self._doing or 'starting'}: {stop.why}"
+            return RunResult(
+                status=STATUS_CANCELLED, message=words, wall_seconds=time.perf_counter() - t0, **base
+            )
         failed = next((p for p in passes if p.status not in GOOD_STATUSES), None)
         if failed is not None:
             status = failed.status
@@ -190,7 +204,7 @@ class Engine:
             self._progress(
                 f"validating the {spec.kind}" + (" and checking on the CPU" if options.check else "")
             )
-            results.append(cpu_pass(spec, config, options.check, options.seed, reason))
+            results.append(cpu_pass(spec, config, options.check, options.seed, reason, self._progress))
             if results[-1].status not in GOOD_STATUSES:
                 break
         return results

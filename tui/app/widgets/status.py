@@ -7,7 +7,8 @@ in any order cannot leave a line that mixes two moments.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import time
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from rich.text import Text
@@ -54,6 +55,8 @@ class Status:
     restart_reason: str = ""  # why the engine process was restarted (until the next result)
     no_gpu: str = ""  # why the engine has no GPU
     behind: bool = False  # the panes show an older configuration than the form's: its run was lost
+    since: float = field(default=0.0, compare=False)  # when the current step began (monotonic)
+    stopped: str = ""  # why the last run was stopped before it finished (Esc)
 
     # ---- transitions: every handler goes through one of these ----------------------------
     def ready(self, startup_s: float, no_gpu: str) -> Status:
@@ -62,11 +65,22 @@ class Status:
         return replace(self, activity=activity, startup_s=startup_s, no_gpu=no_gpu)
 
     def queued(self, label: str) -> Status:
-        return replace(self, activity=Phase.QUEUED, label=label, step="", preset=None, stale_fields=())
+        return replace(
+            self, activity=Phase.QUEUED, label=label, step="", preset=None, stale_fields=(),
+            since=time.monotonic(), stopped="",
+        )  # fmt: skip
 
     def working(self, step: str) -> Status:
         activity = _STEP_PHASES.get(step.split(" ", 1)[0], Phase.WORKING)
-        return replace(self, activity=activity, step=step)
+        kind = step.split(":", 1)[0]  # "checking the forward: 40%" is one step as it goes
+        since = self.since if kind == self.step.split(":", 1)[0] else time.monotonic()
+        return replace(self, activity=activity, step=step, since=since)
+
+    def halted(self, why: str, behind: bool) -> Status:
+        """The run was stopped at a step (Esc): nothing new is on screen; the panes may be behind."""
+        return replace(
+            self, activity=Phase.IDLE, step="", preset=None, stopped=why, behind=self.behind or behind
+        )
 
     def shown(self, result_status: str, message: str, wall_s: float, no_gpu: str) -> Status:
         """A result is on screen: the error is now its own (or none); a restart is history."""
@@ -81,6 +95,7 @@ class Status:
             restart_reason="",
             no_gpu=no_gpu,
             behind=False,
+            stopped="",
         )
 
     def stale(self, fields: tuple[str, ...]) -> Status:
@@ -97,7 +112,7 @@ class Status:
         return replace(self, activity=Phase.ERROR, restart_reason=reason, step="", preset=None, behind=behind)
 
     def preset_loaded(self, name: str, description: str) -> Status:
-        return replace(self, activity=Phase.IDLE, preset=(name, description), step="")
+        return replace(self, activity=Phase.IDLE, preset=(name, description), step="", stopped="")
 
     # ---- what the user reads -------------------------------------------------------------
     @property
@@ -129,13 +144,16 @@ class Status:
         if phase is Phase.STARTING:
             return "starting the engine process (it loads torch and cuDNN) ..."
         if phase is Phase.IDLE:
+            if self.stopped:
+                return f"{self.stopped}; Ctrl+R runs it again"
             if self.preset is not None:
                 return f"preset {self.preset[0]}: {self.preset[1]}"
             return f"engine ready in {self.startup_s or 0.0:.1f} s"
         if phase is Phase.QUEUED:
             return f"queued {self.label} ..."
         if phase in RUNNING:
-            return f"{self.step} ..."
+            took = time.monotonic() - self.since if self.since else 0.0
+            return f"{self.step} ..." + (f" {took:.0f} s" if took >= 1.0 else "")  # a step that lasts says so
         if phase is Phase.DONE:
             return f"{self.result_status} in {self.wall_s:.2f} s"
         if self.behind:
@@ -150,9 +168,17 @@ class Status:
 
 
 class StatusLine(Static):
-    """Renders its `state`; set the state, never the text."""
+    """Renders its `state`; set the state, never the text. While work runs it redraws each second,
+    so a step that lasts shows its time."""
 
     state: reactive[Status] = reactive(Status, layout=True)
+
+    def on_mount(self) -> None:
+        self.set_interval(1.0, self._tick)
+
+    def _tick(self) -> None:
+        if self.state.phase in RUNNING:
+            self.refresh()
 
     def render(self) -> Text:
         return self.state.render()

@@ -1,0 +1,111 @@
+"""The engine process's own side: its loop over requests, one Engine and one CUDA context.
+
+Started by process.EngineClient as `python -m tui.engine.child READ_FD,WRITE_FD [ENV_JSON]`; the
+protocol is described in process.py. Kept apart so that the parent never imports what only
+the child needs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import sys
+from multiprocessing.connection import Connection
+from typing import Any
+
+from .config import SdpaConfig
+from .process import EXIT_CONTEXT_LOST
+from .results import STATUS_CANCELLED, Environment, RunResult
+
+
+class _Inbox:
+    """What the child has been asked. Between requests only the newest waiting one is run; during
+    a run each progress report looks at the pipe, and a cancel, a newer request or a stop ends the
+    run at that step (what arrived is kept for the loop)."""
+
+    def __init__(self, recv: Any) -> None:
+        self.recv = recv
+        self.pending: tuple | None = None
+
+    def next(self) -> tuple[tuple, bool]:
+        """The next message to act on, and whether it was cancelled before it started."""
+        msg, self.pending = (self.pending or self.recv.recv()), None
+        cancelled = False
+        while self.recv.poll():
+            newer = self.recv.recv()
+            if newer[0] == "stop":
+                return newer, False
+            if newer[0] == "cancel":
+                cancelled = cancelled or newer[1] == msg[1]
+                continue
+            msg, cancelled = newer, False
+        return msg, cancelled
+
+    def check(self, request_id: int) -> None:
+        from .runner import Cancelled
+
+        while self.recv.poll():
+            newer = self.recv.recv()
+            if newer[0] == "cancel":
+                if newer[1] == request_id:
+                    raise Cancelled("asked to stop")
+                continue
+            self.pending = newer
+            raise Cancelled("a newer request came" if newer[0] != "stop" else "the engine is closing")
+
+
+def _serve(recv: Any, send: Any, environment_override: dict | None) -> None:
+    """The child's main loop: requests in on `recv`, replies out on `send`."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl+C belongs to the UI
+    from .environment import collect
+    from .runner import Engine
+
+    env = Environment(**environment_override) if environment_override else collect()
+    engine = Engine(environment=env)
+    send.send(("ready", dataclasses.asdict(env)))
+    inbox = _Inbox(recv)
+    while True:
+        try:
+            msg, cancelled = inbox.next()
+        except (EOFError, OSError):
+            return
+        if msg[0] == "stop":
+            return
+        try:
+            send.send(("result", msg[1], _answer(engine, msg, cancelled, inbox, send).to_dict()))
+        except (EOFError, OSError):
+            return
+        if engine.lost is not None:  # nothing more can run in this process
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(EXIT_CONTEXT_LOST)  # no CUDA teardown: it would fail on the lost context
+
+
+def _answer(engine: Any, msg: tuple, cancelled: bool, inbox: _Inbox, send: Any) -> RunResult:
+    """One request's result: a run (stopped at a step when asked), or the context lost on purpose."""
+    from .runner import RunOptions
+
+    if msg[0] == "fault":
+        return engine.lose_context()
+    request_id, config, options = msg[1], SdpaConfig.from_dict(msg[2]), RunOptions.from_dict(msg[3])
+    if cancelled:
+        return RunResult(config=config, status=STATUS_CANCELLED, message="stopped before it started")
+
+    def progress(text: str) -> None:
+        send.send(("progress", request_id, text))
+        inbox.check(request_id)
+
+    return engine.run(config, options, progress=progress)
+
+
+def _child_main(argv: list[str]) -> None:
+    """Entry of the child: `python -m tui.engine.process READ_FD,WRITE_FD [ENV_JSON]`."""
+    read_fd, write_fd = (int(x) for x in argv[0].split(","))
+    override = json.loads(argv[1]) if len(argv) > 1 else None
+    _serve(Connection(read_fd, writable=False), Connection(write_fd, readable=False), override)
+
+
+if __name__ == "__main__":
+    _child_main(sys.argv[1:])
