@@ -188,7 +188,15 @@ def test_cpu_engine_validates_the_backward_and_checks_torch_gradients():
     assert RunResult.from_json(r.to_json()) == r
 
 
-def test_cli_flags_reach_the_config_and_bad_combinations_name_the_option():
+def test_cli_flags_reach_the_config_and_bad_combinations_name_the_option(monkeypatch):
+    from fakes import FakeEngine, computed
+
+    from tui import cli
+    from tui.engine.session import EngineSession
+
+    engine = _cpu_engine()  # answered in this process, as the engine process would answer
+    fake = FakeEngine(computed(engine), environment=engine.environment())
+    monkeypatch.setattr(cli, "engine_session", lambda: EngineSession(fake))
     runner = CliRunner()
     out = runner.invoke(
         main,
