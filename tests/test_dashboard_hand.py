@@ -44,6 +44,8 @@ async def test_panes_by_key_from_a_field_and_back_and_stale_is_unmistakable():
         app.query_one("#f-b").value = "0"  # a field that does not validate
         await wait_for(pilot, lambda: "STALE" in headline(app))
         assert headline(app).startswith(" STALE  not the form's configuration")
+        columns = [str(c.label) for c in app.query_one("#plans-forward").columns.values()]
+        assert columns[:6] == ["#", "", "plan", "kernel", "TFLOPS", "max err"]  # what 80 columns show
         assert "not run: fix batch (b)" in str(app.query_one("#status").render())  # the form's words
         app.query_one("#f-b").value = "1"
         await wait_for(pilot, lambda: "STALE" not in headline(app))

@@ -22,8 +22,9 @@ class PlanTable(DataTable):
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
         self.kind = kind
         self.plans: tuple[PlanResult, ...] = ()
+        # what a plan is worth first (80 columns show those), then what it is made of
         self.add_columns(
-            "#", "", "plan", "engine", "knobs", "workspace", "build", "kernel", "TFLOPS", "max err", "notes"
+            "#", "", "plan", "kernel", "TFLOPS", "max err", "engine", "knobs", "workspace", "build", "notes"
         )
 
     def show_plans(self, plans: tuple[PlanResult, ...]) -> None:
@@ -36,13 +37,13 @@ class PlanTable(DataTable):
                 str(p.index),
                 mark,
                 p.name,
+                us(p.timing.median_us) if p.timing else "-",
+                f"{p.tflops:.1f}" if p.tflops else "-",
+                err,
                 "-" if p.engine_id is None else str(p.engine_id),
                 " ".join(f"{k}={v}" for k, v in p.knobs.items()),
                 "-" if p.workspace_bytes is None else format_bytes(p.workspace_bytes),
                 ms(p.build_seconds) if p.built else Text("no", style="red"),
-                us(p.timing.median_us) if p.timing else "-",
-                f"{p.tflops:.1f}" if p.tflops else "-",
-                err,
                 ", ".join(p.behavior_notes) if p.built else Text(p.build_error, style="red"),
                 key=str(p.index),
             )
