@@ -5,7 +5,7 @@ with the app's keys, and empty panes that say why."""
 
 from __future__ import annotations
 
-from textual.widgets import TabbedContent
+from textual.widgets import TabbedContent, Tabs
 
 from tests.fakes import NO_GPU, RECORDED, FakeEngine, crash, relabelled
 from tests.pilot_waits import wait_for
@@ -100,6 +100,14 @@ async def test_ticks_help_palette_and_empty_panes_say_what_they_mean():
         assert {"Pane: Latency", "Pane: Graph", "Dtype: bf16", "Dtype: fp8_e4m3", "Layout: SBHD"} <= set(
             names
         )
+
+        await pilot.resize_terminal(
+            80, 24
+        )  # the tab bar is narrower than its tabs: it scrolls to the one shown
+        await pilot.press("alt+7")
+        bar = app.query_one(TabbedContent).query_one(Tabs)
+        graph = bar.query_one("#--content-tab-tab-graph")
+        await wait_for(pilot, lambda: bar.region.contains_region(graph.region))
 
 
 async def test_without_a_gpu_the_latency_pane_says_why_it_is_empty():
