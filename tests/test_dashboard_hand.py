@@ -119,3 +119,4 @@ async def test_without_a_gpu_the_latency_pane_says_why_it_is_empty():
         await wait_for(pilot, lambda: app.result is not None)
         (words,) = (t.plain for t in app.query_one("#latency-gpu").content.renderables)
         assert "no kernel times: there is no usable GPU here (CPU mode requested by the test)" in words
+        assert headline(app).startswith("CPU ONLY  b1 h2")  # the verdict first: 80 columns never split it

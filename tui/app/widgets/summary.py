@@ -97,9 +97,11 @@ class SummaryPane(Static):
 
     def _headline(self, result: RunResult) -> Text:
         t = Text()
-        t.append(result.config.label(), style="bold")
+        t.append(
+            status_word(result.status), style=status_style(result.status)
+        )  # first: never split at 80 columns
         t.append("  ")
-        t.append(status_word(result.status), style=status_style(result.status))
+        t.append(result.config.label(), style="bold")
         if result.cache_hit:
             t.append("  (cached graph)", style="dim")
         timed = next((p.timing for p in result.passes if p.timing), None)
