@@ -169,6 +169,8 @@ class Engine:
             passes, hit = [], False
             status, message = STATUS_ERROR, f"{type(exc).__name__}: {exc}"
         except Cancelled as stop:  # at a step boundary: nothing half-measured is shown
+            if not self._cache.get(config):
+                self._cache.pop(config, None)  # nothing built: the next run is no cache hit
             words = f"stopped while {self._doing or 'starting'}: {stop.why}"
             return RunResult(
                 status=STATUS_CANCELLED, message=words, wall_seconds=time.perf_counter() - t0, **base
