@@ -91,3 +91,39 @@ async def test_the_dashboard_flags_the_known_crash_runs_it_when_ticked_and_shows
         await wait_for(
             pilot, lambda: app.result.status == STATUS_OK and app.result.config.dtype == "bf16", timeout=180
         )
+
+
+def test_a_run_stopped_while_timing_plans_leaves_the_engine_able_to_measure():
+    """Esc on the GPU: the stop lands between plans (the capture stream restored), and the same
+    engine process measures the next configuration correctly."""
+    import queue
+
+    from tui.engine.process import EngineClient, EngineProgress, EngineReady, EngineResult
+    from tui.engine.results import STATUS_CANCELLED
+
+    events: queue.Queue = queue.Queue()
+    client = EngineClient(log_file=None)
+    client.start(events.put)
+    try:
+        assert isinstance(events.get(timeout=180), EngineReady)
+        big = SdpaConfig(b=2, h_q=16, h_kv=16, s_q=4096, s_kv=4096, d_qk=256, d_v=256, dtype="bf16")
+        doomed = client.submit(big, RunOptions())
+        while True:
+            event = events.get(timeout=180)
+            if isinstance(event, EngineProgress) and event.text.startswith("timing plan"):
+                client.cancel()
+                break
+        stopped = events.get(timeout=180)
+        while not isinstance(stopped, EngineResult):
+            stopped = events.get(timeout=180)
+        assert stopped.request_id == doomed and stopped.result.status == STATUS_CANCELLED, (
+            stopped.result.message
+        )
+        after = client.submit(SdpaConfig(), RunOptions())
+        result = events.get(timeout=180)
+        while not isinstance(result, EngineResult):
+            result = events.get(timeout=180)
+        assert result.request_id == after and result.result.status == STATUS_OK, result.result.message
+        assert client.restarts == 0 and 0 < result.result.forward.timing.median_us < 100
+    finally:
+        client.close()
