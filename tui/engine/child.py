@@ -101,7 +101,7 @@ def _answer(engine: Any, msg: tuple, cancelled: bool, inbox: _Inbox, send: Any) 
 
 
 def _child_main(argv: list[str]) -> None:
-    """Entry of the child: `python -m tui.engine.process READ_FD,WRITE_FD [ENV_JSON]`."""
+    """Entry of the child: `python -m tui.engine.child READ_FD,WRITE_FD [ENV_JSON]`."""
     read_fd, write_fd = (int(x) for x in argv[0].split(","))
     override = json.loads(argv[1]) if len(argv) > 1 else None
     _serve(Connection(read_fd, writable=False), Connection(write_fd, readable=False), override)
