@@ -134,7 +134,7 @@ def exit_reason(code: int | None) -> str:
 
 def native_crash(code: int | None) -> bool:
     """Whether an exit code says the process's own native code failed (a finding: status crash)."""
-    return code is not None and code < 0 and -code in {int(s) for s in NATIVE_CRASH_SIGNALS}
+    return code is not None and code < 0 and -code in NATIVE_CRASH_SIGNALS  # Signals are ints
 
 
 def silence_reason(time_limit_s: float) -> str:
