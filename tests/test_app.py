@@ -20,6 +20,7 @@ from tui.app import make_app
 from tui.app.messages import TimingChoice
 from tui.app.widgets.status import Phase, Status
 from tui.engine.config import SdpaConfig
+from tui.engine.process import EngineProgress
 from tui.engine.results import STATUS_CPU_ONLY, STATUS_OK, STATUS_UNSUPPORTED
 
 SMALL = SdpaConfig(b=1, h_q=2, h_kv=2, s_q=64, s_kv=64, d_qk=64, d_v=64)
@@ -75,12 +76,25 @@ async def as_new(pilot, config: SdpaConfig = SMALL):
 @pytest.mark.asyncio
 async def test_the_engine_process_survives_a_kill_checks_on_the_cpu_and_stops_on_quit(engine_process):
     """One engine's life: killed mid-run (the run is reported lost, the form kept, the process
-    replaced), then a run on the new process, then quitting ends it."""
+    replaced), then a run on the new process, then quitting ends it. The kill comes as the run
+    reports its first step, before the app hears of it: mid-run however fast the run is."""
+    killed: list[int] = []
+    start = engine_process.start
+
+    def start_with_a_kill(on_event):
+        def on_event_kill_first(event):
+            if isinstance(event, EngineProgress) and not killed:
+                killed.append(engine_process.pid)
+                os.kill(engine_process.pid, signal.SIGKILL)
+            on_event(event)
+
+        start(on_event_kill_first)
+
+    engine_process.start = start_with_a_kill
     app = make_app(SMALL, client=engine_process)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.status.state.step != "", timeout=120)  # the engine is at work
-        first_pid = engine_process.pid
-        os.kill(first_pid, signal.SIGKILL)
+        await wait_for(pilot, lambda: killed, timeout=120)
+        first_pid = killed[0]
         await wait_for(pilot, lambda: app.status.state.restart_reason != "")
         assert phase(app) is Phase.ERROR and app.result is None  # the run died with the process
         assert "engine restarted: the engine process died (SIGKILL" in status_text(app)

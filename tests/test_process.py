@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import queue
 import signal
+from pathlib import Path
 
 import pytest
 from fakes import NO_GPU, FakeEngine
@@ -91,6 +92,7 @@ def test_a_silent_engine_is_stopped_and_replaced():
     try:
         next_of(events, EngineReady)
         pid = c.pid
+        server = parent_of(pid)
         os.kill(pid, signal.SIGSTOP)  # a build that hangs says nothing
         request = c.submit(SMALL, RunOptions())
         died = next_of(events, EngineDied)
@@ -99,5 +101,15 @@ def test_a_silent_engine_is_stopped_and_replaced():
         assert c.pid != pid and c.restarts == 1 and not c.busy
         with pytest.raises(ProcessLookupError):  # the stopped one was killed and reaped
             os.kill(pid, 0)
+        ready = next_of(events, EngineReady)
+        assert ready.restarts == 1
+        # both were forked from one server that holds torch: a restart does not import it again
+        assert parent_of(c.pid) == server != os.getpid()
+        assert "libtorch" in Path(f"/proc/{server}/maps").read_text()
+        assert os.getsid(c.pid) == c.pid  # a session of its own: the terminal's Ctrl+C is the UI's
     finally:
         c.close()
+
+
+def parent_of(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])

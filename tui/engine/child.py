@@ -1,18 +1,16 @@
 """The engine process's own side: its loop over requests, one Engine and one CUDA context.
 
-Started by process.EngineClient as `python -m tui.engine.child READ_FD,WRITE_FD [ENV_JSON]`; the
-protocol is described in process.py. Kept apart so that the parent never imports what only
-the child needs.
+Started by process.EngineClient through launcher.py (`engine_main` is its entry); the protocol is
+described in process.py. Kept apart so that the parent never imports what only the child needs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import json
 import os
 import signal
 import sys
-from multiprocessing.connection import Connection
 from typing import Any
 
 from .config import SdpaConfig
@@ -100,12 +98,13 @@ def _answer(engine: Any, msg: tuple, cancelled: bool, inbox: _Inbox, send: Any) 
     return engine.run(config, options, progress=progress)
 
 
-def _child_main(argv: list[str]) -> None:
-    """Entry of the child: `python -m tui.engine.child READ_FD,WRITE_FD [ENV_JSON]`."""
-    read_fd, write_fd = (int(x) for x in argv[0].split(","))
-    override = json.loads(argv[1]) if len(argv) > 1 else None
-    _serve(Connection(read_fd, writable=False), Connection(write_fd, readable=False), override)
-
-
-if __name__ == "__main__":
-    _child_main(sys.argv[1:])
+def engine_main(recv: Any, send: Any, environment_override: dict | None, log_file: str | None) -> None:
+    """Entry of the engine process: a session of its own (the terminal's Ctrl+C and Ctrl+Z are the
+    UI's), its output to the engine log (native libraries print; the terminal belongs to the UI)."""
+    with contextlib.suppress(OSError):  # already a session leader: spawned, not forked
+        os.setsid()
+    out = os.open(log_file or os.devnull, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    for fd in (1, 2):
+        os.dup2(out, fd)
+    os.close(out)
+    _serve(recv, send, environment_override)

@@ -12,9 +12,9 @@ process. The client starts a fresh child, which runs the request queued behind t
 A child that cannot start at all is tried MAX_FAILED_STARTS times in a row, then left down
 until the next request.
 
-The child is a plain `python -m tui.engine.child` (child.py: its loop) with two pipes (no fork: a process
-holding a CUDA context must not be forked, and the UI owns the terminal, so the child's
-stdout and stderr go to a log file). Protocol (pickled tuples, records as plain dicts):
+The child (child.py: its loop) is forked from a server that imported torch once and never touched
+CUDA (launcher.py), and talks over two pipes; the UI owns the terminal, so the child's stdout and
+stderr go to a log file. Protocol (pickled tuples, records as plain dicts):
     parent -> child   ("run", request_id, config_dict, options_dict) | ("stop",)
                       ("cancel", request_id)   stop that run at its next step (answered: cancelled)
                       ("fault", request_id)   lose the CUDA context on purpose (the soak's test)
@@ -30,18 +30,15 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
-import json
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from . import launcher
 from .config import SdpaConfig
 from .results import Environment, RunResult
 
@@ -170,7 +167,7 @@ class EngineClient:
         self._log_file = log_path() if log_file == "auto" else log_file
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
-        self._proc: subprocess.Popen | None = None
+        self._proc: launcher.EngineProcess | None = None
         self._send: Any = None
         self._recv: Any = None
         self._in_flight: int | None = None
@@ -193,29 +190,10 @@ class EngineClient:
     def _spawn(self, before_reading: Callable[[], None] = lambda: None) -> None:
         """Start a child; `before_reading` runs once it exists and before any word of it is read,
         so an event it sends (the old child's death) comes before the new child's ready."""
-        to_child_r, to_child_w = os.pipe()
-        to_parent_r, to_parent_w = os.pipe()
-        args = [sys.executable, "-m", "tui.engine.child", f"{to_child_r},{to_parent_w}"]
-        if self._env_override:
-            args.append(json.dumps(self._env_override))
-        log = open(self._log_file, "ab") if self._log_file else subprocess.DEVNULL  # noqa: SIM115
+        from .child import engine_main
+
         self._started_at = time.perf_counter()
-        try:
-            proc = subprocess.Popen(
-                args,
-                pass_fds=(to_child_r, to_parent_w),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-                start_new_session=True,  # the terminal's Ctrl+C is the UI's
-            )
-        finally:
-            os.close(to_child_r)
-            os.close(to_parent_w)
-            if log is not subprocess.DEVNULL:
-                log.close()
-        send = Connection(to_child_w, readable=False)
-        recv = Connection(to_parent_r, writable=False)
+        proc, send, recv = launcher.launch(engine_main, (self._env_override,), self._log_file)
         with self._lock:
             self._proc, self._send, self._recv, self._ready = proc, send, recv, False
             unsent, self._unsent = self._unsent, None
@@ -238,11 +216,10 @@ class EngineClient:
             with contextlib.suppress(OSError):
                 send.send(("stop",))
         if proc is not None:
-            try:
-                proc.wait(timeout=2)
-            except subprocess.TimeoutExpired:
+            if proc.wait(timeout=2) is None:
                 proc.kill()
                 proc.wait(timeout=2)
+            proc.release()
 
     @property
     def log_file(self) -> str | None:
@@ -302,14 +279,13 @@ class EngineClient:
         return request_id
 
     # ---- reader thread ------------------------------------------------------------------
-    def _read(self, proc: subprocess.Popen, conn: Any) -> None:
+    def _read(self, proc: launcher.EngineProcess, conn: Any) -> None:
         while not self._closing:
             try:
                 has_data = conn.poll(0.1)
                 msg = conn.recv() if has_data else None
             except (EOFError, OSError):
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.wait(timeout=1)
+                proc.wait(timeout=1)
                 self._exited(proc)
                 return
             if msg is not None:
@@ -325,7 +301,7 @@ class EngineClient:
                 self._died(proc, silence_reason(self.time_limit_s))
                 return
 
-    def _exited(self, proc: subprocess.Popen) -> None:
+    def _exited(self, proc: launcher.EngineProcess) -> None:
         code = proc.poll()
         self._died(proc, exit_reason(code), crashed=native_crash(code))
 
@@ -346,7 +322,7 @@ class EngineClient:
                     self._in_flight = None
             self.on_event(EngineResult(request_id, RunResult.from_dict(msg[2])))
 
-    def _died(self, proc: subprocess.Popen, reason: str, crashed: bool = False) -> None:
+    def _died(self, proc: launcher.EngineProcess, reason: str, crashed: bool = False) -> None:
         if self._closing:
             return
         lost_context = proc.returncode == EXIT_CONTEXT_LOST
@@ -363,6 +339,7 @@ class EngineClient:
         for conn in conns:
             with contextlib.suppress(OSError):
                 conn.close()
+        proc.release()
         if self._failed_starts >= MAX_FAILED_STARTS:
             reason += f"; it failed to start {self._failed_starts} times in a row (its log: {self._log_file})"
             self.on_event(EngineDied(reason, request_id, restarting=False, crashed=crashed))
