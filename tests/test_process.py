@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 import queue
 import signal
+import threading
 from pathlib import Path
 
 import pytest
 from fakes import NO_GPU, FakeEngine
 
+from tui.engine import launcher
 from tui.engine.config import SdpaConfig
 from tui.engine.process import (
     EngineClient,
@@ -113,3 +115,40 @@ def test_a_silent_engine_is_stopped_and_replaced():
 
 def parent_of(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def test_starting_never_blocks_the_caller_and_a_request_made_meanwhile_runs(monkeypatch):
+    """The first start waits for the fork server to import torch; the UI's event loop must not."""
+    gate = threading.Event()
+    real_launch = launcher.launch
+
+    def held_launch(*args, **kwargs):
+        gate.wait(timeout=120)
+        return real_launch(*args, **kwargs)
+
+    monkeypatch.setattr(launcher, "launch", held_launch)
+    c, events = client()  # returned while the launch is held
+    try:
+        request = c.submit(SMALL, RunOptions())  # before any engine process exists
+        assert c.pid is None and c.busy
+        gate.set()
+        assert next_of(events, EngineResult).request_id == request and c.restarts == 0
+    finally:
+        gate.set()
+        c.close()
+
+
+def test_an_engine_that_cannot_be_started_at_all_is_said_and_tried_again_on_request(monkeypatch):
+    def no_launch(*_args, **_kwargs):
+        raise RuntimeError("the engine process could not be started: no processes left")
+
+    monkeypatch.setattr(launcher, "launch", no_launch)
+    c, events = client()
+    try:
+        died = next_of(events, EngineDied)
+        assert died.reason.endswith("no processes left") and not died.restarting and not c.busy
+        monkeypatch.undo()
+        request = c.submit(SMALL, RunOptions())  # tries again
+        assert next_of(events, EngineResult).request_id == request
+    finally:
+        c.close()

@@ -1,7 +1,8 @@
 """What the user keeps from the dashboard: presets loaded and saved, exports written, help.
 
 A mixin of the app's actions that touch files rather than the engine, so app.py keeps to the
-flow form -> engine -> panes.
+flow form -> engine -> panes. Dialogs and exporters are imported when first asked for: the first
+paint needs none of them.
 """
 
 from __future__ import annotations
@@ -11,10 +12,8 @@ import dataclasses
 from textual.binding import Binding
 
 from ..engine.config import SdpaConfig
-from ..export import render, script
 from ..files import atomic_write, resolved
 from ..presets import Preset, PresetExists, PresetProblem, load_all, problem_lines, save_user
-from .screens import Confirm, ExportDialog, HelpScreen, PresetPicker, SavePreset
 
 TOAST_PROBLEMS = 3  # a start-up toast says this many of the presets' problems, then a count
 
@@ -36,6 +35,8 @@ class KeepingActions:
             )
 
     def action_presets(self) -> None:
+        from .screens.presets import PresetPicker
+
         self.push_screen(PresetPicker(self.presets, self.preset_problems), self.load_preset)
 
     def load_preset(self, preset: Preset | None) -> None:
@@ -52,6 +53,8 @@ class KeepingActions:
         return config
 
     def action_save_preset(self) -> None:
+        from .screens.presets import SavePreset
+
         config = self._form_config("save a preset")
         if config is not None:
             self.push_screen(SavePreset(config.label()), lambda answer: self._save_preset(config, answer))
@@ -59,6 +62,8 @@ class KeepingActions:
     def _save_preset(
         self, config: SdpaConfig, answer: tuple[str, str] | None, overwrite: bool = False
     ) -> None:
+        from .screens.presets import Confirm, SavePreset
+
         if answer is None:
             return
         name, description = answer
@@ -80,6 +85,8 @@ class KeepingActions:
         self.notify(str(path), title=f"Saved preset {name!r}", markup=False)
 
     def action_export(self) -> None:
+        from .screens.export import ExportDialog
+
         config = self._form_config("export")
         if config is not None:
             has_result = self.result is not None and self.result.config == config
@@ -88,6 +95,9 @@ class KeepingActions:
     def _export(self, config: SdpaConfig, answer: tuple[str, str] | None, replace: bool = False) -> None:
         """Write the export the dialog asked for; a file already there is replaced only when the
         user says so."""
+        from ..export import render, script
+        from .screens.presets import Confirm
+
         if answer is None:
             return
         kind, path = answer
@@ -105,6 +115,8 @@ class KeepingActions:
         self.notify(str(written), title=f"Wrote {kind}", markup=False)
 
     def action_help(self) -> None:
+        from .screens.help import HelpScreen
+
         focused = self.focused
         bindings = []
         if focused is not None:

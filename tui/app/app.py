@@ -113,6 +113,7 @@ class SdpaExplorerApp(PaneNavigation, KeepingActions, App[None]):
 
     # ---- layout -----------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
+        self._size_classes()
         yield Header()
         with Horizontal(id="main"):
             yield ConfigForm(self.initial_config, id="form")
@@ -126,6 +127,19 @@ class SdpaExplorerApp(PaneNavigation, KeepingActions, App[None]):
                             yield pane(id=name)
         yield StatusLine(id="status")
         yield Footer(compact=True)
+
+    def _size_classes(self) -> None:
+        """The terminal size's classes from the start: Textual sets them on the first resize, after
+        the first frame, which then jumped at 80x24 (and every widget was styled twice)."""
+        width, height = self.size
+        classes = {}
+        for breakpoints, extent in (
+            (self.HORIZONTAL_BREAKPOINTS, width),
+            (self.VERTICAL_BREAKPOINTS, height),
+        ):
+            fitting = [name for least, name in sorted(breakpoints) if extent >= least]
+            classes |= {name: name == fitting[-1] for _, name in breakpoints}
+        self.screen.update_classes(classes, animate=False)
 
     @property
     def status(self) -> StatusLine:

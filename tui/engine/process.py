@@ -188,23 +188,41 @@ class EngineClient:
         self._spawn()
 
     def _spawn(self, before_reading: Callable[[], None] = lambda: None) -> None:
-        """Start a child; `before_reading` runs once it exists and before any word of it is read,
-        so an event it sends (the old child's death) comes before the new child's ready."""
+        """Start a child, from a thread of its own: the first start waits for the fork server to
+        import torch, and the caller (the UI's event loop) must not. `before_reading` runs once
+        the child exists and before any word of it is read, so an event it sends (the old child's
+        death) comes before the new child's ready."""
+        self._started_at = time.perf_counter()
+        self._reader = threading.Thread(
+            target=self._launch_and_read, args=(before_reading,), daemon=True, name="sdpa-engine-reader"
+        )
+        self._reader.start()
+
+    def _launch_and_read(self, before_reading: Callable[[], None]) -> None:
         from .child import engine_main
 
-        self._started_at = time.perf_counter()
-        proc, send, recv = launcher.launch(engine_main, (self._env_override,), self._log_file)
+        try:
+            proc, send, recv = launcher.launch(engine_main, (self._env_override,), self._log_file)
+        except Exception as exc:  # no process could be started at all: said, and tried again on request
+            with self._lock:
+                self._failed_starts = MAX_FAILED_STARTS
+                request_id, self._in_flight, self._unsent = self._in_flight, None, None
+            before_reading()
+            self.on_event(EngineDied(str(exc), request_id, restarting=False))
+            return
         with self._lock:
             self._proc, self._send, self._recv, self._ready = proc, send, recv, False
             unsent, self._unsent = self._unsent, None
-        if unsent is not None:  # asked for while the last child was dying: this one runs it
+        if self._closing:  # closed while it started
+            proc.kill()
+            proc.wait(timeout=2)
+            proc.release()
+            return
+        if unsent is not None:  # asked for while no child was up: this one runs it
             with contextlib.suppress(OSError):
                 send.send(unsent)
         before_reading()
-        self._reader = threading.Thread(
-            target=self._read, args=(proc, recv), daemon=True, name="sdpa-engine-reader"
-        )
-        self._reader.start()
+        self._read(proc, recv)
 
     def close(self) -> None:
         self._closing = True
@@ -268,6 +286,8 @@ class EngineClient:
         if down:  # left down after failed starts: a new request tries once more
             self._failed_starts = 0
             self._spawn()
+            return request_id
+        if send is None:  # the first child is still starting: it takes the request once it is up
             return request_id
         try:
             send.send(msg)

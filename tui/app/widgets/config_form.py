@@ -52,6 +52,10 @@ def _by_field(errors: list[FieldError]) -> dict[str, str]:
 class ConfigForm(VerticalScroll):
     """Edits an SdpaConfig; posts ConfigEdited whenever what the form reads changes."""
 
+    # focus starts in the first field, ready to type; focusing the form itself restyled its
+    # hundred widgets and was two fifths of the first paint
+    can_focus = False
+
     def __init__(self, config: SdpaConfig | None = None, **kwargs) -> None:
         super().__init__(**kwargs)
         self._initial = config or SdpaConfig()
