@@ -442,5 +442,9 @@ def env(as_json) -> None:
         _console().print(environment_table(info))
 
 
+from .sweep_cli import merge, sweep  # noqa: E402
+
+main.add_command(sweep)
+main.add_command(merge)
 if __name__ == "__main__":
     main()
