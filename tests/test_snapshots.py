@@ -15,6 +15,7 @@ import pytest
 from fakes import FP8, RECORDED, TRAINING
 from pilot_waits import wait_for
 from pytest_textual_snapshot import SVGImageExtension
+from textual.widgets import Input
 
 from tui.app import make_app
 from tui.app.widgets.status import Phase
@@ -54,6 +55,10 @@ async def screenshot(pilot, view) -> str:
     """The screen as SVG once `view` is shown."""
     await view(pilot)
     await pilot.wait_for_scheduled_animations()
+    for screen in pilot.app.screen_stack:  # the focused field's cursor is drawn, never mid-blink
+        for field in screen.query(Input):
+            field.cursor_blink = False
+    await pilot.pause()
     return pilot.app.export_screenshot(title=pilot.app.title, simplify=True)
 
 

@@ -12,27 +12,21 @@ import json
 import sys
 
 import click
-from rich.console import Console
 from rich.markup import escape
 
+from .cli_common import (
+    EXIT_FAIL,
+    EXIT_OK,
+    EXIT_USAGE,
+    _console,
+    _fail_usage,
+    check_export_paths,
+    save_exports,
+)
+from .cli_peers import peers_option
 from .engine.config import SEED_MAX, ConfigError, FieldError, SdpaConfig
 from .engine.fields import FIELD, FIELDS, SHORTHANDS, Choice, Field, Switch, from_entries
 from .engine.results import REGIME_BURST, REGIMES, STATUS_CPU_ONLY
-
-EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
-
-
-def _console(stderr: bool = False) -> Console:
-    return Console(stderr=stderr, highlight=False)
-
-
-def _fail_usage(messages: list[str]) -> None:
-    """Bad input: each problem on one line (never wrapped: scripts read them), exit 2."""
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
-    for m in messages:
-        err.print(f"[red]error:[/red] {escape(m)}")
-    sys.exit(EXIT_USAGE)
-
 
 _CLICK_TYPES = {"int": click.INT, "float": click.FLOAT}
 
@@ -111,16 +105,16 @@ def _by_option(errors: list[FieldError]) -> list[str]:
     return [f"{FIELD[e.field].option if e.field in FIELD else e.field}: {e.message}" for e in errors]
 
 
-def _run_options(
-    replays: int, l2_flush: bool, regime: str, autotune: bool, check: bool, seed: int, anyway: bool
-):
+def _run_options(replays, l2_flush, regime, autotune, check, seed, anyway, peers=()):
     from .engine.runner import RunOptions
     from .engine.timing import TimingOptions
 
     if replays < 1:
         _fail_usage([f"--replays: must be at least 1 (got {replays})"])
     timing = TimingOptions(replays=replays, l2_flush=l2_flush, regime=regime)
-    return RunOptions(timing=timing, autotune=autotune, check=check, seed=seed, run_anyway=anyway)
+    return RunOptions(
+        timing=timing, autotune=autotune, check=check, seed=seed, run_anyway=anyway, peers=peers
+    )
 
 
 def engine_session():
@@ -227,6 +221,7 @@ def show(path: str, as_json: bool) -> None:
 @main.command()
 @config_options
 @timing_options
+@peers_option
 @click.option(
     "--autotune/--no-autotune",
     default=True,
@@ -252,6 +247,7 @@ def run(
     regime,
     seed,
     run_anyway,
+    peers,
     autotune,
     check,
     as_json,
@@ -263,13 +259,13 @@ def run(
     """Build, plan, run and check one configuration (default: the seed's GPT-2 shape)."""
     config = config_from_options(values)
     exports = {"json": save_json, "csv": save_csv, "script": save_script}
-    _check_export_paths(exports)
+    check_export_paths(exports)
     if not regime and values.get("preset"):
         regime = preset_regimes().get(values["preset"], "")
     regime = regime or REGIME_BURST
     from .check import follow_up
 
-    options = _run_options(replays, l2_flush, regime, autotune, check, seed, run_anyway)
+    options = _run_options(replays, l2_flush, regime, autotune, check, seed, run_anyway, peers)
     with engine_session() as session:
         result = session.run(config, options)
     if as_json:
@@ -278,32 +274,11 @@ def run(
         from .report import result_renderable
 
         _console().print(result_renderable(result))
-    _save_exports(result, seed, exports)
+    save_exports(result, seed, exports)
     follow_up(result, seed, _console(stderr=True))
     if result.status == "invalid":
         sys.exit(EXIT_USAGE)
     sys.exit(EXIT_OK if result.ok else EXIT_FAIL)
-
-
-def _check_export_paths(paths: dict) -> None:
-    """Before the run: a bad export path is bad input, said before minutes of work, not after."""
-    from .export import path_problems
-
-    problems = path_problems(paths)
-    if problems:
-        _fail_usage(problems)
-
-
-def _save_exports(result, seed: int, paths: dict) -> None:
-    """Each export written; a failure (something not a file appeared since the check) exits 2."""
-    from .export import write_export
-
-    for kind, path in ((k, p) for k, p in paths.items() if p):
-        try:
-            said = write_export(kind, path, result, seed)
-        except OSError as exc:
-            _fail_usage([f"--save-{kind}: cannot write {path}: {exc.strerror or exc}"])
-        _console(stderr=True).print(escape(said), soft_wrap=True)
 
 
 def check_cases(preset_names: tuple[str, ...]) -> list[tuple[str, SdpaConfig]]:

@@ -17,6 +17,7 @@ from .engine.results import (
     ErrorMetrics,
     GpuState,
     PassResult,
+    PeerResult,
     RunResult,
     Telemetry,
     TimingStats,
@@ -259,3 +260,17 @@ def no_telemetry_words(env: Environment | None) -> str:
     if not reason or reason.startswith("NVML, "):  # NVML was there: this figure did not record it
         reason = "not recorded in this result"
     return f"no telemetry: {reason}"
+
+
+def peer_speedup(p: PassResult, peer: PeerResult) -> float | None:
+    """How many times faster cuDNN's heuristic pick is than the peer (above 1: cuDNN is faster)."""
+    if p.timing is None or peer.timing is None or not p.timing.median_us:
+        return None
+    return peer.timing.median_us / p.timing.median_us
+
+
+def peer_standing(p: PassResult) -> str:
+    """Where cuDNN stands among the peers that were timed, for the headline: cuDNN's speed as a
+    multiple of each peer's ("cuDNN 1.94x FLASH, 1.57x Flex"); '' when none was timed."""
+    parts = [f"{x:.2f}x {peer.short}" for peer in p.field_peers if (x := peer_speedup(p, peer)) is not None]
+    return f"cuDNN {', '.join(parts)}" if parts else ""

@@ -20,6 +20,8 @@ from .format import (
     ms,
     no_telemetry_words,
     pass_title,
+    peer_speedup,
+    peer_standing,
     regime_note,
     regime_style,
     repeat_words,
@@ -110,6 +112,46 @@ def checks_table(p: PassResult) -> Table:
     return table
 
 
+def peers_table(p: PassResult) -> Table | Text:
+    """The peers asked for, on the same tensors: kernel time, TFLOPS, cuDNN's speed against each,
+    the error of O, compile time; or why a peer did not run (one line when none ran for one reason)."""
+    reasons = {peer.reason for peer in p.field_peers}
+    if len(reasons) == 1 and "" not in reasons:
+        names = ", ".join(peer.name for peer in p.field_peers)
+        return Text(f"{pass_title(p.kind)} peers {names}: {reasons.pop()}", style="yellow")
+    table = Table(title=f"{pass_title(p.kind)} peers (cuDNN: the heuristic's pick)", title_justify="left")
+    for col in (
+        "peer",
+        "kernel",
+        "TFLOPS",
+        "cuDNN speed",
+        "max abs O",
+        "verdict",
+        "compile",
+        "what / why not",
+    ):
+        table.add_column(col, justify="left" if col in ("peer", "what / why not") else "right")
+    errors = next((c.peers for c in p.checks if c.output == "O"), {})
+    for peer in p.field_peers:
+        m = errors.get(peer.name)
+        speed = peer_speedup(p, peer)
+        verdict = verdict_words(m) if m is not None else "-"
+        what = Text(peer.description if peer.ran else peer.reason, style=None if peer.ran else "yellow")
+        if peer.timing_method:
+            what.append(f"; timed by {peer.timing_method}", style="dim")
+        table.add_row(
+            peer.name,
+            plan_time(peer.timing),
+            f"{peer.tflops:.1f}" if peer.tflops else "-",
+            f"{speed:.2f}x" if speed else "-",
+            sci(m.max_abs) if m else "-",
+            verdict if m is None or m.passed else f"[red]{verdict}[/red]",
+            f"{peer.compile_seconds:.1f} s" if peer.compile_seconds is not None else "-",
+            what,
+        )
+    return table
+
+
 def fp8_text(fp8: Fp8Scaling, kind: str) -> str:
     """The scales an FP8 graph read and the amax it wrote, each amax beside the reference's maximum."""
     scales = ", ".join(f"{k} {v:.4g}" for k, v in fp8.scales.items())
@@ -167,6 +209,8 @@ def pass_text(p: PassResult, run_message: str, env: Environment | None = None) -
             text.append(f"\n{k} {p.tflops:.1f} TFLOPS{bandwidth}{regime}")
     if p.autotune_verdict():
         text.append(f"\n{k} autotune: {p.autotune_verdict()}")
+    if peer_standing(p):
+        text.append(f"\n{k} against peers: {peer_standing(p)} (their kernel time over cuDNN's)")
     if p.deterministic or p.repeatable is not None:
         text.append(
             f"\n{k}: {repeat_words(p)}", style="red" if p.deterministic and p.repeatable is False else None
@@ -217,6 +261,8 @@ def result_renderable(result: RunResult) -> Group:
             parts.append(plans_table(p))
         if p.checks:
             parts.append(checks_table(p))
+        if p.field_peers:
+            parts.append(peers_table(p))
         elif p.notes:
             parts.append(Text("; ".join(p.notes), style="yellow"))
     return Group(*parts)

@@ -208,6 +208,14 @@ def measure(
         what,
     )
     timing = next((p.timing for p in plans if p.index == g.heuristic_index), None)
+    field_peers: tuple = ()
+    if options.peers and spec.kind == FORWARD:
+        from .peer_runs import measure_peers
+
+        field_peers, errors = measure_peers(
+            m, options.peers, options, spec.flops(config), spec.io_bytes(config)
+        )
+        checks = tuple(dataclasses.replace(c, peers={**c.peers, **errors.get(c.output, {})}) for c in checks)
     result = PassResult(
         phases=tuple(g.phases),
         plans=tuple(plans),
@@ -220,7 +228,8 @@ def measure(
         reference=spec.reference_name if checks else "",
         check_device="cuda" if checks else "",
         checks=checks,
-        peers=dict(built.peers),
+        peers={**built.peers, **{p.name: p.description for p in field_peers if p.ran}},
+        field_peers=field_peers,
         repeatable=repeatable,
         fp8=fp8.scaling(built.data, spec.fp8_scales, spec.fp8_amax, amax_references(spec, built))
         if config.fp8

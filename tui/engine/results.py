@@ -17,7 +17,7 @@ from typing import Any
 
 from .config import SdpaConfig
 
-SCHEMA_VERSION = "2.2"  # 2.2: a crash as a finding, known issues; 2.1: timing regime, samples,
+SCHEMA_VERSION = "2.3"  # 2.3: peers timed beside cuDNN; 2.2: a crash as a finding, known issues; 2.1: timing regime, samples,
 # stability, GPU telemetry, the peer's backend
 # 2.0: a run is a list of passes; 1.1 (fp8, backward) and 1.0 files still read
 
@@ -193,6 +193,30 @@ class Fp8Scaling:
 
 
 @dataclass(frozen=True)
+class PeerResult:
+    """Another way to compute the pass (peers.py), on the same tensors: timed like a cuDNN plan,
+    its error in the pass's checks under `name`; or why it did not run."""
+
+    name: str
+    description: str = ""
+    reason: str = ""  # why it did not run ('' when it ran)
+    timing: TimingStats | None = None
+    tflops: float | None = None
+    bandwidth_gbs: float | None = None
+    timing_method: str = ""  # how it was timed, where not as a cuDNN plan is
+    compile_seconds: float | None = None  # Flex: torch.compile's first call, apart from kernel time
+
+    @property
+    def ran(self) -> bool:
+        return not self.reason
+
+    @property
+    def short(self) -> str:
+        """The name without "torch" and the precision: what the headline says ("FLASH", "Flex")."""
+        return self.name.removeprefix("torch ").rsplit(" ", 1)[0]
+
+
+@dataclass(frozen=True)
 class PassResult:
     """One measured pass: its own graph, build phases, plans, kernel time and output checks."""
 
@@ -214,6 +238,7 @@ class PassResult:
     check_device: str = ""  # where the reference (and the peers) ran: cuda or cpu
     checks: tuple[OutputCheck, ...] = ()
     peers: dict[str, str] = field(default_factory=dict)  # peer name -> what it ran
+    field_peers: tuple[PeerResult, ...] = ()  # the peers asked for, timed (RunOptions.peers)
     deterministic: bool = False  # a deterministic algorithm was asked for
     repeatable: bool | None = None  # two executions wrote identical bits (None: not checked)
     fp8: Fp8Scaling | None = None
@@ -378,6 +403,9 @@ def pass_from_dict(d: dict[str, Any]) -> PassResult:
     d["checks"] = tuple(_check_from_dict(c) for c in d.get("checks", ()))
     d["fp8"] = Fp8Scaling(**d["fp8"]) if d.get("fp8") else None
     d["notes"] = tuple(d.get("notes", ()))
+    d["field_peers"] = tuple(
+        PeerResult(**{**p, "timing": _timing(p.get("timing"))}) for p in d.get("field_peers", ())
+    )
     return PassResult(**d)
 
 

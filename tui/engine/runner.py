@@ -38,6 +38,7 @@ from .results import (
     Crash,
     Environment,
     PassResult,
+    PeerResult,
     RunResult,
 )
 from .timing import TimingOptions
@@ -58,14 +59,25 @@ class RunOptions:
     check: bool = True  # compare with the fp32 reference
     seed: int = 0  # the inputs' random seed, 0 to SEED_MAX (the CLI's --seed)
     run_anyway: bool = False  # run a configuration that matches a known issue (known_issues.py)
+    peers: tuple[str, ...] = ()  # other ways to compute the forward, timed beside it (peers.PEER_KEYS)
 
     def problems(self) -> list[FieldError]:
         """What a run cannot take, said at the option: a seed torch's generator cannot hold."""
+        from .peers import PEER_KEYS
+
+        problems = []
         seed = self.seed
-        if isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed <= SEED_MAX:
-            return []
-        words = f"the seed must be a whole number from 0 to {SEED_MAX} (got {quote(seed)})"
-        return [FieldError("seed", words)]
+        if not (isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed <= SEED_MAX):
+            words = f"the seed must be a whole number from 0 to {SEED_MAX} (got {quote(seed)})"
+            problems.append(FieldError("seed", words))
+        unknown = [quote(p) for p in self.peers if p not in PEER_KEYS]
+        if unknown:
+            problems.append(
+                FieldError(
+                    "peers", f"unknown peer {', '.join(unknown)}: the peers are {', '.join(PEER_KEYS)}"
+                )
+            )
+        return problems
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -74,6 +86,7 @@ class RunOptions:
     def from_dict(cls, data: dict[str, Any]) -> RunOptions:
         d = dict(data)
         d["timing"] = TimingOptions(**d.get("timing", {}))
+        d["peers"] = tuple(d.get("peers", ()))
         return cls(**d)
 
 
@@ -206,7 +219,14 @@ class Engine:
             self._progress(
                 f"validating the {spec.kind}" + (" and checking on the CPU" if options.check else "")
             )
-            results.append(cpu_pass(spec, config, options.check, options.seed, reason, self._progress))
+            result = cpu_pass(spec, config, options.check, options.seed, reason, self._progress)
+            if options.peers and spec.kind == FORWARD:  # said, not silently dropped
+                from .peers import ADAPTERS
+
+                why = f"not run: peers are timed on the GPU only ({reason})"
+                unrun = tuple(PeerResult(ADAPTERS[k].name(config), reason=why) for k in options.peers)
+                result = dataclasses.replace(result, field_peers=unrun)
+            results.append(result)
             if results[-1].status not in GOOD_STATUSES:
                 break
         return results

@@ -1,0 +1,54 @@
+"""Peers on the H200: each timed like a cuDNN plan, checked on the same tensors (skipped elsewhere)."""
+
+import pytest
+
+from tui.engine.config import SdpaConfig
+from tui.engine.peers import PEER_KEYS
+from tui.engine.runner import Engine, RunOptions
+from tui.engine.timing import profiler_kernel_time
+
+pytestmark = [pytest.mark.gpu, pytest.mark.filterwarnings("ignore::UserWarning")]
+
+PREFILL = SdpaConfig(
+    b=1, h_q=32, h_kv=8, s_q=2048, s_kv=2048, d_qk=128, d_v=128, dtype="bf16", causal="top_left"
+)
+
+
+def test_every_peer_is_timed_and_checked_beside_cudnn_or_says_why_not():
+    r = Engine().run(PREFILL, RunOptions(peers=PEER_KEYS))
+    assert r.status == "ok", r.message
+    f = r.forward
+    by = {p.short: p for p in f.field_peers}
+    assert set(by) == {"FLASH", "EFFICIENT", "CUDNN", "MATH", "Flex", "FA3", "FlashInfer"}
+    errors = next(c for c in f.checks if c.output == "O").peers
+    for short in ("FLASH", "CUDNN", "MATH", "Flex"):
+        p = by[short]
+        assert p.ran, (short, p.reason)
+        assert errors[p.name].passed, (short, errors[p.name])
+        assert p.timing.median_us > 0 and p.tflops > 0 and p.timing.regime == "burst"
+    assert by["EFFICIENT"].ran or by["EFFICIENT"].reason  # refuses GQA on torch 2.11: said in its words
+    assert by["Flex"].compile_seconds > 0
+    assert "not installed" in by["FA3"].reason and "not installed" in by["FlashInfer"].reason
+    # torch's CUDNN backend runs cuDNN's own kernel: near the engine's figure for cuDNN's plans
+    fastest = min(p.timing.median_us for p in f.plans if p.timing)
+    assert 0.8 < by["CUDNN"].timing.median_us / fastest < 1.25, (by["CUDNN"].timing.median_us, fastest)
+
+
+def test_a_peers_kernel_time_agrees_with_an_independent_profiler_loop():
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    r = Engine().run(PREFILL, RunOptions(peers=("flash",), autotune=False))
+    flash = r.forward.field_peers[0]
+    g = torch.Generator(device="cuda").manual_seed(0)
+    q = torch.randn(PREFILL.q_dims, device="cuda", dtype=torch.bfloat16, generator=g)
+    k = torch.randn(PREFILL.k_dims, device="cuda", dtype=torch.bfloat16, generator=g)
+    v = torch.randn(PREFILL.v_dims, device="cuda", dtype=torch.bfloat16, generator=g)
+
+    def run():
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+
+    loop_us, _ = profiler_kernel_time(run, calls=50)
+    assert 0.9 < flash.timing.median_us / loop_us < 1.1, (flash.timing.median_us, loop_us)

@@ -1,0 +1,214 @@
+"""The field of peers on the CPU: each adapter computes the configuration's attention (its masks,
+GQA, bias and ALiBi its own way) as the fp32 reference does; FlashAttention-3 and FlashInfer
+through fake modules (neither can be installed on the GPU box); names, refusals and the report."""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+
+import pytest
+from click.testing import CliRunner
+
+from tui.engine import peers
+from tui.engine.config import SdpaConfig
+from tui.engine.peers import ADAPTERS, PEER_KEYS, Tensors, mask_mod, parse_peers, score_mod
+from tui.engine.reference import make_inputs, reference_fp32
+from tui.engine.results import ErrorMetrics, OutputCheck, PassResult, PeerResult, RunResult, TimingStats
+from tui.engine.runner import RunOptions
+from tui.format import peer_speedup, peer_standing
+
+pytestmark = pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
+
+BASE = SdpaConfig(b=2, h_q=4, h_kv=4, s_q=48, s_kv=48, d_qk=32, d_v=32, dtype="fp32", causal="none")
+CASES = {
+    "plain": BASE,
+    "causal": BASE.replace(causal="top_left"),
+    "bottom-right, unequal": BASE.replace(causal="bottom_right", s_q=20),
+    "top-left, unequal": BASE.replace(causal="top_left", s_kv=64),
+    "GQA": BASE.replace(h_kv=2, causal="top_left"),
+    "window": BASE.replace(causal="top_left", window=9),
+    "padding": BASE.replace(causal="bottom_right", seq_lens_q=(30, 48), seq_lens_kv=(40, 20)),
+    "bias": BASE.replace(bias="bxh"),
+    "ALiBi": BASE.replace(alibi=True, causal="top_left"),
+}
+
+
+def tensors(config: SdpaConfig) -> Tensors:
+    q, k, v, bias = make_inputs(config, "cpu", seed=3)
+    return Tensors(q, k, v, bias)
+
+
+def max_error(config: SdpaConfig, out, t: Tensors) -> float:
+    import torch
+
+    ref = reference_fp32(config, t.q, t.k, t.v, t.bias)
+    if config.padded:  # only real query rows are compared, as for cuDNN
+        lens = torch.tensor([config.lengths(b)[0] for b in range(config.b)]).view(-1, 1, 1, 1)
+        keep = torch.arange(config.s_q).view(1, 1, -1, 1) < lens
+        out, ref = out * keep, ref * keep
+    return float((out.float() - ref).abs().max())
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_torch_math_computes_the_references_attention(case):
+    config = CASES[case]
+    t = tensors(config)
+    out = ADAPTERS["math"].prepare(config, t).run()
+    assert out.shape == config.o_dims
+    assert max_error(config, out, t) < 1e-5
+
+
+@pytest.mark.parametrize(
+    "case", ["causal", "bottom-right, unequal", "GQA", "window", "padding", "ALiBi", "bias"]
+)
+def test_flex_masks_and_score_mods_are_the_references(case):
+    """Flex's mask_mod and score_mod, run eagerly on the CPU (the GPU compiles the same mods)."""
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    config = CASES[case]
+    t = tensors(config)
+    keep = mask_mod(config, "cpu")
+    block = create_block_mask(keep, config.b, None, config.s_q, config.s_kv, device="cpu") if keep else None
+    gqa = {"enable_gqa": True} if config.h_q != config.h_kv else {}
+    out = flex_attention(
+        t.q, t.k, t.v, score_mod=score_mod(config, t), block_mask=block, scale=config.scale, **gqa
+    )
+    assert max_error(config, out, t) < 1e-5
+
+
+def fake_fa3(calls: list):
+    """flash_attn_interface's flash_attn_func, computed by torch on BSHD tensors with FlashAttention's
+    conventions: causal aligned bottom-right, window_size=(left, right), (out, lse) returned."""
+    import torch
+    import torch.nn.functional as F
+
+    def flash_attn_func(q, k, v, softmax_scale=None, causal=False, window_size=(-1, -1)):
+        calls.append(dict(shape=tuple(q.shape), causal=causal, window=window_size))
+        qh, kh, vh = (x.transpose(1, 2) for x in (q, k, v))
+        s_q, s_kv = qh.shape[2], kh.shape[2]
+        i = torch.arange(s_q).view(-1, 1) + (s_kv - s_q)
+        j = torch.arange(s_kv).view(1, -1)
+        keep = torch.ones(s_q, s_kv, dtype=torch.bool)
+        if causal:
+            keep &= j <= i
+        if window_size[0] >= 0:
+            keep &= j >= i - window_size[0]
+        out = F.scaled_dot_product_attention(qh, kh, vh, attn_mask=keep, scale=softmax_scale, enable_gqa=True)
+        return out.transpose(1, 2), None
+
+    return types.SimpleNamespace(flash_attn_func=flash_attn_func)
+
+
+def fake_flashinfer():
+    import torch.nn.functional as F
+
+    def single_prefill_with_kv_cache(q, k, v, causal=False, sm_scale=None):  # NHD
+        qh, kh, vh = (x.transpose(0, 1).unsqueeze(0) for x in (q, k, v))
+        return F.scaled_dot_product_attention(qh, kh, vh, is_causal=causal, scale=sm_scale, enable_gqa=True)[
+            0
+        ].transpose(0, 1)
+
+    def single_decode_with_kv_cache(q, k, v, sm_scale=None):  # q (h, d), k/v (s, h, d)
+        out = single_prefill_with_kv_cache(q.unsqueeze(0), k, v, sm_scale=sm_scale)
+        return out[0]
+
+    return types.SimpleNamespace(
+        single_prefill_with_kv_cache=single_prefill_with_kv_cache,
+        single_decode_with_kv_cache=single_decode_with_kv_cache,
+    )
+
+
+def test_flashattention3_through_a_fake_module(monkeypatch):
+    calls: list = []
+    monkeypatch.setattr(peers, "_module", lambda name: fake_fa3(calls))
+    fa3 = ADAPTERS["fa3"]
+    assert fa3.unavailable() == ""
+    for case in ("plain", "causal", "bottom-right, unequal", "GQA", "window"):
+        config = CASES[case]
+        t = tensors(config)
+        assert fa3.refusal(config) == ""
+        out = fa3.prepare(config, t).run()
+        assert max_error(config, out, t) < 1e-5, case
+    assert calls[-1]["window"] == (8, 0) and calls[-1]["shape"] == (2, 48, 4, 32)  # BSHD, left window - 1
+    assert "bottom-right" in fa3.refusal(CASES["top-left, unequal"])
+    assert "padding" in fa3.refusal(CASES["padding"])
+    assert "dropout" in fa3.refusal(BASE.replace(dropout=0.1))
+
+
+def test_flashinfer_through_a_fake_module(monkeypatch):
+    monkeypatch.setattr(peers, "_module", lambda name: fake_flashinfer())
+    fi = ADAPTERS["flashinfer"]
+    for config in (BASE.replace(b=1, causal="top_left"), BASE.replace(b=1, h_kv=2), BASE.replace(b=1, s_q=1)):
+        t = tensors(config)
+        assert fi.refusal(config) == ""
+        assert max_error(config, fi.prepare(config, t).run(), t) < 1e-5
+    assert "batch 1" in fi.refusal(BASE)
+
+
+def test_an_optional_peer_that_is_not_installed_says_so(monkeypatch):
+    def missing(name):
+        raise ImportError(name)
+
+    monkeypatch.setattr(peers, "_module", missing)
+    assert ADAPTERS["fa3"].unavailable() == "flash_attn_interface is not installed (FlashAttention-3)"
+    assert ADAPTERS["flashinfer"].unavailable() == "flashinfer is not installed"
+
+
+def test_names_lists_and_refusals():
+    assert parse_peers("all") == PEER_KEYS
+    assert parse_peers("flex, FLASH") == ("flash", "flex")  # the field's order
+    with pytest.raises(ValueError, match="unknown peer nope"):
+        parse_peers("flash,nope")
+    fp8 = SdpaConfig(dtype="fp8_e4m3")
+    assert ADAPTERS["flash"].name(fp8) == "torch FLASH fp16"  # torch has no FP8 attention
+    assert ADAPTERS["flex"].name(SdpaConfig(dtype="bf16")) == "Flex bf16"
+    assert RunOptions(peers=("flash", "nope")).problems()[0].field == "peers"
+    assert RunOptions.from_dict(RunOptions(peers=("flex",)).to_dict()).peers == ("flex",)
+    huge = SdpaConfig(b=8, h_q=32, h_kv=32, s_q=8192, s_kv=8192, alibi=True, causal="top_left")
+    with pytest.raises(peers.Refused, match="explicit mask of 32.0 GiB, more than 2 GiB"):
+        peers.explicit_mask(
+            huge, Tensors(*make_inputs(SdpaConfig(b=1, h_q=1, h_kv=1, s_q=1, s_kv=1), "cpu")[:3])
+        )
+
+
+def test_the_cli_names_a_bad_peer_on_one_line():
+    from tui.cli import main
+
+    out = CliRunner().invoke(main, ["run", "--peers", "flash,[/x]"])
+    assert out.exit_code == 2 and out.output.strip().startswith("error: --peers: unknown peer [/x]")
+    assert len(out.output.strip().splitlines()) == 1
+
+
+def timed(us: float) -> TimingStats:
+    return TimingStats(us, us, us, us, us, 0.0, 20, 10, False, regime="burst")
+
+
+def test_peers_round_trip_and_the_report_says_where_cudnn_stands():
+    from rich.console import Console
+
+    from tui.report import result_renderable
+
+    error = ErrorMetrics(9.7e-4, 1e-3, 2e-5, 0, 100)
+    p = PassResult(
+        "forward",
+        timing=timed(100.0),
+        checks=(OutputCheck("O", 1e-3, 1e-3, error, {"torch FLASH bf16": error}),),
+        field_peers=(
+            PeerResult("torch FLASH bf16", "FlashAttention-2 in torch", timing=timed(194.0), tflops=320.0),
+            PeerResult("Flex bf16", "FlexAttention", timing=timed(157.0), tflops=395.0, compile_seconds=6.5),
+            PeerResult("torch EFFICIENT bf16", reason="No available kernel"),
+        ),
+    )
+    assert peer_speedup(p, p.field_peers[0]) == pytest.approx(1.94)
+    assert peer_standing(p) == "cuDNN 1.94x FLASH, 1.57x Flex"
+    result = RunResult(config=SdpaConfig(dtype="bf16"), status="ok", passes=(p,))
+    assert RunResult.from_json(result.to_json()) == result
+    console = Console(width=160, record=True)
+    console.print(result_renderable(result))
+    text = console.export_text()
+    assert "against peers: cuDNN 1.94x FLASH, 1.57x Flex" in text
+    assert "6.5 s" in text and "No available kernel" in text and "1.94x" in text
+    # a file of schema 2.2 (no field_peers) still reads
+    old = dataclasses.replace(result, passes=(dataclasses.replace(p, field_peers=()),))
+    assert RunResult.from_json(old.to_json().replace('"field_peers": [], ', "")).passes[0].field_peers == ()

@@ -1,0 +1,87 @@
+"""Measuring the peers asked for (RunOptions.peers) the way a cuDNN plan is measured: on the
+pass's own logical tensors, one execution waited for (a fault is named as the peer's), its output
+against the same fp32 reference within the same tolerance, then kernel time from CUPTI over
+CUDA-graph replays in the run's regime. A peer that cannot be captured in a CUDA graph is timed
+by CUPTI over eager calls, and says so."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+from . import faults
+from .peer import refusal_reason
+from .peers import ADAPTERS, Refused, Tensors
+from .results import PeerResult
+from .timing import kernel_time, profiler_kernel_time, summarize
+from .tolerances import compare
+
+EAGER_METHOD = "CUPTI kernel sum over eager calls (no CUDA graph: {why})"
+
+
+def measure_peers(m: Any, keys: tuple[str, ...], options: Any, flops: int, io_bytes: int) -> tuple:
+    """(PeerResults, {output: {peer name: ErrorMetrics}}) for the forward pass measured by `m`
+    (a measure.Measurement whose reference is ready when checking)."""
+    config, bench = m.config, m.bench
+    inputs = m.inputs().for_peer(config)
+    tensors = Tensors(inputs.q, inputs.k, inputs.v, inputs.bias)
+    results, errors = [], {}
+    for key in keys:
+        adapter = ADAPTERS[key]
+        name = adapter.name(config)
+        reason = adapter.unavailable() or adapter.refusal(config)
+        if reason:
+            results.append(PeerResult(name, reason=reason))
+            continue
+        bench.progress(f"peer {name}")
+        result, out = _measure_one(adapter, name, config, tensors, options, bench)
+        if out is not None and m.built.reference is not None:
+            b = m.built
+            rows = m.spec.rows(config, "cuda")["O"]
+            errors.setdefault("O", {})[name] = compare(out, b.reference["O"], *b.tolerances["O"], rows)
+        if result.timing is not None:
+            median = result.timing.median_us
+            tflops = flops / (median * 1e-6) / 1e12 if median > 0 else None
+            bandwidth = io_bytes / (median * 1e-6) / 1e9 if median > 0 else None
+            result = PeerResult(**{**result.__dict__, "tflops": tflops, "bandwidth_gbs": bandwidth})
+        results.append(result)
+    return tuple(results), errors
+
+
+def _measure_one(adapter: Any, name: str, config: Any, tensors: Tensors, options: Any, bench: Any):
+    """One peer: prepared, run once (its output kept), timed; or why it could not run."""
+    import torch
+
+    try:
+        with warnings.catch_warnings(record=True) as heard:
+            warnings.simplefilter("always")
+            prepared = adapter.prepare(config, tensors)
+            out = _run_once(prepared.run, name)
+    except Refused as exc:
+        return PeerResult(name, reason=str(exc)), None
+    except torch.cuda.OutOfMemoryError:
+        torch.cuda.empty_cache()
+        return PeerResult(name, reason="out of GPU memory"), None
+    except (RuntimeError, ValueError, TypeError, NotImplementedError) as exc:
+        return PeerResult(name, reason=refusal_reason([str(w.message) for w in heard], exc)), None
+    base = dict(name=name, description=prepared.description, compile_seconds=prepared.compile_seconds)
+    try:
+        timing = kernel_time(prepared.run, lambda _ptr: None, options.timing, bench.l2_bytes, bench.gpu)
+        return PeerResult(**base, timing=timing), out
+    except faults.ContextLost:
+        raise
+    except Exception as exc:  # capture refused (host syncs, a compiled guard): eager calls instead
+        if faults.sticky(exc):
+            raise faults.ContextLost(f"timing peer {name}", faults.first_line(exc), name) from exc
+        torch.cuda.synchronize()
+        us, kernels = profiler_kernel_time(prepared.run)
+        timing = summarize([us], 1, False, "cupti-eager")
+        method = EAGER_METHOD.format(why=faults.first_line(exc)[:80])
+        return PeerResult(**base, timing=timing, timing_method=method), out
+
+
+def _run_once(run: Any, name: str) -> Any:
+    """One call waited for: a fault that loses the context is named as this peer's."""
+    box: list[Any] = []
+    faults.execute_once(lambda: box.append(run()), f"running peer {name}", name)
+    return box[0]
