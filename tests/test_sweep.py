@@ -3,6 +3,7 @@ the CSV. The engine is the scripted fake (tests/fakes.py) behind the commands' o
 tests/test_cli.py; one test runs the CPU engine's own code in this process."""
 
 import csv
+import dataclasses
 import io
 import json
 import re
@@ -343,3 +344,37 @@ def test_reading_rows_drops_only_a_cut_row(tmp_path):
     assert path.read_bytes()[:kept].endswith(b'{"key": "b"}\n')
     path.write_text('{"key": "a"}\nsomeone else\'s words')
     assert read_rows(path) == ([{"key": "a"}], len(path.read_bytes()), 1)
+
+
+def test_peers_asked_for_are_columns_of_every_point(fake, tmp_path):
+    """--peers reaches every point's run; each peer's kernel time, cuDNN's speed against it and its
+    error become the row's, the CSV's and the table's."""
+    from tui.engine.results import OutputCheck, PeerResult, TimingStats
+
+    forward = RECORDED.forward
+    flash_us = 2 * forward.timing.median_us
+    flash = PeerResult("torch FLASH fp16", "FlashAttention-2 in torch", timing=TimingStats(
+        flash_us, flash_us, flash_us, flash_us, flash_us, 0.0, 20, 10, False), tflops=120.0)  # fmt: skip
+    flex = PeerResult("Flex fp16", reason="this torch has no FlexAttention")
+    o = forward.checks[0]
+    checks = (OutputCheck("O", o.atol, o.rtol, o.cudnn, {**o.peers, flash.name: o.cudnn}),)
+    with_peers = dataclasses.replace(forward, field_peers=(flash, flex), checks=checks)
+    recorded = dataclasses.replace(RECORDED, passes=(with_peers,))
+
+    def answer(reply, config, options):
+        assert options.peers == ("flash", "flex")
+        reply.result(dataclasses.replace(recorded, config=config))
+
+    fake.answer = answer
+    out, table = tmp_path / "s.jsonl", tmp_path / "s.csv"
+    result = invoke(
+        "sweep", *SMALL, "--vary", "s=64,128", "--peers", "flex,flash", "--out", out, "--csv", table
+    )
+    assert result.exit_code == 0, result.output
+    rows = lines(out)
+    peers = rows[0]["passes"]["forward"]["peers"]
+    assert peers["FLASH"]["cudnn_speedup"] == pytest.approx(2.0) and peers["FLASH"]["passed"] is True
+    assert peers["Flex"]["kernel_us"] is None and "no FlexAttention" in peers["Flex"]["reason"]
+    header, first = list(csv.reader(io.StringIO(table.read_text())))[:2]
+    assert float(first[header.index("forward.peer.FLASH.kernel_us")]) == pytest.approx(flash_us)
+    assert "FLASH" in result.output and "(2.00x)" in result.output

@@ -417,9 +417,12 @@ def env(as_json) -> None:
         _console().print(environment_table(info))
 
 
-from .sweep_cli import merge, sweep  # noqa: E402
+if __name__ == "__main__":  # run as a file: the package's own module is the one with every command
+    from tui.cli import main as package_main
 
-main.add_command(sweep)
-main.add_command(merge)
-if __name__ == "__main__":
-    main()
+    package_main()
+else:
+    from .sweep_cli import merge, sweep
+
+    main.add_command(sweep)
+    main.add_command(merge)

@@ -28,8 +28,16 @@ from rich.text import Text
 from .engine.config import ConfigError, SdpaConfig
 from .engine.fields import FIELD, FIELDS, SHORTHANDS, Choice, Number, Switch, Whole, from_entries, quote
 from .engine.gpu_peaks import Peak, peak_for, roofline
-from .engine.results import PASS_KINDS, STATUS_CRASH, STATUS_ERROR, STATUS_MISMATCH, PassResult, RunResult
-from .format import pass_short, sci, status_style, status_word, us
+from .engine.results import (
+    PASS_KINDS,
+    STATUS_CRASH,
+    STATUS_ERROR,
+    STATUS_MISMATCH,
+    PassResult,
+    PeerResult,
+    RunResult,
+)
+from .format import pass_short, peer_speedup, sci, status_style, status_word, us
 
 MAX_VALUES = 10_000  # values one --vary may give: beyond it a range is a typo
 MAX_POINTS = 100_000
@@ -39,6 +47,16 @@ PASS_COLUMNS = (
     "status", "kernel_us", "p10_us", "p90_us", "regime", "tflops", "bandwidth_gbs", "fastest_us",
     "max_abs_error", "passed", "flops", "io_bytes",
 )  # fmt: skip
+PEER_COLUMNS = (
+    "name",
+    "kernel_us",
+    "tflops",
+    "cudnn_speedup",
+    "max_abs_error",
+    "passed",
+    "compile_seconds",
+    "reason",
+)
 ROOFLINE_COLUMNS = (
     "peak", "peak_tflops", "peak_tbs", "intensity", "ridge", "bound", "attainable_tflops", "share",
 )  # fmt: skip
@@ -248,7 +266,20 @@ def pass_row(p: PassResult, dtype: str, peak: Peak | None) -> dict[str, Any]:
     )  # fmt: skip
     row = dict(zip(PASS_COLUMNS, figures, strict=True))
     row["roofline"] = None if line is None else {"peak": peak.name, **dataclasses.asdict(line)}
+    if p.field_peers:
+        row["peers"] = {peer.short: peer_row(p, peer) for peer in p.field_peers}
     return row
+
+
+def peer_row(p: PassResult, peer: PeerResult) -> dict[str, Any]:
+    """A peer's figures at one point: its kernel time and TFLOPS, cuDNN's speed as a multiple of
+    it, its error of O; or why it did not run."""
+    error = next((c.peers.get(peer.name) for c in p.checks if c.output == "O"), None)
+    figures = (
+        peer.name, peer.timing and peer.timing.median_us, peer.tflops, peer_speedup(p, peer),
+        error and error.max_abs, error and error.passed, peer.compile_seconds, peer.reason,
+    )  # fmt: skip
+    return dict(zip(PEER_COLUMNS, figures, strict=True))
 
 
 def read_rows(path: Path | str) -> tuple[list[dict], int, int]:
@@ -326,15 +357,22 @@ def csv_text(rows: list[dict]) -> str:
     kinds = [k for k in PASS_KINDS if any(k in r.get("passes", {}) for r in rows)]
     pass_columns = [*PASS_COLUMNS, *(f"roofline.{c}" for c in ROOFLINE_COLUMNS)]
     head = ["index", "key", *(f"vary.{lab}" for lab in labels), "status", "message", "label", "device", "gpu"]
+    peers = {
+        k: list(dict.fromkeys(s for r in rows for s in r["passes"].get(k, {}).get("peers", {})))
+        for k in kinds
+    }
     tail = [f"{kind}.{c}" for kind in kinds for c in pass_columns]
+    tail += [f"{kind}.peer.{short}.{c}" for kind in kinds for short in peers[kind] for c in PEER_COLUMNS]
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow([*head, *(f.name for f in FIELDS), *tail, "wall_seconds"])
     for r in rows:
         flat = {**r, **{f"vary.{k}": v for k, v in r.get("varied", {}).items()}, **r.get("config", {})}
         for kind, p in r.get("passes", {}).items():
-            flat.update({f"{kind}.{c}": v for c, v in p.items() if c != "roofline"})
+            flat.update({f"{kind}.{c}": v for c, v in p.items() if c not in ("roofline", "peers")})
             flat.update({f"{kind}.roofline.{c}": v for c, v in (p.get("roofline") or {}).items()})
+            for short, peer in (p.get("peers") or {}).items():
+                flat.update({f"{kind}.peer.{short}.{c}": v for c, v in peer.items()})
         columns = [*head, *(f.name for f in FIELDS), *tail, "wall_seconds"]
         writer.writerow([_cell(flat.get(c)) for c in columns])
     return buf.getvalue()
@@ -346,6 +384,14 @@ def _share(p: dict) -> str:
     return "-" if share is None else f"{share * 100:.0f}% {line.get('bound', '')}"
 
 
+def _peer_cell(peer: dict | None) -> str:
+    """A peer's kernel time and cuDNN's speed against it, or '-' where it did not run."""
+    if not peer or peer.get("kernel_us") is None:
+        return "-"
+    speed = peer.get("cudnn_speedup")
+    return us(peer["kernel_us"]) + (f" ({speed:.2f}x)" if speed else "")
+
+
 def points_table(rows: list[dict], title: str) -> Table:
     """One row a point: its varied values, status, and each pass's kernel time, TFLOPS, worst
     error and share of the GPU's peak (where the GPU is known)."""
@@ -354,13 +400,17 @@ def points_table(rows: list[dict], title: str) -> Table:
     peaks = any(
         (p.get("roofline") or {}).get("share") is not None for r in rows for p in r["passes"].values()
     )
+    peers = {
+        k: list(dict.fromkeys(s for r in rows for s in r["passes"].get(k, {}).get("peers", {})))
+        for k in kinds
+    }
     table = Table(title=Text(title), title_justify="left")
     for lab in labels:
         table.add_column(lab, justify="right")
     table.add_column("status")
     for kind in kinds:
         k = pass_short(kind)
-        for col in ("kernel", "TFLOPS", "max err", *(("of peak",) if peaks else ())):
+        for col in ("kernel", "TFLOPS", "max err", *(("of peak",) if peaks else ()), *peers[kind]):
             table.add_column(f"{k} {col}", justify="right")
     for r in rows:
         cells = [Text(str(r.get("varied", {}).get(lab, "-"))) for lab in labels]
@@ -374,5 +424,6 @@ def points_table(rows: list[dict], title: str) -> Table:
                 sci(p.get("max_abs_error")),
             ]
             cells += [_share(p)] if peaks else []
+            cells += [_peer_cell((p.get("peers") or {}).get(short)) for short in peers[kind]]
         table.add_row(*cells)
     return table

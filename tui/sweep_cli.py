@@ -146,6 +146,7 @@ def sweep(
     run_anyway,
     autotune,
     check,
+    peers,
     varies,
     out,
     csv_path,
@@ -168,7 +169,9 @@ def sweep(
         _fail_usage(problems)
     if not regime and values.get("preset"):
         regime = cli.preset_regimes().get(values["preset"], "")
-    options = cli._run_options(replays, l2_flush, regime or REGIME_BURST, autotune, check, seed, run_anyway)
+    options = cli._run_options(
+        replays, l2_flush, regime or REGIME_BURST, autotune, check, seed, run_anyway, peers
+    )
     earlier = _earlier_rows(out) if resume else []
     done = {r["key"] for r in earlier}
     todo = [p for p in mine if p.key not in done]
@@ -194,8 +197,8 @@ def sweep(
     sys.exit(EXIT_FAIL if any(r["status"] in FAILED_STATUSES for r in shown) else EXIT_OK)
 
 
-# --autotune/--no-autotune and --check/--no-check, as `run` declares them
-sweep.params += [p for p in cli.run.params if p.name in ("autotune", "check")]
+# --autotune/--no-autotune, --check/--no-check and --peers, as `run` declares them
+sweep.params += [p for p in cli.run.params if p.name in ("autotune", "check", "peers")]
 
 
 def _run_points(points, options, out: str | None) -> tuple[list[dict], bool]:
