@@ -298,24 +298,33 @@ def check_cases(preset_names: tuple[str, ...]) -> list[tuple[str, SdpaConfig]]:
 @timing_options
 @click.option("--preset", "preset_names", multiple=True, help="check only this preset (repeatable)")
 @click.option("--json", "as_json", is_flag=True, help="print the results as JSON")
-def check(replays, l2_flush, regime, seed, run_anyway, preset_names, as_json) -> None:
+@click.option(
+    "--gpus", metavar="all|LIST", help="check these GPUs at once (all, or 0,1), flagging stragglers"
+)
+def check(replays, l2_flush, regime, seed, run_anyway, preset_names, as_json, gpus) -> None:
     """Sanity-check this GPU box: the smoke set and every built-in preset, one engine process for
     all (restarted after a crash); exit non-zero on any mismatch, failure or unavailable GPU.
     Without a GPU, cuDNN's own validate() still judges every case."""
     from .check import run_cases
 
     cases = check_cases(preset_names)
+    regimes = preset_regimes()  # read once, not once a case
+
+    def options_for(name: str, env):
+        case_regime = regime or regimes.get(name, "") or REGIME_BURST
+        return _run_options(replays, l2_flush, case_regime, False, env.gpu_available, seed, run_anyway)
+
+    if gpus:
+        from .fleet import check_gpus
+
+        sys.exit(check_gpus(gpus, cases, options_for, as_json, seed))
     with engine_session() as session:
         env = session.ready()
         if env is None:
             _fail_run([f"the engine process cannot start: {session.down}"], as_json)
-        regimes = preset_regimes()  # read once, not once a case
-
-        def options_for(name: str):
-            case_regime = regime or regimes.get(name, "") or REGIME_BURST
-            return _run_options(replays, l2_flush, case_regime, False, env.gpu_available, seed, run_anyway)
-
-        rows, passed = run_cases(session, cases, options_for, _console(), as_json, seed)
+        rows, passed = run_cases(
+            session, cases, lambda name: options_for(name, env), _console(), as_json, seed
+        )
         restarts = (session.restarts, session.restart_reasons)
     failed = len(cases) - passed
     summary = {

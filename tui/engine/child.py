@@ -98,13 +98,29 @@ def _answer(engine: Any, msg: tuple, cancelled: bool, inbox: _Inbox, send: Any) 
     return engine.run(config, options, progress=progress)
 
 
-def engine_main(recv: Any, send: Any, environment_override: dict | None, log_file: str | None) -> None:
+def engine_main(
+    recv: Any, send: Any, environment_override: dict | None, device: int | None, log_file: str | None
+) -> None:
     """Entry of the engine process: a session of its own (the terminal's Ctrl+C and Ctrl+Z are the
-    UI's), its output to the engine log (native libraries print; the terminal belongs to the UI)."""
+    UI's), its output to the engine log (native libraries print; the terminal belongs to the UI),
+    and, given `device`, that GPU alone (as CUDA device 0), chosen before CUDA starts."""
     with contextlib.suppress(OSError):  # already a session leader: spawned, not forked
         os.setsid()
+    if device is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = visible_entry(os.environ.get("CUDA_VISIBLE_DEVICES"), device)
     out = os.open(log_file or os.devnull, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     for fd in (1, 2):
         os.dup2(out, fd)
     os.close(out)
     _serve(recv, send, environment_override)
+
+
+def visible_entry(visible: str | None, device: int) -> str:
+    """The CUDA_VISIBLE_DEVICES entry of the box's `device`-th visible GPU: its own index when the
+    variable is unset, else the device-th entry of the list it gives (indices or UUIDs)."""
+    if visible is None:
+        return str(device)
+    entries = [e.strip() for e in visible.split(",") if e.strip()]
+    if not 0 <= device < len(entries):
+        raise LookupError(f"GPU {device} is not among CUDA_VISIBLE_DEVICES={visible}")
+    return entries[device]

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import importlib.util
 import platform
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 from .results import Environment
-from .telemetry import nvml_status
+from .telemetry import identity, nvml_status
 
 MIN_COMPUTE_CAPABILITY = (8, 0)
 
@@ -65,6 +66,7 @@ def collect() -> Environment:
         "python_version": platform.python_version(),
         "platform": f"{platform.system()} {platform.machine()}",
         "telemetry": nvml_status(),  # clocks, power and throttle reasons, or why they cannot be read
+        "host": socket.gethostname(),
     }
     reason = ""
     try:
@@ -103,6 +105,8 @@ def collect() -> Environment:
         gpu_memory_bytes=props.total_memory,
         l2_bytes=getattr(props, "L2_cache_size", None),
         driver_version=_driver_version(),
+        gpu_uuid=str(getattr(props, "uuid", "") or ""),
+        **identity(props),
     )
     if (props.major, props.minor) < MIN_COMPUTE_CAPABILITY:
         reason = (
@@ -135,6 +139,12 @@ def describe(env: Environment) -> list[tuple[str, str]]:
             f"{env.python_version} ({env.platform})" if env.python_version else sys.version.split()[0],
         ),
     ]
+    if env.gpu_uuid or env.gpu_index is not None:
+        which = [f"index {env.gpu_index}" if env.gpu_index is not None else "", env.gpu_uuid,
+                 f"serial {env.gpu_serial}" if env.gpu_serial else ""]  # fmt: skip
+        rows.insert(
+            1, ("which GPU", ", ".join(w for w in which if w) + (f" on {env.host}" if env.host else ""))
+        )
     if not env.gpu_available:
         rows.insert(0, ("GPU unavailable", env.unavailable_reason))
     return rows

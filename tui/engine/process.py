@@ -160,11 +160,13 @@ class EngineClient:
         time_limit_s: float = 180.0,
         environment_override: Environment | None = None,
         log_file: str | None = "auto",
+        device: int | None = None,
     ):
         self.on_event: EventSink = lambda _event: None
         self.time_limit_s = time_limit_s
         self._env_override = dataclasses.asdict(environment_override) if environment_override else None
         self._log_file = log_path() if log_file == "auto" else log_file
+        self.device = device  # the box's visible GPU the engine uses (None: CUDA's first)
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._proc: launcher.EngineProcess | None = None
@@ -202,7 +204,7 @@ class EngineClient:
         from .child import engine_main
 
         try:
-            proc, send, recv = launcher.launch(engine_main, (self._env_override,), self._log_file)
+            proc, send, recv = launcher.launch(engine_main, (self._env_override, self.device), self._log_file)
         except Exception as exc:  # no process could be started at all: said, and tried again on request
             with self._lock:
                 self._failed_starts = MAX_FAILED_STARTS

@@ -282,6 +282,10 @@ class Environment:
     telemetry: str = ""  # "NVML <driver>" where clocks and power can be read, else why not
     python_version: str = ""
     platform: str = ""
+    host: str = ""
+    gpu_index: int | None = None  # NVML's index of the GPU on its host (None: not known)
+    gpu_uuid: str = ""
+    gpu_serial: str = ""  # where the board carries one
 
 
 @dataclass(frozen=True)

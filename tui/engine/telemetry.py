@@ -174,6 +174,27 @@ def _torch_properties(device_index: int) -> Any:
     return None
 
 
+def identity(props: Any) -> dict[str, Any]:
+    """Which physical GPU torch's device 0 is: NVML's index, UUID and serial number, where NVML
+    gives them (a serial only some boards carry); what it cannot say is left out. Never raises."""
+    nvml = _import_and_init()
+    if isinstance(nvml, str):
+        return {}
+    found: dict[str, Any] = {}
+    try:
+        handle = device_handle(nvml, 0, props, os.environ.get("CUDA_VISIBLE_DEVICES"))
+        for key, call in (("gpu_index", "nvmlDeviceGetIndex"), ("gpu_uuid", "nvmlDeviceGetUUID"),
+                          ("gpu_serial", "nvmlDeviceGetSerial")):  # fmt: skip
+            with contextlib.suppress(Exception):
+                value = getattr(nvml, call)(handle)
+                found[key] = value if isinstance(value, int) else _text(value)
+    except Exception:
+        pass
+    finally:
+        _shutdown(nvml)
+    return found
+
+
 class Nvml:
     """NVML opened for one CUDA device: its state now, the rest wait, and measurements around a
     callable. Make one with Nvml.open(); close() it (or use it as a context manager) when done.

@@ -1,0 +1,95 @@
+"""`check --gpus` on simulated GPUs: one engine session per GPU, every case on each, one table,
+and a GPU over 5% slower than its siblings' median on a case flagged (burst, stable figures only)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+from click.testing import CliRunner
+from fakes import RECORDED, FakeEngine, relabelled
+
+from tui import fleet
+from tui.cli import main
+from tui.engine.child import visible_entry
+from tui.engine.results import RunResult
+from tui.engine.session import EngineSession
+
+CASES = ("--preset", "gpt2-seed", "--preset", "llama3-8b-decode")
+
+
+def slower(result: RunResult, factor: float) -> RunResult:
+    """The same result with the forward's kernel time `factor` times longer."""
+    f = result.forward
+    t = dataclasses.replace(f.timing, median_us=f.timing.median_us * factor)
+    return dataclasses.replace(result, passes=(dataclasses.replace(f, timing=t), *result.passes[1:]))
+
+
+def simulated(monkeypatch, answers: dict[int, object], count: int = 2) -> dict[int, FakeEngine]:
+    """`count` visible GPUs; GPU i answered by answers.get(i) (else the H200's recording)."""
+    engines = {
+        i: FakeEngine(answers.get(i), environment=dataclasses.replace(
+            RECORDED.environment, gpu_index=i, gpu_uuid=f"GPU-{i}0000000-aaaa", host="node7"))
+        for i in range(count)
+    }  # fmt: skip
+    monkeypatch.setattr(fleet, "visible_gpus", lambda: count)
+    monkeypatch.setattr(fleet, "gpu_session", lambda device: EngineSession(engines[device]))
+    return engines
+
+
+def check(*args):
+    return CliRunner().invoke(main, ["check", *CASES, *args])
+
+
+def test_every_gpu_runs_every_case_and_a_straggler_is_flagged(monkeypatch):
+    engines = simulated(monkeypatch, {1: relabelled(slower(RECORDED, 1.10))}, count=3)
+    out = check("--gpus", "all", "--json")
+    assert out.exit_code == 1, out.output  # a straggler fails the check
+    data = json.loads(out.output)
+    assert [g["index"] for g in data["gpus"]] == [0, 1, 2] and all(g["host"] == "node7" for g in data["gpus"])
+    assert all(g["passed"] == 2 and g["failed"] == 0 for g in data["gpus"])
+    assert [(s["gpu"], round(s["slower_pct"])) for s in data["stragglers"]] == [(1, 10), (1, 10)]  # each case
+    assert all(len(e.requests) == 2 for e in engines.values())  # each GPU ran each case
+
+
+def test_within_five_percent_nothing_is_flagged_and_the_table_shows_each_gpu(monkeypatch):
+    simulated(monkeypatch, {1: relabelled(slower(RECORDED, 1.04))})
+    out = check("--gpus", "0,1")
+    assert out.exit_code == 0, out.output
+    assert "GPU 0" in out.output and "GPU 1" in out.output
+    assert "STRAGGLER" not in out.output and "passed" in out.output and "2/2" in out.output
+
+
+def test_only_burst_figures_that_held_still_are_compared(monkeypatch):
+    f = RECORDED.forward
+    shaky = dataclasses.replace(f.timing, stable=False, median_us=f.timing.median_us * 1.5)
+    unstable = dataclasses.replace(RECORDED, passes=(dataclasses.replace(f, timing=shaky),))
+    simulated(monkeypatch, {1: relabelled(unstable)})
+    out = check("--gpus", "all", "--json")
+    assert out.exit_code == 0 and json.loads(out.output)["stragglers"] == []
+
+
+def test_a_failed_case_on_one_gpu_fails_the_check(monkeypatch):
+    from fakes import refused
+
+    simulated(monkeypatch, {0: refused()})
+    out = check("--gpus", "all")
+    assert out.exit_code == 1 and "FAIL unsupported" in out.output
+
+
+@pytest.mark.parametrize(
+    "text,needle", [("2", "GPU 2 is not one of the 2 visible"), ("x", "all, or GPU indices")]
+)
+def test_bad_gpus_exit_2_naming_the_option(monkeypatch, text, needle):
+    simulated(monkeypatch, {})
+    out = check("--gpus", text)
+    assert out.exit_code == 2 and out.output.startswith("error: --gpus: ") and needle in out.output
+
+
+def test_an_engine_process_sees_only_its_gpu():
+    assert visible_entry(None, 3) == "3"
+    assert visible_entry("4,6", 1) == "6"
+    assert visible_entry("GPU-aa, GPU-bb", 0) == "GPU-aa"
+    with pytest.raises(LookupError):
+        visible_entry("4", 1)
