@@ -27,7 +27,13 @@ async def test_panes_by_key_from_a_field_and_back_and_stale_is_unmistakable():
         await wait_for(pilot, lambda: app.result is not None)
         app.query_one("#f-b").focus()
         tabs = app.query_one(TabbedContent)
-        for key, pane in (("alt+3", "tab-accuracy"), ("alt+7", "tab-graph"), ("alt+1", "tab-plans")):
+        keys = (
+            ("alt+4", "tab-accuracy"),
+            ("alt+8", "tab-graph"),
+            ("alt+2", "tab-peers"),
+            ("alt+1", "tab-plans"),
+        )
+        for key, pane in keys:
             await pilot.press(key)  # a field has focus: the keys still reach the app
             await wait_for(pilot, lambda pane=pane: tabs.active == pane)
         await pilot.press("f6")
@@ -75,7 +81,7 @@ async def test_ticks_help_palette_and_empty_panes_say_what_they_mean():
             < text.index("## Keys")
             < text.index("## Without a GPU")
         )
-        assert text.index("| Alt+1 … Alt+7 |") < text.index("## Panes")
+        assert text.index("| Alt+1 … Alt+8 | show a pane: Plans, Peers, Phases,") < text.index("## Panes")
         await pilot.press("escape")  # closes the help, and stops nothing
         await wait_for(pilot, lambda: not app.screen.query("Markdown"))
         assert fake._cancelled == set()
@@ -97,14 +103,14 @@ async def test_ticks_help_palette_and_empty_panes_say_what_they_mean():
         from tui.app.commands import ExplorerCommands
 
         names = [name for name, _, _ in ExplorerCommands(app.screen)._commands()]
-        assert {"Pane: Latency", "Pane: Graph", "Dtype: bf16", "Dtype: fp8_e4m3", "Layout: SBHD"} <= set(
+        assert {"Pane: Peers", "Pane: Graph", "Peers: tick all", "Dtype: fp8_e4m3", "Layout: SBHD"} <= set(
             names
         )
 
         await pilot.resize_terminal(
             80, 24
         )  # the tab bar is narrower than its tabs: it scrolls to the one shown
-        await pilot.press("alt+7")
+        await pilot.press("alt+8")
         bar = app.query_one(TabbedContent).query_one(Tabs)
         graph = bar.query_one("#--content-tab-tab-graph")
         await wait_for(pilot, lambda: bar.region.contains_region(graph.region))

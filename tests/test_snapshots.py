@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from fakes import FP8, RECORDED, TRAINING
+from fakes import FP8, PEERS, RECORDED, TRAINING
 from pilot_waits import wait_for
 from pytest_textual_snapshot import SVGImageExtension
 from textual.widgets import Input
@@ -177,4 +177,11 @@ async def test_training_step_and_fp8(snapshot):
         TRAINING, {f"training-{tab}": pane(tab) for tab in ("plans", "accuracy", "phases")}
     )
     shots |= await screenshots(FP8, {"fp8-accuracy": pane("accuracy")})
+    assert mismatched(snapshot, shots) == []
+
+
+@pytest.mark.asyncio
+async def test_peers_pane(snapshot):
+    """Recorded on the H200: llama3-8b-prefill with every peer (--peers all), at 120x40 and 80x24."""
+    shots = await screenshots(PEERS, {"120x40": pane("peers"), "80x24": terminal(80, 24)})
     assert mismatched(snapshot, shots) == []

@@ -24,19 +24,27 @@ from .engine.results import (
 )
 
 __all__ = [
+    "PEER_COLUMNS",
     "finding_rows",
     "format_bytes",
     "gpu_rows",
     "l2_words",
     "ms",
+    "multiple",
     "no_telemetry_words",
     "no_timing_words",
     "pass_title",
+    "peer_errors",
+    "peer_speedup",
+    "peer_standing",
+    "peers_unrun",
     "regime_note",
     "regime_style",
     "repeat_words",
     "sample_rows",
     "sci",
+    "seconds",
+    "speed_multiple",
     "step_regime",
     "status_style",
     "status_word",
@@ -262,15 +270,60 @@ def no_telemetry_words(env: Environment | None) -> str:
     return f"no telemetry: {reason}"
 
 
+# the columns of a table of peers, the report's and the Peers pane's
+PEER_COLUMNS = (
+    "peer",
+    "kernel",
+    "TFLOPS",
+    "cuDNN speed",
+    "max abs O",
+    "verdict",
+    "compile",
+    "what / why not",
+)
+
+
+def speed_multiple(p: PassResult, timing: TimingStats | None) -> float | None:
+    """cuDNN's heuristic pick's speed as a multiple of another's: the other's kernel time over the
+    pick's (above 1: cuDNN's pick is faster); None where either was not timed."""
+    if p.timing is None or timing is None or not p.timing.median_us:
+        return None
+    return timing.median_us / p.timing.median_us
+
+
 def peer_speedup(p: PassResult, peer: PeerResult) -> float | None:
     """How many times faster cuDNN's heuristic pick is than the peer (above 1: cuDNN is faster)."""
-    if p.timing is None or peer.timing is None or not p.timing.median_us:
-        return None
-    return peer.timing.median_us / p.timing.median_us
+    return speed_multiple(p, peer.timing)
+
+
+def multiple(x: float | None) -> str:
+    """A speed multiple as the tables and the headline write it: '1.93x'; '-' when not timed."""
+    return "-" if x is None else f"{x:.2f}x"
+
+
+def seconds(value: float | None) -> str:
+    """A compile time, from seconds: '3.0 s'."""
+    return "-" if value is None else f"{value:.1f} s"
+
+
+def peer_errors(p: PassResult) -> dict[str, ErrorMetrics]:
+    """Each peer's error of O (the output every peer writes), by its name."""
+    return next((c.peers for c in p.checks if c.output == "O"), {})
+
+
+def peers_unrun(p: PassResult) -> str:
+    """One line when every peer asked for did not run for one reason (no GPU, dropout):
+    'Forward peers torch FLASH fp16, Flex fp16: not run: ...'; '' otherwise."""
+    reasons = {peer.reason for peer in p.field_peers}
+    if len(reasons) != 1 or "" in reasons:
+        return ""
+    return f"{pass_title(p.kind)} peers {', '.join(peer.name for peer in p.field_peers)}: {reasons.pop()}"
 
 
 def peer_standing(p: PassResult) -> str:
     """Where cuDNN stands among the peers that were timed, for the headline: cuDNN's speed as a
     multiple of each peer's ("cuDNN 1.94x FLASH, 1.57x Flex"); '' when none was timed."""
-    parts = [f"{x:.2f}x {peer.short}" for peer in p.field_peers if (x := peer_speedup(p, peer)) is not None]
+    parts = [
+        f"{multiple(x)} {peer.short}" for peer in p.field_peers if (x := peer_speedup(p, peer)) is not None
+    ]
     return f"cuDNN {', '.join(parts)}" if parts else ""

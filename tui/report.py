@@ -13,20 +13,25 @@ from rich.text import Text
 from .engine.environment import describe
 from .engine.results import GOOD_STATUSES, Environment, Fp8Scaling, PassResult, RunResult, TimingStats
 from .format import (
+    PEER_COLUMNS,
     finding_rows,
     format_bytes,
     gpu_rows,
     l2_words,
     ms,
+    multiple,
     no_telemetry_words,
     pass_title,
+    peer_errors,
     peer_speedup,
     peer_standing,
+    peers_unrun,
     regime_note,
     regime_style,
     repeat_words,
     sample_rows,
     sci,
+    seconds,
     status_style,
     status_word,
     step_regime,
@@ -115,23 +120,12 @@ def checks_table(p: PassResult) -> Table:
 def peers_table(p: PassResult) -> Table | Text:
     """The peers asked for, on the same tensors: kernel time, TFLOPS, cuDNN's speed against each,
     the error of O, compile time; or why a peer did not run (one line when none ran for one reason)."""
-    reasons = {peer.reason for peer in p.field_peers}
-    if len(reasons) == 1 and "" not in reasons:
-        names = ", ".join(peer.name for peer in p.field_peers)
-        return Text(f"{pass_title(p.kind)} peers {names}: {reasons.pop()}", style="yellow")
+    if peers_unrun(p):
+        return Text(peers_unrun(p), style="yellow")
     table = Table(title=f"{pass_title(p.kind)} peers (cuDNN: the heuristic's pick)", title_justify="left")
-    for col in (
-        "peer",
-        "kernel",
-        "TFLOPS",
-        "cuDNN speed",
-        "max abs O",
-        "verdict",
-        "compile",
-        "what / why not",
-    ):
-        table.add_column(col, justify="left" if col in ("peer", "what / why not") else "right")
-    errors = next((c.peers for c in p.checks if c.output == "O"), {})
+    for col in PEER_COLUMNS:
+        table.add_column(col, justify="left" if col in (PEER_COLUMNS[0], PEER_COLUMNS[-1]) else "right")
+    errors = peer_errors(p)
     for peer in p.field_peers:
         m = errors.get(peer.name)
         speed = peer_speedup(p, peer)
@@ -143,10 +137,10 @@ def peers_table(p: PassResult) -> Table | Text:
             peer.name,
             plan_time(peer.timing),
             f"{peer.tflops:.1f}" if peer.tflops else "-",
-            f"{speed:.2f}x" if speed else "-",
+            multiple(speed),
             sci(m.max_abs) if m else "-",
             verdict if m is None or m.passed else f"[red]{verdict}[/red]",
-            f"{peer.compile_seconds:.1f} s" if peer.compile_seconds is not None else "-",
+            seconds(peer.compile_seconds),
             what,
         )
     return table

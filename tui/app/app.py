@@ -8,6 +8,7 @@ engine client (tests give it a scripted one). Panes only render a RunResult.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 
 from textual.app import App, ComposeResult
@@ -42,11 +43,13 @@ from .widgets import (
     GraphPane,
     LatencyPane,
     MaskPane,
+    PeersPane,
     PhasesPane,
     PlansPane,
     StatusLine,
     SummaryPane,
 )
+from .widgets.config_form import PEER_LABELS
 from .widgets.status import Status
 
 DEBOUNCE_S = 0.25  # typing "4096" must not start four builds
@@ -61,6 +64,7 @@ def LIVE_TIMING(l2_flush: bool, regime: str) -> TimingOptions:  # noqa: N802 - a
 # the tabs, in order; all but Environment render a RunResult
 TABS = (
     ("Plans", PlansPane),
+    ("Peers", PeersPane),
     ("Phases", PhasesPane),
     ("Accuracy", AccuracyPane),
     ("Latency", LatencyPane),
@@ -69,6 +73,18 @@ TABS = (
     ("Graph", GraphPane),
 )
 RESULT_PANES = tuple(pane for _, pane in TABS if pane not in (EnvironmentPane, MaskPane))
+
+
+def measured_as(result: RunResult, timing: TimingChoice) -> TimingChoice:
+    """The timing choice a saved result was measured with, as far as it says: its regime and L2
+    flush, and the peers it timed (by the names their adapters give)."""
+    forward = result.forward
+    asked = {peer.short for peer in forward.field_peers} if forward is not None else set()
+    timing = dataclasses.replace(timing, peers=tuple(k for k, label in PEER_LABELS.items() if label in asked))
+    timed = next((p.timing for p in result.passes if p.timing is not None), None)
+    if timed is not None and timed.regime:
+        timing = dataclasses.replace(timing, l2_flush=timed.l2_flushed, regime=timed.regime)
+    return timing
 
 
 class SdpaExplorerApp(PaneNavigation, KeepingActions, App[None]):
@@ -160,9 +176,7 @@ class SdpaExplorerApp(PaneNavigation, KeepingActions, App[None]):
         self.query_one(MaskPane).show_config(self.initial_config)
         if self.opened is not None:
             self.show_result(self.opened)
-            timed = next((p.timing for p in self.opened.passes if p.timing is not None), None)
-            if timed is not None and timed.regime:  # Ctrl+R measures it as it was measured
-                self.form.load_timing(TimingChoice(l2_flush=timed.l2_flushed, regime=timed.regime))
+            self.form.load_timing(measured_as(self.opened, self.form.timing))  # Ctrl+R measures it so
             self._last_request = (self.opened.config, self._options(self.form.timing))  # shown: not to run
         if self._start_engine_on_mount:
             self.call_after_refresh(self.start_engine)
@@ -300,6 +314,7 @@ class SdpaExplorerApp(PaneNavigation, KeepingActions, App[None]):
             timing=LIVE_TIMING(timing.l2_flush, timing.regime),
             autotune=timing.autotune,
             run_anyway=timing.run_anyway,
+            peers=timing.peers,
         )
 
     def action_run(self) -> None:
@@ -333,6 +348,10 @@ class SdpaExplorerApp(PaneNavigation, KeepingActions, App[None]):
 
     def set_dtype(self, dtype: str) -> None:
         self.query_one("#f-dtype", Select).value = dtype
+
+    def set_peers(self, peers: tuple[str, ...]) -> None:
+        """Tick these peers in the form (the palette's 'Peers: tick all'); a change reruns."""
+        self.form.load_timing(dataclasses.replace(self.form.timing, peers=peers))
 
     def action_toggle_causal(self) -> None:
         select = self.query_one("#f-causal", Select)

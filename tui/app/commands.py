@@ -1,5 +1,5 @@
 """The command palette's entries: run, every pane, every preset, dtype and layout, toggle causal or
-the backward pass, quit."""
+the backward pass, tick or untick every peer, quit."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from ..engine.fields import FIELD
 from ..engine.layouts import LAYOUTS
+from ..engine.peers import PEER_KEYS
 
 
 class ExplorerCommands(Provider):
@@ -27,6 +28,8 @@ class ExplorerCommands(Provider):
             ("Presets ...", app.action_presets, "pick a model's shape"),
             ("Save preset ...", app.action_save_preset, "save the form as your preset"),
             ("Export ...", app.action_export, "reproduction script, JSON or CSV"),
+            ("Peers: tick all", partial(app.set_peers, PEER_KEYS), "time every peer beside cuDNN (GPU only)"),
+            ("Peers: untick all", partial(app.set_peers, ()), "time cuDNN alone"),
         ]
         for name, preset in sorted(app.presets.items()):
             cmds.append((f"Preset: {name}", partial(app.load_preset, preset), preset.description))

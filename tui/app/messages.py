@@ -32,13 +32,16 @@ class EngineMessage(Message):
 
 @dataclass(frozen=True)
 class TimingChoice:
-    """How the form asks for the figures to be taken: the regime, a cold L2, every plan; and
-    whether a configuration that matches a known issue runs anyway."""
+    """How the form asks for the figures to be taken: the regime, a cold L2, every plan, the
+    peers timed beside cuDNN (keys of engine/peers.py); and whether a configuration that matches a
+    known issue runs anyway. Run options, not configuration: a preset carries none of them but the
+    regime."""
 
     l2_flush: bool = False
     autotune: bool = True
     regime: str = REGIME_BURST
     run_anyway: bool = False
+    peers: tuple[str, ...] = ()
 
 
 @dataclass

@@ -27,9 +27,13 @@ HELP = """\
 The engine still asks cuDNN: the frontend's `validate()` runs without a GPU and gives its
 real messages, and Phases, Graph and Mask show what it built. Problems small enough (at most
 4 GFLOP a pass) are also computed by torch on the CPU, and Accuracy shows that reference
-beside torch's own SDPA. Kernel times, plans and Latency need the GPU: they stay empty, and
-Environment says why there is no GPU.
+beside torch's own SDPA. Kernel times, plans, peers and Latency need the GPU: they stay
+empty (the Peers pane says the peers ticked were not run), and Environment says why there is
+no GPU.
 
+"""
+
+PANES = """\
 ## Panes
 - **Phases**: the frontend's build calls, each timed. `validate` is a Python check,
   `build_operation_graph` does nothing for SDPA, `create_execution_plans` lowers and asks the
@@ -37,6 +41,16 @@ Environment says why there is no GPU.
 - **Plans**: every candidate plan of each pass (the forward; the backward of a training step),
   a table a pass with its own autotune verdict. `H` the heuristic's pick, `*` the fastest
   measured. Select a row for its knobs, workspace, notes and timing detail.
+- **Peers**: other attention implementations, ticked in the form under *peers timed beside
+  cuDNN* (or `--peers` on the CLI), each run on the same tensors, timed like a cuDNN plan and
+  checked against the same fp32 reference: torch's SDPA forced to **FLASH** (FlashAttention-2),
+  **EFFICIENT** (the memory-efficient kernel), **CUDNN** (cuDNN's own kernel through torch: its
+  time shows torch's part) and **MATH** (unfused); **Flex** (FlexAttention, compiled: the
+  compile time is apart from the kernel time); **FA3** and **FlashInfer** where installed. The
+  first row is cuDNN's heuristic pick (`H`; `*` the fastest plan, its own row when it is
+  another); *cuDNN speed* is a row's kernel time over the pick's (above 1: cuDNN is faster).
+  The chart draws each kernel time; one over 10x the pick's is named under it instead. A peer
+  that cannot run the configuration says why; peers are timed on the GPU only, for the forward.
 - **Accuracy**: every output of every pass (O; dQ, dK, dV of a backward) against fp32 math
   on the same logical tensors (explicit mask, GQA expanded; autograd for the gradients, same
   dO): cuDNN's max abs / max rel / mean abs error, then each peer's (torch's SDPA forced to a
@@ -54,7 +68,9 @@ Environment says why there is no GPU.
 - **Environment**: GPU, driver, CUDA, torch, cuDNN (as the frontend loaded it and as torch
   reports it), frontend; or why there is no GPU.
 - **Graph**: each pass's graph as cuDNN describes it (JSON), one below the other.
+"""
 
+TRAINING = """\
 ## Training step and FP8
 - **out dtype**: O's dtype; `auto` is the inputs'. Only FP8 inputs may choose another
   (fp16/bf16 O from FP8 inputs is Blackwell-only; Hopper refuses it).
@@ -83,23 +99,26 @@ class HelpScreen(ModalScreen[None]):
         self.focused_bindings = focused_bindings
 
     def compose(self) -> ComposeResult:
+        from ..app import TABS  # the app imports this screen when F1 is first pressed
+
         keys = [
             "| key | does |",
             "| --- | --- |",
-            "| Alt+1 … Alt+7 | show a pane: Plans, Phases, Accuracy, Latency, Mask, Environment, Graph |",
+            f"| Alt+1 … Alt+{len(TABS)} | show a pane: {', '.join(title for title, _ in TABS)} |",
             "| F6 | from the form to the pane on show, and back to the field you left |",
             "| Ctrl+R | run the current configuration again |",
             "| Ctrl+O | presets: filter as you type, Enter loads and runs |",
             "| Ctrl+S | save the form as your preset |",
             "| Ctrl+E | export: reproduction script, JSON or CSV |",
-            "| Ctrl+P | command palette: run, panes, presets, dtypes, layouts, toggle causal or backward, export, quit |",
+            "| Ctrl+P | command palette: run, panes, presets, dtypes, layouts, toggle causal or backward, "
+            "tick or untick every peer, export, quit |",
             "| F1 | this help |",
             "| Ctrl+Q | quit |",
             "| Tab / Shift+Tab | move between fields and panes |",
         ]
         focused = ["", "## Keys of the focused field", "", "| key | does |", "| --- | --- |"]
         focused += [f"| {k} | {d} |" for k, d in self.focused_bindings]
-        text = INTRO + "\n".join(keys) + "\n\n" + HELP
+        text = INTRO + "\n".join(keys) + "\n\n" + HELP + PANES + TRAINING
         if self.focused_bindings:
             text += "\n".join(focused)
         with VerticalScroll(id="help-body"):

@@ -6,6 +6,7 @@ from .environment import EnvironmentPane
 from .graph_json import GraphPane
 from .latency import LatencyPane
 from .mask import MaskPane
+from .peers import PeersPane
 from .phases import PhasesPane
 from .plans import PlansPane
 from .status import StatusLine
@@ -18,6 +19,7 @@ __all__ = [
     "GraphPane",
     "LatencyPane",
     "MaskPane",
+    "PeersPane",
     "PhasesPane",
     "PlansPane",
     "StatusLine",

@@ -13,13 +13,14 @@ from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Container, Horizontal, VerticalScroll
 from textual.widgets import Checkbox, Input, Label, Select
 
 from ...engine import known_issues
 from ...engine.config import ConfigError, FieldError, SdpaConfig
 from ...engine.fields import FIELDS, GROUPS, Field, from_entries
-from ...engine.results import REGIME_BURST, REGIMES
+from ...engine.peers import ADAPTERS
+from ...engine.results import REGIME_BURST, REGIMES, PeerResult
 from ..messages import ConfigEdited, TimingChoice
 
 
@@ -39,6 +40,11 @@ FORM_FIELDS: tuple[Field, ...] = tuple(
     sorted(FIELDS, key=lambda f: (GROUPS.index(f.group), f.entry == "switch"))
 )
 _WIDGETS = {"text": Input, "select": Select, "switch": Checkbox}
+
+# each peer's key (engine/peers.py) -> its name as the headline says it (FLASH, Flex): the name
+# the adapter gives the seed's configuration, without "torch" and the precision
+PEER_LABELS = {key: PeerResult(adapter.name(SdpaConfig())).short for key, adapter in ADAPTERS.items()}
+PEERS_TIP = "also time and check this peer on the same tensors, beside cuDNN (GPU only; F1 says what each is)"
 
 
 def _by_field(errors: list[FieldError]) -> dict[str, str]:
@@ -122,6 +128,10 @@ class ConfigForm(VerticalScroll):
             )
         yield Tick("flush L2 before each execution", False, id="f-l2_flush", compact=True)
         yield Tick("time every plan (autotune)", True, id="f-autotune", compact=True)
+        yield Label("peers timed beside cuDNN", classes="section-label")
+        with Container(id="peer-ticks"):
+            for key, label in PEER_LABELS.items():
+                yield Tick(label, False, id=f"f-peer-{key}", compact=True, tooltip=PEERS_TIP)
         yield Tick(
             "run known issues anyway",
             False,
@@ -150,12 +160,14 @@ class ConfigForm(VerticalScroll):
 
     @property
     def timing(self) -> TimingChoice:
-        """The timing section: regime, L2 flush, autotune; and whether known issues run anyway."""
+        """The timing section: regime, L2 flush, autotune, the peers ticked (in PEER_LABELS' order);
+        and whether known issues run anyway."""
         return TimingChoice(
             l2_flush=self.query_one("#f-l2_flush", Checkbox).value,
             autotune=self.query_one("#f-autotune", Checkbox).value,
             regime=self.query_one("#f-regime", Select).value,
             run_anyway=self.query_one("#f-run_anyway", Checkbox).value,
+            peers=tuple(key for key in PEER_LABELS if self.query_one(f"#f-peer-{key}", Checkbox).value),
         )
 
     def load_timing(self, timing: TimingChoice) -> None:
@@ -163,6 +175,8 @@ class ConfigForm(VerticalScroll):
         self.query_one("#f-autotune", Checkbox).value = timing.autotune
         self.query_one("#f-regime", Select).value = timing.regime
         self.query_one("#f-run_anyway", Checkbox).value = timing.run_anyway
+        for key in PEER_LABELS:
+            self.query_one(f"#f-peer-{key}", Checkbox).value = key in timing.peers
 
     def mark_known_issues(self, config: SdpaConfig | None) -> None:
         """Say, before anything runs, which known issues the configuration matches on this engine's

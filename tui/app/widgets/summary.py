@@ -9,6 +9,7 @@ from ...engine.results import GOOD_STATUSES, ErrorMetrics, PassResult, RunResult
 from ...format import (
     finding_rows,
     pass_short,
+    peer_standing,
     regime_note,
     regime_style,
     status_style,
@@ -119,6 +120,8 @@ class SummaryPane(Static):
             if verdict:
                 t.append("\n  ")
                 t.append_text(verdict)
+            if peer_standing(p):  # their kernel time over cuDNN's pick's: the Peers pane has the rest
+                t.append(f"\n  against peers: {peer_standing(p)}", style="bold")
             if details_line(p):
                 t.append(f"\n  {details_line(p)}", style="dim")
             if p.message and p.message not in result.message:

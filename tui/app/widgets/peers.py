@@ -1,0 +1,195 @@
+"""Peers: the other attention implementations the run timed beside cuDNN, on the same tensors and
+against the same reference, as a table (cuDNN's heuristic pick first) and a bar of kernel time
+each; or, where there are none, how to ask for them or why they did not run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.widgets import DataTable, Static
+from textual_plotext import PlotextPlot
+
+from ...engine.results import (
+    BACKWARD,
+    STATUS_CPU_ONLY,
+    STATUS_MISMATCH,
+    STATUS_OK,
+    PassResult,
+    RunResult,
+    TimingStats,
+)
+from ...format import (
+    PEER_COLUMNS,
+    multiple,
+    peer_errors,
+    peer_standing,
+    peers_unrun,
+    sci,
+    seconds,
+    speed_multiple,
+    status_word,
+    us,
+    verdict_words,
+)
+
+HOW_TO_ASK = (
+    "Tick peers in the form (under timing: peers timed beside cuDNN), or give the CLI "
+    "--peers flash,flex (or --peers all): each is timed and checked on the same tensors as cuDNN."
+)
+SPEED_WORDS = "cuDNN speed: a row's kernel time over cuDNN's heuristic pick's (above 1: cuDNN is faster)"
+OFF_SCALE = 10.0  # a bar this many times the pick's time would flatten the others: named, not drawn
+
+
+def no_peers_words(result: RunResult | None) -> str:
+    """Why the pane has no peers: the run ended before they could run, or none was asked for."""
+    if result is not None and result.status not in (STATUS_OK, STATUS_CPU_ONLY, STATUS_MISMATCH):
+        return f"No peers: the run ended {status_word(result.status)} before they could run. {HOW_TO_ASK}"
+    return f"No peers in this result. {HOW_TO_ASK}"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One implementation as the table and the chart show it."""
+
+    name: str  # the table's
+    label: str  # the chart's: 'cuDNN H', 'cuDNN *', 'FLASH', 'Flex'
+    timing: TimingStats | None
+    tflops: float | None
+    max_abs: float | None
+    verdict: Text
+    compile_s: float | None
+    what: Text
+    cudnn: bool = False
+
+
+def cudnn_rows(p: PassResult) -> list[Row]:
+    """The heuristic's pick ('cuDNN H', 'cuDNN H*' when it is the fastest too), then the fastest
+    plan where that is another ('cuDNN *'), with the marks of the Plans pane."""
+    pick, fastest = p.plan(p.heuristic_plan), p.plan(p.fastest_plan)
+    shown = [(pick, "H" + ("*" if fastest is pick else ""), "the heuristic's pick")]
+    if fastest is not None and fastest is not pick:
+        shown.append((fastest, "*", "the fastest plan"))
+    rows = []
+    for plan, mark, role in shown:
+        if plan is None:
+            continue
+        verdict = {True: Text("pass"), False: Text("FAIL", style="red"), None: Text("-")}[plan.matches]
+        what = Text(f"{role}: plan {plan.index} {plan.name}")
+        timing = p.timing if plan is pick else plan.timing
+        tflops = p.tflops if plan is pick else plan.tflops
+        name = f"cuDNN {mark}"
+        rows.append(
+            Row(name, name, timing, tflops, plan.max_abs_error, verdict, plan.build_seconds, what, True)
+        )
+    return rows
+
+
+def peer_rows(p: PassResult) -> list[Row]:
+    """Each peer asked for: its figures, its error of O, what it is or why it did not run."""
+    errors = peer_errors(p)
+    rows = []
+    for peer in p.field_peers:
+        m = errors.get(peer.name)
+        verdict = Text(verdict_words(m), style="" if m.passed else "red") if m is not None else Text("-")
+        what = Text(peer.description) if peer.ran else Text(peer.reason, style="yellow")
+        if peer.timing_method:
+            what.append(f"; timed by {peer.timing_method}", style="dim")
+        max_abs = m.max_abs if m is not None else None
+        rows.append(
+            Row(peer.name, peer.short, peer.timing, peer.tflops, max_abs, verdict, peer.compile_seconds, what)
+        )
+    return rows
+
+
+class PeerTable(DataTable):
+    """cuDNN's heuristic pick (and its fastest plan where that is another), then each peer."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
+        self.add_columns(*PEER_COLUMNS)
+
+    def show_rows(self, p: PassResult, rows: list[Row]) -> None:
+        self.clear()
+        for r in rows:
+            self.add_row(
+                Text(r.name, style="bold cyan" if r.cudnn else ""),
+                us(r.timing.median_us) if r.timing else "-",
+                f"{r.tflops:.1f}" if r.tflops else "-",
+                multiple(speed_multiple(p, r.timing)),
+                sci(r.max_abs),
+                r.verdict,
+                seconds(r.compile_s),
+                r.what,
+            )
+
+
+class PeersPane(VerticalScroll):
+    """The forward's peers (the backward has none yet): a head line, the table and the chart."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.bars: dict[str, float] = {}  # chart label -> kernel µs, top to bottom
+        self.off_scale: dict[str, float] = {}  # label -> cuDNN's speed multiple, of those not drawn
+
+    def compose(self) -> ComposeResult:
+        yield Static(no_peers_words(None), id="peers-head")
+        yield PeerTable(id="peers-table")
+        yield PlotextPlot(id="peers-chart")
+        yield Static("", id="peers-unrun")  # the peers that did not run and why, wider than a cell
+
+    def on_mount(self) -> None:
+        self._measured(False)
+
+    def show(self, result: RunResult) -> None:
+        p = result.forward
+        unrun = peers_unrun(p) if p is not None else ""
+        head = self.query_one("#peers-head", Static)
+        if p is None or not p.field_peers or unrun:
+            head.update(Text(unrun, style="yellow") if unrun else no_peers_words(result))
+            self._measured(False)
+            return
+        # where cuDNN stands is in the headline above; here, how to read the table
+        text = Text(SPEED_WORDS if peer_standing(p) else "no peer was timed: each row says why", style="dim")
+        if result.pass_of(BACKWARD) is not None:
+            text.append("; peers are timed for the forward, the backward has none yet", style="dim")
+        head.update(text)
+        rows = cudnn_rows(p) + peer_rows(p)
+        self.query_one(PeerTable).show_rows(p, rows)
+        unrun_lines = [f"{peer.name} did not run: {peer.reason}" for peer in p.field_peers if not peer.ran]
+        self.query_one("#peers-unrun", Static).update(Text("\n".join(unrun_lines), style="yellow"))
+        self._measured(True)
+        self._draw(p, rows)
+
+    def _measured(self, shown: bool) -> None:
+        for part in ("#peers-table", "#peers-unrun", "#peers-chart"):
+            self.query_one(part).display = shown
+
+    def _draw(self, p: PassResult, rows: list[Row]) -> None:
+        """A horizontal bar of kernel time each, top to bottom in the table's order, cuDNN's in a
+        colour of their own; one slower than OFF_SCALE times the pick is named under the chart."""
+        timed = [r for r in rows if r.timing is not None]
+        speeds = {r.label: speed_multiple(p, r.timing) for r in timed}
+        drawn = [r for r in timed if (speeds[r.label] or 0.0) <= OFF_SCALE]
+        self.bars = {r.label: r.timing.median_us for r in drawn}
+        self.off_scale = {r.label: speeds[r.label] for r in timed if r not in drawn}
+        plot = self.query_one("#peers-chart", PlotextPlot)
+        plt = plot.plt
+        plt.clear_data()
+        plt.clear_figure()
+        plt.title("kernel time per implementation (µs)")
+        at = {r.label: len(drawn) - i for i, r in enumerate(drawn)}  # the first row on top
+        for cudnn, color in ((True, "cyan"), (False, "orange")):
+            group = [r.label for r in drawn if r.cudnn is cudnn]
+            if group:
+                times = [self.bars[x] for x in group]
+                plt.bar([at[x] for x in group], times, orientation="horizontal", width=0.4, color=color)
+        if drawn:
+            plt.yticks(list(at.values()), list(at))
+            plt.ylim(0.5, len(drawn) + 0.5)  # two rows a bar: the bar and a gap
+            off = ", ".join(f"{label} {multiple(x)}" for label, x in self.off_scale.items())
+            plt.xlabel("µs (H heuristic's pick, * fastest plan)" + (f"; off the scale: {off}" if off else ""))
+        plot.styles.height = 2 * len(drawn) + 6  # a row a bar and one between; title, frame, ticks, label
+        plot.refresh()
