@@ -157,3 +157,28 @@ def test_engine_imports_no_textual():
     engine_dir = Path(inspect.getfile(define_and_validate)).parent
     for path in engine_dir.glob("*.py"):
         assert not re.search(r"^\s*(from|import)\s+textual", path.read_text(), re.M), path
+
+
+def test_a_gpu_is_named_by_nvmls_index_uuid_and_serial_and_its_host(monkeypatch):
+    """What the box's GPUs are told apart by (check --gpus, merged results): NVML's words win over
+    torch's UUID; the Environment pane and `env` say which GPU it was."""
+    import types
+
+    import torch
+
+    from tui.engine import environment
+
+    props = types.SimpleNamespace(name="NVIDIA H200", major=9, minor=0, multi_processor_count=132,
+                                  total_memory=150 << 30, L2_cache_size=60 << 20, uuid="torch-uuid")  # fmt: skip
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda _i: props)
+    monkeypatch.setattr(environment, "_driver_version", lambda: "580.95")
+    monkeypatch.setattr(
+        environment, "identity", lambda _p: {"gpu_index": 1, "gpu_uuid": "GPU-eb48", "gpu_serial": "1652"}
+    )
+    env = environment.collect()
+    assert (env.gpu_index, env.gpu_uuid, env.gpu_serial) == (1, "GPU-eb48", "1652") and env.host
+    rows = dict(environment.describe(env))
+    assert rows["which GPU"] == f"index 1, GPU-eb48, serial 1652 on {env.host}"
+    monkeypatch.setattr(environment, "identity", lambda _p: {})  # no NVML: torch's UUID
+    assert environment.collect().gpu_uuid == "torch-uuid"

@@ -105,8 +105,7 @@ def collect() -> Environment:
         gpu_memory_bytes=props.total_memory,
         l2_bytes=getattr(props, "L2_cache_size", None),
         driver_version=_driver_version(),
-        gpu_uuid=str(getattr(props, "uuid", "") or ""),
-        **identity(props),
+        **{"gpu_uuid": str(getattr(props, "uuid", "") or ""), **identity(props)},  # NVML's words win
     )
     if (props.major, props.minor) < MIN_COMPUTE_CAPABILITY:
         reason = (
