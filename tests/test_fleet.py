@@ -28,11 +28,10 @@ def slower(result: RunResult, factor: float) -> RunResult:
 
 def simulated(monkeypatch, answers: dict[int, object], count: int = 2) -> dict[int, FakeEngine]:
     """`count` visible GPUs; GPU i answered by answers.get(i) (else the H200's recording)."""
-    engines = {
-        i: FakeEngine(answers.get(i), environment=dataclasses.replace(
-            RECORDED.environment, gpu_index=i, gpu_uuid=f"GPU-{i}0000000-aaaa", host="node7"))
-        for i in range(count)
-    }  # fmt: skip
+    envs = {i: dataclasses.replace(RECORDED.environment, gpu_index=i, gpu_uuid=f"GPU-{i}0000000-aaaa", host="node7")
+            for i in range(count)}  # fmt: skip
+    own = {i: relabelled(dataclasses.replace(RECORDED, environment=envs[i])) for i in range(count)}
+    engines = {i: FakeEngine(answers.get(i, own[i]), environment=envs[i]) for i in range(count)}
     monkeypatch.setattr(fleet, "visible_gpus", lambda: count)
     monkeypatch.setattr(fleet, "gpu_session", lambda device: EngineSession(engines[device]))
     return engines
@@ -93,3 +92,46 @@ def test_an_engine_process_sees_only_its_gpu():
     assert visible_entry("GPU-aa, GPU-bb", 0) == "GPU-aa"
     with pytest.raises(LookupError):
         visible_entry("4", 1)
+
+
+def test_a_sweep_spreads_its_points_over_the_gpus_each_point_once(monkeypatch, tmp_path):
+    engines = simulated(monkeypatch, {}, count=2)
+    out = tmp_path / "s.jsonl"
+    sweep = ["sweep", "--b", "1", "--h", "2", "--no-autotune", "--vary", "s=64..2048x2", "--gpus", "all"]
+    result = CliRunner().invoke(main, [*sweep, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(r["varied"]["s"] for r in rows) == [64, 128, 256, 512, 1024, 2048]  # each once
+    ran = {i: [c.s_q for c, _ in e.requests] for i, e in engines.items()}
+    assert sorted(ran[0] + ran[1]) == [64, 128, 256, 512, 1024, 2048]
+    assert {r["gpu_index"] for r in rows} == {i for i in ran if ran[i]}  # the row says where it ran
+    bad = CliRunner().invoke(main, [*sweep[:-1], "3"])
+    assert bad.exit_code == 2 and "--gpus: GPU 3 is not one of the 2 visible" in bad.output
+
+
+def test_merge_joins_many_hosts_checks_and_flags_a_straggler_across_them(monkeypatch, tmp_path):
+    from tui import cli
+
+    def host_check(host: str, factor: float, *args) -> str:
+        env = dataclasses.replace(RECORDED.environment, host=host, gpu_index=0, gpu_uuid=f"GPU-{host}")
+        engine = FakeEngine(relabelled(dataclasses.replace(slower(RECORDED, factor), environment=env)), env)
+        monkeypatch.setattr(cli, "engine_session", lambda: EngineSession(engine))
+        out = check("--json", *args)
+        path = tmp_path / f"{host}.json"
+        path.write_text(out.output)
+        return str(path)
+
+    files = [host_check("node1", 1.0), host_check("node2", 1.0), host_check("node3", 1.12)]
+    assert json.loads((tmp_path / "node3.json").read_text())["gpu"]["host"] == "node3"  # a plain check names its GPU
+    merged = tmp_path / "all.json"
+    out = CliRunner().invoke(main, ["merge", *files, "--out", str(merged)])
+    assert out.exit_code == 1, out.output
+    assert "STRAGGLER node3 GPU 0" in out.output and "12.0% slower" in out.output
+    data = json.loads(merged.read_text())
+    assert [g["where"] for g in data["gpus"]] == ["node1 GPU 0", "node2 GPU 0", "node3 GPU 0"]
+    calm = CliRunner().invoke(main, ["merge", *files[:2]])
+    assert calm.exit_code == 0 and "STRAGGLER" not in calm.output
+    sweep_rows = tmp_path / "s.jsonl"
+    sweep_rows.write_text("")
+    mixed = CliRunner().invoke(main, ["merge", files[0], str(sweep_rows)])
+    assert mixed.exit_code == 2 and "not both" in mixed.output

@@ -327,7 +327,10 @@ def check(replays, l2_flush, regime, seed, run_anyway, preset_names, as_json, gp
         )
         restarts = (session.restarts, session.restart_reasons)
     failed = len(cases) - passed
+    from .fleet import identity_of
+
     summary = {
+        "gpu": identity_of(env),
         "gpu_available": env.gpu_available,
         "passed": passed,
         "failed": failed,

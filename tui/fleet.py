@@ -85,15 +85,36 @@ class GpuRun:
     def passed(self) -> int:
         return sum(r["status"] == STATUS_OK for r in self.rows)
 
+    label: str = ""  # how the table names it ('' : "GPU <device>")
+
     def identity(self) -> dict[str, Any]:
-        env = self.environment
-        return {
-            "index": env.gpu_index if env and env.gpu_index is not None else self.device,
-            "name": env.gpu_name if env else "",
-            "uuid": env.gpu_uuid if env else "",
-            "serial": env.gpu_serial if env else "",
-            "host": env.host if env else "",
-        }
+        return identity_of(self.environment, self.device)
+
+    @property
+    def title(self) -> str:
+        return self.label or f"GPU {self.device}"
+
+
+def identity_of(env: Environment | None, device: int | None = None) -> dict[str, Any]:
+    """Which GPU of which host: what `--json` names a GPU by, so files from many hosts can be joined."""
+    return {
+        "index": env.gpu_index if env and env.gpu_index is not None else device,
+        "name": env.gpu_name if env else "",
+        "uuid": env.gpu_uuid if env else "",
+        "serial": env.gpu_serial if env else "",
+        "host": env.host if env else "",
+    }
+
+
+def runs_from_checks(sources: list[tuple[str, dict[str, Any]]]) -> list[GpuRun]:
+    """`check --json` and `check --gpus --json` outputs (from many hosts) as one list of GPUs."""
+    runs = []
+    for name, data in sources:
+        gpus = data.get("gpus") or [{**data.get("gpu", {}), "cases": data.get("cases", [])}]
+        for g in gpus:
+            where = f"{g.get('host') or name} GPU {g.get('index', '?')}"
+            runs.append(GpuRun(len(runs), rows=list(g.get("cases", [])), label=where))
+    return runs
 
 
 def run_on_gpus(
@@ -236,12 +257,18 @@ def check_gpus(text: str, cases: list, options_for: Callable, as_json: bool, see
     if as_json:
         print(json.dumps(fleet_json(runs, slow), indent=2))
     else:
-        console.print(fleet_table(runs, slow))
-        for s in slow:
-            console.print(
-                f"[red]STRAGGLER[/red] GPU {s['gpu']} on {escape(s['case'])} {escape(s['label'])}: "
-                f"{us(s['kernel_us'])}, {s['slower_pct']:.1f}% slower than its siblings' median "
-                f"{us(s['siblings_median_us'])}",
-                soft_wrap=True,
-            )
+        print_stragglers(console, runs, slow)
     return EXIT_OK if fleet_ok(runs, slow) else EXIT_FAIL
+
+
+def print_stragglers(console: Console, runs: list[GpuRun], slow: list[dict[str, Any]]) -> None:
+    """The table, then a line a straggler."""
+    runs_by = {run.device: run for run in runs}
+    console.print(fleet_table(runs, slow))
+    for s in slow:
+        console.print(
+            f"[red]STRAGGLER[/red] {escape(runs_by[s['gpu']].title)} on {escape(s['case'])} "
+            f"{escape(s['label'])}: {us(s['kernel_us'])}, {s['slower_pct']:.1f}% slower than its "
+            f"siblings' median {us(s['siblings_median_us'])}",
+            soft_wrap=True,
+        )

@@ -247,6 +247,7 @@ def point_row(point: Point, result: RunResult) -> dict[str, Any]:
         "label": result.config.label(),
         "device": result.device,
         "gpu": gpu,
+        "gpu_index": env.gpu_index if env is not None else None,
         "config": result.config.to_dict(),
         "passes": {p.kind: pass_row(p, result.config.dtype, peak) for p in result.passes},
         "wall_seconds": round(result.wall_seconds, 3),
@@ -356,7 +357,17 @@ def csv_text(rows: list[dict]) -> str:
     labels = list(dict.fromkeys(k for r in rows for k in r.get("varied", {})))
     kinds = [k for k in PASS_KINDS if any(k in r.get("passes", {}) for r in rows)]
     pass_columns = [*PASS_COLUMNS, *(f"roofline.{c}" for c in ROOFLINE_COLUMNS)]
-    head = ["index", "key", *(f"vary.{lab}" for lab in labels), "status", "message", "label", "device", "gpu"]
+    head = [
+        "index",
+        "key",
+        *(f"vary.{lab}" for lab in labels),
+        "status",
+        "message",
+        "label",
+        "device",
+        "gpu",
+        "gpu_index",
+    ]
     peers = {
         k: list(dict.fromkeys(s for r in rows for s in r["passes"].get(k, {}).get("peers", {})))
         for k in kinds

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import shlex
 import sys
+import threading
 from pathlib import Path
 
 import click
@@ -136,6 +138,9 @@ def _write_csv(path: str | None, rows: list[dict]) -> None:
 @click.option(
     "--shard", "shard_text", metavar="I/N", help="run only slice I of N (0 <= I < N), e.g. a Slurm array task"
 )
+@click.option(
+    "--gpus", metavar="all|LIST", help="spread the points over these GPUs (all, or 0,1), an engine each"
+)
 @click.pass_context
 def sweep(
     ctx,
@@ -152,6 +157,7 @@ def sweep(
     csv_path,
     resume,
     shard_text,
+    gpus,
     **values,
 ) -> None:
     """Run the configuration given by the options at every point of a grid (--vary), one engine
@@ -165,6 +171,14 @@ def sweep(
     except SweepError as exc:
         _fail_usage([str(exc)])
     problems = _path_problems(out, csv_path) + _resume_problems(out, resume)
+    devices = None
+    if gpus:
+        from . import fleet
+
+        try:
+            devices = fleet.parse_gpus(gpus, fleet.visible_gpus())
+        except ValueError as exc:
+            problems.append(f"--gpus: {exc}")
     if problems:
         _fail_usage(problems)
     if not regime and values.get("preset"):
@@ -179,7 +193,7 @@ def sweep(
         _err().print(
             f"{len(mine) - len(todo)} of {len(mine)} points already in {escape(out)}; running {len(todo)}"
         )
-    rows, interrupted = _run_points(todo, options, out)
+    rows, interrupted = _run_points(todo, options, out, devices)
     _write_csv(csv_path, earlier + rows)
     order = {p.key: p.index for p in mine}  # this grid's order (a resumed file may hold others)
     shown = sorted((r for r in earlier + rows if r["key"] in order), key=lambda r: order[r["key"]])
@@ -201,44 +215,87 @@ def sweep(
 sweep.params += [p for p in cli.run.params if p.name in ("autotune", "check", "peers")]
 
 
-def _run_points(points, options, out: str | None) -> tuple[list[dict], bool]:
-    """Each point through one engine session, its row appended to `out` and flushed as it
-    finishes; the rows, and whether Ctrl+C stopped the sweep."""
+def _run_points(points, options, out: str | None, gpus: list[int] | None = None) -> tuple[list[dict], bool]:
+    """The points through one engine session (or one a GPU, each taking the next point as it
+    finishes one), each row appended to `out` and flushed as it finishes; the rows, and whether
+    Ctrl+C stopped the sweep (every finished point is kept; the running ones are dropped)."""
     rows: list[dict] = []
     if not points:
         return rows, False
+    from .fleet import gpu_session
+
+    sessions = [cli.engine_session] if gpus is None else [lambda g=g: gpu_session(g) for g in gpus]
+    names = [""] if gpus is None else [f"GPU {g} " for g in gpus]
+    todo, lock, stop = queue.SimpleQueue(), threading.Lock(), threading.Event()
+    for point in points:
+        todo.put(point)
     sink = open(out, "a", encoding="utf-8") if out else None  # noqa: SIM115 (closed below)
     words = Column(ratio=1, no_wrap=True, overflow="ellipsis")  # the point and the engine's step
     progress = Progress(
         TextColumn("{task.description}", table_column=words), BarColumn(bar_width=24), MofNCompleteColumn(),
         TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=_err(), expand=True,
     )  # fmt: skip
+    task = progress.add_task("starting", total=len(points))
+    down: list[str] = []
+
+    def keep(row: dict) -> None:
+        with lock:  # one writer at a time, and none once stopped: a line is whole, never mixed
+            if stop.is_set():
+                return
+            if sink is not None:
+                sink.write(json.dumps(row) + "\n")
+                sink.flush()
+                os.fsync(sink.fileno())
+            rows.append(row)
+            progress.advance(task)
+
+    def work(open_session, name: str) -> None:
+        try:
+            with open_session() as session:
+                if session.ready() is None:
+                    down.append(f"{name}the engine process cannot start: {session.down}")
+                    return
+                while not stop.is_set():
+                    try:
+                        point = todo.get_nowait()
+                    except queue.Empty:
+                        return
+                    said = f"{name}{escape(varied_words(point.varied))}"
+                    progress.update(task, description=said)
+
+                    def watch(step: str, said: str = said) -> None:
+                        progress.update(task, description=f"{said}: {escape(step)}")
+
+                    keep(point_row(point, session.run(point.config, options, watch=watch)))
+        except KeyboardInterrupt:  # a stop said inside a worker (tests) is the user's Ctrl+C
+            stop.set()
+            interrupted.set()
+
+    interrupted = threading.Event()
+    workers = [threading.Thread(target=work, args=w, daemon=True) for w in zip(sessions, names, strict=True)]
     try:
-        with cli.engine_session() as session, progress:
-            if session.ready() is None:
-                _err().print(f"[red]FAIL[/red] the engine process cannot start: {escape(session.down)}")
-                sys.exit(EXIT_FAIL)
-            task = progress.add_task("starting", total=len(points))
-            for point in points:
-                words = escape(varied_words(point.varied))
-                progress.update(task, description=words)
-
-                def watch(step: str, words: str = words) -> None:
-                    progress.update(task, description=f"{words}: {escape(step)}")
-
-                row = point_row(point, session.run(point.config, options, watch=watch))
-                if sink is not None:
-                    sink.write(json.dumps(row) + "\n")  # one write a row: a line is whole or cut, never mixed
-                    sink.flush()
-                    os.fsync(sink.fileno())
-                rows.append(row)
-                progress.advance(task)
+        with progress:
+            for t in workers:
+                t.start()
+            while any(t.is_alive() for t in workers):
+                for t in workers:
+                    t.join(0.1)
     except KeyboardInterrupt:
-        return rows, True
+        with lock:
+            stop.set()
+        interrupted.set()
     finally:
-        if sink is not None:
-            sink.close()
-    return rows, False
+        with lock:
+            if sink is not None:
+                sink.close()
+                sink = None
+    if down and len(down) == len(workers):
+        for line in down:
+            _err().print(f"[red]FAIL[/red] {escape(line)}")
+        sys.exit(EXIT_FAIL)
+    for line in down:
+        _err().print(f"[yellow]{escape(line)}[/yellow]: its points ran on the other GPUs")
+    return rows, interrupted.is_set()
 
 
 @click.command()
@@ -247,10 +304,14 @@ def _run_points(points, options, out: str | None) -> tuple[list[dict], bool]:
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="write the merged rows here as CSV")
 def merge(files, out, csv_path) -> None:
     """Join sweep outputs (slices from several hosts, or a sweep and its resumption): one row a
-    point, said where two files disagree on one; then the table of the points."""
+    point, said where two files disagree on one; then the table of the points. Or join many
+    hosts' `check --json` outputs: one table of every GPU, stragglers across hosts flagged."""
     problems = _path_problems(out, csv_path)
     if problems:
         _fail_usage(problems)
+    checks = _check_files(files)
+    if checks:
+        sys.exit(_merge_checks(checks, out))
     sources = []
     for name in files:
         try:
@@ -270,3 +331,35 @@ def merge(files, out, csv_path) -> None:
         _err().print(f"wrote {len(merged)} rows to {escape(out)}")
     _write_csv(csv_path, merged)
     Console(highlight=False).print(points_table(merged, f"{len(merged)} points from {len(files)} file(s)"))
+
+
+def _check_files(files) -> list[tuple[str, dict]]:
+    """The files as `check --json` outputs, when every one is (else none: they are sweeps)."""
+    found = []
+    for name in files:
+        try:
+            data = json.loads(Path(name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            data = None
+        if isinstance(data, dict) and ("cases" in data or "gpus" in data):
+            found.append((name, data))
+    if found and len(found) != len(files):
+        _fail_usage(["merge: give sweep outputs or check --json outputs, not both"])
+    return found
+
+
+def _merge_checks(sources: list[tuple[str, dict]], out: str | None) -> int:
+    """Many hosts' checks as one table, a GPU over 5% slower than the others on a case flagged."""
+    from .fleet import fleet_json, fleet_ok, print_stragglers, runs_from_checks, stragglers
+
+    runs = runs_from_checks(sources)
+    slow = stragglers(runs)
+    if out:
+        from .files import atomic_write
+
+        merged = fleet_json(runs, slow)
+        for gpu, run in zip(merged["gpus"], runs, strict=True):
+            gpu["where"] = run.title
+        atomic_write(out, json.dumps(merged, indent=2) + "\n")
+    print_stragglers(Console(highlight=False), runs, slow)
+    return EXIT_OK if fleet_ok(runs, slow) else EXIT_FAIL
