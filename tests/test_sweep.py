@@ -326,10 +326,11 @@ def test_the_readmes_sweep_and_merge_commands_run(fake, tmp_path, monkeypatch):
         r = invoke("sweep", *args)
         assert r.exit_code == 0, (args, r.output)
     (tmp_path / "part-1.jsonl").write_text("")  # another task's part, empty yet
+    for host in ("node1", "node2"):  # what the README's srun line leaves: a check a host
+        (tmp_path / f"check-{host}.json").write_text(invoke("check", "--preset", "gpt2-seed", "--json").output)
     for args in merges:  # the glob as the shell expands it
-        files = (
-            [str(p) for p in sorted(tmp_path.glob("part-*.jsonl"))] if args[0] == "part-*.jsonl" else args[:1]
-        )
+        globbed = sorted(tmp_path.glob(args[0])) if "*" in args[0] else None
+        files = [str(p) for p in globbed] if globbed is not None else args[:1]
         r = invoke("merge", *files, *args[1:])
         assert r.exit_code == 0, (args, r.output)
     assert [row["index"] for row in lines(tmp_path / "all.jsonl")] == [3, 11]  # slice 3 of 8 of 12 points
