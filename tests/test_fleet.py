@@ -122,7 +122,9 @@ def test_merge_joins_many_hosts_checks_and_flags_a_straggler_across_them(monkeyp
         return str(path)
 
     files = [host_check("node1", 1.0), host_check("node2", 1.0), host_check("node3", 1.12)]
-    assert json.loads((tmp_path / "node3.json").read_text())["gpu"]["host"] == "node3"  # a plain check names its GPU
+    assert (
+        json.loads((tmp_path / "node3.json").read_text())["gpu"]["host"] == "node3"
+    )  # a plain check names its GPU
     merged = tmp_path / "all.json"
     out = CliRunner().invoke(main, ["merge", *files, "--out", str(merged)])
     assert out.exit_code == 1, out.output

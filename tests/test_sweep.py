@@ -327,7 +327,9 @@ def test_the_readmes_sweep_and_merge_commands_run(fake, tmp_path, monkeypatch):
         assert r.exit_code == 0, (args, r.output)
     (tmp_path / "part-1.jsonl").write_text("")  # another task's part, empty yet
     for host in ("node1", "node2"):  # what the README's srun line leaves: a check a host
-        (tmp_path / f"check-{host}.json").write_text(invoke("check", "--preset", "gpt2-seed", "--json").output)
+        (tmp_path / f"check-{host}.json").write_text(
+            invoke("check", "--preset", "gpt2-seed", "--json").output
+        )
     for args in merges:  # the glob as the shell expands it
         globbed = sorted(tmp_path.glob(args[0])) if "*" in args[0] else None
         files = [str(p) for p in globbed] if globbed is not None else args[:1]
