@@ -212,3 +212,25 @@ def test_peers_round_trip_and_the_report_says_where_cudnn_stands():
     # a file of schema 2.2 (no field_peers) still reads
     old = dataclasses.replace(result, passes=(dataclasses.replace(p, field_peers=()),))
     assert RunResult.from_json(old.to_json().replace('"field_peers": [], ', "")).passes[0].field_peers == ()
+
+
+def test_the_csv_has_a_row_a_peer_after_the_plans():
+    """`run --save-csv` and the dashboard's CSV export carry every peer the H200 recording timed."""
+    import csv
+    import io
+
+    from fakes import PEERS
+
+    from tui.export import render
+
+    rows = list(csv.DictReader(io.StringIO(render("csv", PEERS))))
+    peers = [r for r in rows if r["engine_id"] == "peer"]
+    assert [r["plan_name"] for r in peers] == [p.name for p in PEERS.forward.field_peers]
+    flash = next(r for r in peers if r["plan_name"] == "torch FLASH bf16")
+    assert float(flash["kernel_median_us"]) == pytest.approx(
+        PEERS.forward.field_peers[0].timing.median_us, abs=1e-3
+    )
+    assert flash["matches"] == "True" and flash["built"] == "True" and flash["regime"] == "burst"
+    efficient = next(r for r in peers if r["plan_name"].startswith("torch EFFICIENT"))
+    assert efficient["built"] == "False" and "num_heads" in efficient["build_error"]
+    assert len(rows) == len(PEERS.forward.plans) + len(peers)

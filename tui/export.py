@@ -75,6 +75,20 @@ def plans_csv(result: RunResult) -> str:
     writer.writerow((*PLAN_COLUMNS, *ENV_COLUMNS, "schema_version", *TIMING_COLUMNS, *GPU_COLUMNS))
     env = result.environment
     env_values = [getattr(env, c, "") if env else "" for c in ENV_COLUMNS]
+    peer_rows: list[tuple] = []
+    for ps in result.passes:  # a peer after the plans, its name where a plan's is, "peer" as engine
+        errors = next((c.peers for c in ps.checks if c.output == "O"), {})
+        for peer in ps.field_peers:
+            t, m = peer.timing, errors.get(peer.name)
+            cells = dict(config=result.config.label(), dtype=result.config.dtype, layout=result.config.layout,
+                         **{"pass": ps.kind}, plan_name=peer.name, engine_id="peer", built=peer.ran,
+                         build_error=peer.reason, kernel_median_us=f"{t.median_us:.3f}" if t else "",
+                         kernel_p10_us=f"{t.p10_us:.3f}" if t else "", kernel_p90_us=f"{t.p90_us:.3f}" if t else "",
+                         l2_flushed=t.l2_flushed if t else "", tflops=f"{peer.tflops:.2f}" if peer.tflops else "",
+                         max_abs_error=f"{m.max_abs:.6e}" if m else "", matches=m.passed if m else "",
+                         heuristic_pick=False, fastest=False)  # fmt: skip
+            peer_rows.append((*(cells.get(c, "") for c in PLAN_COLUMNS), *env_values, SCHEMA_VERSION,
+                              *timing_values(t), *gpu_values(t.telemetry if t else None)))  # fmt: skip
     for kind, p in ((ps.kind, p) for ps in result.passes for p in ps.plans):
         t = p.timing
         writer.writerow(
@@ -106,6 +120,7 @@ def plans_csv(result: RunResult) -> str:
                 *gpu_values(t.telemetry if t else None),
             )
         )
+    writer.writerows(peer_rows)
     return buf.getvalue()
 
 
