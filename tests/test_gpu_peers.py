@@ -52,3 +52,18 @@ def test_a_peers_kernel_time_agrees_with_an_independent_profiler_loop():
 
     loop_us, _ = profiler_kernel_time(run, calls=50)
     assert 0.9 < flash.timing.median_us / loop_us < 1.1, (flash.timing.median_us, loop_us)
+
+
+def test_a_training_step_times_and_checks_each_peers_backward():
+    step = PREFILL.replace(s_q=1024, s_kv=1024, backward=True)
+    r = Engine().run(step, RunOptions(peers=("flash", "flex", "math"), autotune=False))
+    assert r.status == "ok", r.message
+    backward = r.passes[1]
+    by = {p.short: p for p in backward.field_peers}
+    for short in ("FLASH", "Flex", "MATH"):
+        p = by[short]
+        assert p.ran, (short, p.reason)
+        assert p.timing.median_us > 0 and p.tflops > 0, short
+        for c in backward.checks:
+            assert c.peers[p.name].passed, (short, c.output, c.peers[p.name])
+    assert by["Flex"].compile_seconds > 0

@@ -234,3 +234,26 @@ def test_the_csv_has_a_row_a_peer_after_the_plans():
     efficient = next(r for r in peers if r["plan_name"].startswith("torch EFFICIENT"))
     assert efficient["built"] == "False" and "num_heads" in efficient["build_error"]
     assert len(rows) == len(PEERS.forward.plans) + len(peers)
+
+
+@pytest.mark.parametrize("case", ["causal", "GQA", "window", "ALiBi"])
+def test_a_peers_backward_gives_the_references_gradients(case):
+    """dQ, dK, dV of a peer for the same dO, through autograd on the CPU (the GPU times the same
+    calls); GQA's dK and dV come back per kv head, as cuDNN writes them."""
+    import torch
+
+    from tui.engine.reference import reference_grads
+
+    config = CASES[case].replace(backward=True)
+    t = tensors(config)
+    d_o = torch.randn(config.o_dims, generator=torch.Generator().manual_seed(5))
+    got = ADAPTERS["math"].prepare_backward(config, t, d_o).run()
+    want = dict(zip(("dQ", "dK", "dV"), reference_grads(config, t.q, t.k, t.v, d_o, t.bias), strict=True))
+    for name, ref in want.items():
+        assert got[name].shape == ref.shape, name
+        assert float((got[name] - ref).abs().max()) < 1e-4, name
+    again = ADAPTERS["math"].prepare_backward(config, t, d_o).run()["dQ"]  # a call repeats, not accumulates
+    assert torch.equal(again, got["dQ"])
+    padded = CASES["padding"].replace(backward=True)
+    assert "NaN" in ADAPTERS["flash"].refusal(padded, "backward")
+    assert "backward is not driven" in ADAPTERS["fa3"].refusal(config, "backward")

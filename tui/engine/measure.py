@@ -209,7 +209,7 @@ def measure(
     )
     timing = next((p.timing for p in plans if p.index == g.heuristic_index), None)
     field_peers: tuple = ()
-    if options.peers and spec.kind == FORWARD:
+    if options.peers:
         from .peer_runs import measure_peers
 
         field_peers, errors = measure_peers(

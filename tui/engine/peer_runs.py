@@ -12,7 +12,7 @@ from typing import Any
 from . import faults
 from .peer import refusal_reason
 from .peers import ADAPTERS, Refused, Tensors
-from .results import PeerResult
+from .results import BACKWARD, PeerResult
 from .timing import kernel_time, profiler_kernel_time, summarize
 from .tolerances import compare
 
@@ -20,25 +20,34 @@ EAGER_METHOD = "CUPTI kernel sum over eager calls (no CUDA graph: {why})"
 
 
 def measure_peers(m: Any, keys: tuple[str, ...], options: Any, flops: int, io_bytes: int) -> tuple:
-    """(PeerResults, {output: {peer name: ErrorMetrics}}) for the forward pass measured by `m`
-    (a measure.Measurement whose reference is ready when checking)."""
-    config, bench = m.config, m.bench
+    """(PeerResults, {output: {peer name: ErrorMetrics}}) for the pass measured by `m` (a
+    measure.Measurement whose reference is ready when checking): the forward's O, or a backward's
+    dQ, dK and dV for the same dO."""
+    config, bench, kind = m.config, m.bench, m.spec.kind
     inputs = m.inputs().for_peer(config)
     tensors = Tensors(inputs.q, inputs.k, inputs.v, inputs.bias)
     results, errors = [], {}
     for key in keys:
         adapter = ADAPTERS[key]
         name = adapter.name(config)
-        reason = adapter.unavailable() or adapter.refusal(config)
+        reason = adapter.unavailable() or adapter.refusal(config, kind)
         if reason:
             results.append(PeerResult(name, reason=reason))
             continue
-        bench.progress(f"peer {name}")
-        result, out = _measure_one(adapter, name, config, tensors, options, bench)
-        if out is not None and m.built.reference is not None:
-            b = m.built
-            rows = m.spec.rows(config, "cuda")["O"]
-            errors.setdefault("O", {})[name] = compare(out, b.reference["O"], *b.tolerances["O"], rows)
+        bench.progress(f"peer {name}: the {kind}")
+
+        def prepare(adapter: Any = adapter) -> Any:
+            if kind == BACKWARD:
+                return adapter.prepare_backward(config, tensors, inputs.d_o)
+            return adapter.prepare(config, tensors)
+
+        result, outputs = _measure_one(prepare, name, options, bench)
+        b = m.built
+        if outputs is not None and b.reference is not None:
+            rows = m.spec.rows(config, "cuda")
+            for output, ref in b.reference.items():
+                got = outputs if kind != BACKWARD else outputs[output]
+                errors.setdefault(output, {})[name] = compare(got, ref, *b.tolerances[output], rows[output])
         if result.timing is not None:
             median = result.timing.median_us
             tflops = flops / (median * 1e-6) / 1e12 if median > 0 else None
@@ -48,14 +57,14 @@ def measure_peers(m: Any, keys: tuple[str, ...], options: Any, flops: int, io_by
     return tuple(results), errors
 
 
-def _measure_one(adapter: Any, name: str, config: Any, tensors: Tensors, options: Any, bench: Any):
-    """One peer: prepared, run once (its output kept), timed; or why it could not run."""
+def _measure_one(prepare: Any, name: str, options: Any, bench: Any):
+    """One peer: prepared, run once (its outputs kept), timed; or why it could not run."""
     import torch
 
     try:
         with warnings.catch_warnings(record=True) as heard:
             warnings.simplefilter("always")
-            prepared = adapter.prepare(config, tensors)
+            prepared = prepare()
             out = _run_once(prepared.run, name)
     except Refused as exc:
         return PeerResult(name, reason=str(exc)), None
@@ -70,11 +79,11 @@ def _measure_one(adapter: Any, name: str, config: Any, tensors: Tensors, options
         return PeerResult(**base, timing=timing), out
     except faults.ContextLost:
         raise
-    except Exception as exc:  # capture refused (host syncs, a compiled guard): eager calls instead
+    except Exception as exc:  # capture refused (host syncs, a compiled guard, autograd's streams)
         if faults.sticky(exc):
             raise faults.ContextLost(f"timing peer {name}", faults.first_line(exc), name) from exc
         torch.cuda.synchronize()
-        us, kernels = profiler_kernel_time(prepared.run)
+        us, _kernels = profiler_kernel_time(prepared.run)
         timing = summarize([us], 1, False, "cupti-eager")
         method = EAGER_METHOD.format(why=faults.first_line(exc)[:80])
         return PeerResult(**base, timing=timing, timing_method=method), out

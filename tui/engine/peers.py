@@ -62,6 +62,28 @@ def _always(config: SdpaConfig) -> str:
     return ""
 
 
+def backward_of(adapter: Any, config: SdpaConfig, t: Tensors, d_o: Any) -> Prepared:
+    """A peer's backward through autograd: its forward once on leaves that want gradients (kept
+    for every call), then each call computes dQ, dK, dV for the same dO. The first backward is
+    part of preparing (Flex compiles it), reported with the forward's compile time."""
+    import torch
+
+    q, k, v = (x.detach().requires_grad_() for x in (t.q, t.k, t.v))
+    forward = adapter.prepare(config, Tensors(q, k, v, t.bias))
+    t0 = time.perf_counter()
+    out = forward.run()
+
+    def run() -> dict[str, Any]:
+        grads = torch.autograd.grad(out, (q, k, v), d_o, retain_graph=True)
+        return dict(zip(("dQ", "dK", "dV"), grads, strict=True))
+
+    run()
+    if q.is_cuda:
+        torch.cuda.synchronize()
+    compiled = None if forward.compile_seconds is None else forward.compile_seconds + time.perf_counter() - t0
+    return Prepared(run, f"{forward.description}; its backward through autograd", compiled)
+
+
 # ---- torch's SDPA backends -------------------------------------------------------------------------
 TORCH_WORDS = {
     "FLASH": "FlashAttention-2 in torch",
@@ -123,8 +145,13 @@ class TorchBackend:
         wanted = SDP_BACKENDS.get(self.backend, "CUDNN_ATTENTION")
         return "" if hasattr(SDPBackend, wanted) else f"this torch has no {self.backend} backend"
 
-    def refusal(self, config: SdpaConfig) -> str:
+    def refusal(self, config: SdpaConfig, kind: str = "forward") -> str:
+        if kind == "backward" and config.padded:
+            return "torch's SDPA backward gives NaN on fully masked rows, not the zeros padding means"
         return _always(config)
+
+    def prepare_backward(self, config: SdpaConfig, t: Tensors, d_o: Any) -> Prepared:
+        return backward_of(self, config, t, d_o)
 
     def prepare(self, config: SdpaConfig, t: Tensors) -> Prepared:
         import torch.nn.functional as F
@@ -163,8 +190,11 @@ class Flex:
             return f"this torch has no FlexAttention ({exc})"
         return ""
 
-    def refusal(self, config: SdpaConfig) -> str:
+    def refusal(self, config: SdpaConfig, kind: str = "forward") -> str:
         return _always(config)
+
+    def prepare_backward(self, config: SdpaConfig, t: Tensors, d_o: Any) -> Prepared:
+        return backward_of(self, config, t, d_o)
 
     def prepare(self, config: SdpaConfig, t: Tensors) -> Prepared:
         import torch
@@ -251,8 +281,10 @@ class Installed:
             return self.missing
         return ""
 
-    def refusal(self, config: SdpaConfig) -> str:
+    def refusal(self, config: SdpaConfig, kind: str = "forward") -> str:
         """What the entry points driven here cannot do, then what no peer can."""
+        if kind == "backward":
+            return f"{self.title}'s backward is not driven here"
         if why := self.unsupported(config):
             return why
         if config.causal == "top_left" and config.s_q != config.s_kv:

@@ -220,7 +220,7 @@ class Engine:
                 f"validating the {spec.kind}" + (" and checking on the CPU" if options.check else "")
             )
             result = cpu_pass(spec, config, options.check, options.seed, reason, self._progress)
-            if options.peers and spec.kind == FORWARD:  # said, not silently dropped
+            if options.peers:  # said, not silently dropped
                 from .peers import ADAPTERS
 
                 why = f"not run: peers are timed on the GPU only ({reason})"
