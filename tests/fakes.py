@@ -237,7 +237,8 @@ class FakeEngine:
 
     `answer` answers every request; `then(...)` lines up answers for the next requests first.
     `hold()` keeps the next result back until `release()`, so a test can see what the line
-    says while a run is under way. `requests` lists what was submitted, in order."""
+    says while a run is under way. `requests` lists what was submitted, in order; `overtaken`
+    counts the requests submitted while another was still unanswered (only the newer is answered)."""
 
     def __init__(
         self,
@@ -249,6 +250,7 @@ class FakeEngine:
         self.environment = environment or RECORDED.environment  # the H200 the recordings came from
         self.time_limit_s = time_limit_s
         self.requests: list[tuple[SdpaConfig, object]] = []
+        self.overtaken = 0
         self.restarts = 0
         self.on_event: Callable = lambda _event: None
         self._script: deque[Answer] = deque()
@@ -285,6 +287,7 @@ class FakeEngine:
         assert self._thread is not None, "submitted before start (the real client has no pipe yet)"
         request_id = next(self._ids)
         with self._lock:
+            self.overtaken += self._in_flight is not None
             self._in_flight = request_id
             self.requests.append((config, options))
         self._inbox.put((request_id, config, options))

@@ -81,7 +81,7 @@ async def test_ticks_help_palette_and_empty_panes_say_what_they_mean():
             < text.index("## Keys")
             < text.index("## Without a GPU")
         )
-        assert text.index("| Alt+1 … Alt+8 | show a pane: Plans, Peers, Phases,") < text.index("## Panes")
+        assert text.index("| Alt+1 … Alt+9 | show a pane: Plans, Peers, Phases,") < text.index("## Panes")
         await pilot.press("escape")  # closes the help, and stops nothing
         await wait_for(pilot, lambda: not app.screen.query("Markdown"))
         assert fake._cancelled == set()

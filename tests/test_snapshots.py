@@ -12,14 +12,16 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from fakes import FP8, PEERS, RECORDED, TRAINING
+from fakes import FP8, PEERS, RECORDED, TRAINING, FakeEngine, relabelled
 from pilot_waits import wait_for
 from pytest_textual_snapshot import SVGImageExtension
 from textual.widgets import Input
 
 from tui.app import make_app
+from tui.app.widgets import sweep as sweep_view
 from tui.app.widgets.status import Phase
 from tui.engine.config import SdpaConfig
+from tui.engine.peers import PEER_KEYS
 
 
 def recorded_app():
@@ -185,3 +187,23 @@ async def test_peers_pane(snapshot):
     """Recorded on the H200: llama3-8b-prefill with every peer (--peers all), at 120x40 and 80x24."""
     shots = await screenshots(PEERS, {"120x40": pane("peers"), "80x24": terminal(80, 24)})
     assert mismatched(snapshot, shots) == []
+
+
+@pytest.mark.asyncio
+async def test_sweep_pane(snapshot, monkeypatch):
+    """llama3-8b-prefill with every peer ticked, swept over s = 1024 ... 8192: each point answers
+    with the H200's recording of 8192 relabelled (so every line is flat), at 120x40."""
+    monkeypatch.setattr(sweep_view, "clock", lambda: 0.0)  # elapsed times read 0 s
+    fake = FakeEngine(relabelled(PEERS))
+    app = make_app(PEERS.config, client=fake)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.result is not None and not fake.busy)
+        app.set_peers(PEER_KEYS)
+        await wait_for(pilot, lambda: len(fake.requests) == 2 and not fake.busy and not app.run_pending)
+        await pilot.press("alt+9")
+        app.query_one("#sweep-vary-1", Input).focus()
+        await pilot.press(*"s=1024..8192x2", "enter")
+        await wait_for(pilot, lambda: bool(app.query_one("#sweep").progress.finished))
+        shot = await screenshot(pilot, pane("sweep"))
+    fake.close()
+    assert snapshot.use_extension(SVGImageExtension) == shot

@@ -36,6 +36,7 @@ from .actions import KeepingActions
 from .commands import ExplorerCommands
 from .messages import ConfigEdited, EngineMessage, TimingChoice
 from .navigation import PaneNavigation, pane_bindings
+from .sweeping import SweepDriving
 from .widgets import (
     AccuracyPane,
     ConfigForm,
@@ -48,6 +49,7 @@ from .widgets import (
     PlansPane,
     StatusLine,
     SummaryPane,
+    SweepPane,
 )
 from .widgets.config_form import PEER_LABELS
 from .widgets.status import Status
@@ -61,7 +63,8 @@ def LIVE_TIMING(l2_flush: bool, regime: str) -> TimingOptions:  # noqa: N802 - a
     return TimingOptions(replays=10, target_replay_ms=1.0, l2_flush=l2_flush, regime=regime)
 
 
-# the tabs, in order; all but Environment render a RunResult
+# the tabs, in order (a new one goes last: Alt+digit keys stay); all but Environment, Mask and
+# Sweep render the form's RunResult
 TABS = (
     ("Plans", PlansPane),
     ("Peers", PeersPane),
@@ -71,8 +74,9 @@ TABS = (
     ("Mask", MaskPane),
     ("Environment", EnvironmentPane),
     ("Graph", GraphPane),
+    ("Sweep", SweepPane),
 )
-RESULT_PANES = tuple(pane for _, pane in TABS if pane not in (EnvironmentPane, MaskPane))
+RESULT_PANES = tuple(pane for _, pane in TABS if pane not in (EnvironmentPane, MaskPane, SweepPane))
 
 
 def measured_as(result: RunResult, timing: TimingChoice) -> TimingChoice:
@@ -87,7 +91,7 @@ def measured_as(result: RunResult, timing: TimingChoice) -> TimingChoice:
     return timing
 
 
-class SdpaExplorerApp(PaneNavigation, KeepingActions, App[None]):
+class SdpaExplorerApp(PaneNavigation, KeepingActions, SweepDriving, App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "cuDNN SDPA Explorer"
     COMMANDS = App.COMMANDS | {ExplorerCommands}
@@ -209,7 +213,9 @@ class SdpaExplorerApp(PaneNavigation, KeepingActions, App[None]):
 
     def on_engine_message(self, message: EngineMessage) -> None:
         with contextlib.suppress(NoMatches):  # an event that arrives while the screen goes away
-            self._engine_event(message.event)
+            if not self._sweep_event(message.event):  # a sweep's point is the Sweep pane's alone
+                self._engine_event(message.event)
+            self._sweep_next()  # the engine may be free for a sweep's next point
 
     def _engine_event(self, event: EngineEvent) -> None:
         status = self.status
@@ -289,9 +295,10 @@ class SdpaExplorerApp(PaneNavigation, KeepingActions, App[None]):
         self.query_one(MaskPane).show_config(message.config)
         status.state = status.state.settled()
         options = self._options(message.timing)
-        if (message.config, options) != self._last_request:
+        if (message.config, options) != self._last_request and not self.sweeping:
             self._debounce = self.set_timer(DEBOUNCE_S, self._typing_paused)
-        # else: back to what was last run (or the form's own mount): nothing new to measure
+        # else: back to what was last run (or the form's own mount): nothing new to measure; or a
+        # sweep runs, and the form runs when it ends
 
     def _typing_paused(self) -> None:
         """Run what the form says, unless it is what was last run (Ctrl+R runs it again)."""
@@ -330,6 +337,10 @@ class SdpaExplorerApp(PaneNavigation, KeepingActions, App[None]):
             return
         if self.client is None or not self._client_started:
             return  # asked before the engine started: starting runs the form anyway
+        if self.sweeping:  # a run now would take the engine from the sweep
+            self._run_after_sweep = True
+            self.notify("The form runs when the sweep ends (Esc stops the sweep).", title="A sweep runs")
+            return
         options = self._options(form.timing)
         self._last_request = (config, options)
         self._submitted_at = time.perf_counter()
@@ -338,8 +349,11 @@ class SdpaExplorerApp(PaneNavigation, KeepingActions, App[None]):
 
     def action_stop(self) -> None:
         """Esc: stop the running work at its next step (between plans, between reference chunks)
-        and drop what waits; the engine process stays."""
+        and drop what waits; the engine process stays. A sweep stops after its point under way."""
         self._cancel_pending_run()
+        if self.sweeping:
+            self.stop_sweep()
+            return
         if self.client is not None and self._latest is not None:
             self.client.cancel()
 

@@ -57,3 +57,10 @@ class ConfigEdited(Message):
     def can_replace(self, message: Message) -> bool:
         """A newer reading of the form makes an unhandled older one moot."""
         return isinstance(message, ConfigEdited)
+
+
+@dataclass
+class SweepAsked(Message):
+    """Start or Enter in the Sweep pane: its vary inputs as typed, the first first."""
+
+    texts: tuple[str, ...]

@@ -68,6 +68,15 @@ PANES = """\
 - **Environment**: GPU, driver, CUDA, torch, cuDNN (as the frontend loaded it and as torch
   reports it), frontend; or why there is no GPU.
 - **Graph**: each pass's graph as cuDNN describes it (JSON), one below the other.
+- **Sweep**: the form's configuration, with its timing and peers, at every point of one or two
+  varies typed as `sweep --vary` takes them (`s=1024..32768x2`, `d=64,128`; a second vary runs
+  every combination); Start or Enter in a vary runs the points one at a time. A row a point
+  (the varied values, status, kernel time, TFLOPS, share of the GPU's peak, each peer's time with
+  cuDNN's speed against it), the same figures as the CLI's rows; a chart of TFLOPS along the
+  first vary (TB/s when every point has one query), a line for cuDNN's pick (`H`), its fastest
+  plan (`*`) where that is another, each peer that ran and the GPU's dense peak. While it runs,
+  edits to the form wait (the form runs when it ends), the other panes keep the form's result,
+  and Esc stops it after the point under way (Esc again: that point too).
 """
 
 TRAINING = """\
@@ -106,7 +115,10 @@ class HelpScreen(ModalScreen[None]):
             "| --- | --- |",
             f"| Alt+1 … Alt+{len(TABS)} | show a pane: {', '.join(title for title, _ in TABS)} |",
             "| F6 | from the form to the pane on show, and back to the field you left |",
-            "| Ctrl+R | run the current configuration again |",
+            "| Esc | stop the running work at its next step; a sweep after its point under way (again: "
+            "that point too) |",
+            "| Enter (in a Sweep vary) | start the sweep: the form's configuration at every point |",
+            "| Ctrl+R | run the current configuration again (during a sweep: once it ends) |",
             "| Ctrl+O | presets: filter as you type, Enter loads and runs |",
             "| Ctrl+S | save the form as your preset |",
             "| Ctrl+E | export: reproduction script, JSON or CSV |",

@@ -11,6 +11,7 @@ from .phases import PhasesPane
 from .plans import PlansPane
 from .status import StatusLine
 from .summary import SummaryPane
+from .sweep import SweepPane
 
 __all__ = [
     "AccuracyPane",
@@ -24,4 +25,5 @@ __all__ = [
     "PlansPane",
     "StatusLine",
     "SummaryPane",
+    "SweepPane",
 ]

@@ -57,6 +57,7 @@ class Status:
     behind: bool = False  # the panes show an older configuration than the form's: its run was lost
     since: float = field(default=0.0, compare=False)  # when the current step began (monotonic)
     stopped: str = ""  # why the last run was stopped before it finished (Esc)
+    sweep: str = ""  # a sweep runs: how far, and that edits to the form wait for its end
 
     # ---- transitions: every handler goes through one of these ----------------------------
     def ready(self, startup_s: float, no_gpu: str) -> Status:
@@ -111,6 +112,10 @@ class Status:
         behind = self.behind or (lost_run and bool(self.result_status))
         return replace(self, activity=Phase.ERROR, restart_reason=reason, step="", preset=None, behind=behind)
 
+    def sweeping(self, words: str) -> Status:
+        """A sweep runs (its words lead the line) or has ended (""): the form's own runs wait."""
+        return replace(self, sweep=words)
+
     def preset_loaded(self, name: str, description: str) -> Status:
         return replace(self, activity=Phase.IDLE, preset=(name, description), step="", stopped="")
 
@@ -141,6 +146,8 @@ class Status:
         if phase is Phase.STALE:
             fix = f"not run: fix {', '.join(FIELD[f].label if f in FIELD else f for f in self.stale_fields)}"
             return f"{fix}; the panes show the last good configuration (stale)" if self.result_status else fix
+        if self.sweep:
+            return self.sweep
         if phase is Phase.STARTING:
             return "starting the engine process (it loads torch and cuDNN) ..."
         if phase is Phase.IDLE:

@@ -1,0 +1,196 @@
+"""A sweep from the dashboard: the form's configuration and timing at every point of a grid, run
+through the app's own engine client one point at a time (the client answers only the newest
+waiting request, so a second point waiting would drop the first). Each finished point is a row
+made by tui.sweep.point_row, as the CLI's `sweep` makes it, and goes to the Sweep pane only: the
+other panes keep the form's own result.
+
+While a sweep runs the form's edits do not start runs (a run would take the engine from the
+sweep): the form runs when the sweep ends, if it changed or Ctrl+R asked. Esc stops the sweep
+after the point under way, keeping it; Esc again stops that point too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field, replace
+
+from textual.css.query import NoMatches
+
+from ..engine.config import SdpaConfig
+from ..engine.process import EngineDied, EngineEvent, EngineProgress, EngineResult
+from ..engine.results import STATUS_CANCELLED, STATUS_CRASH, STATUS_ERROR, RunResult
+from ..engine.runner import RunOptions
+from ..sweep import Point, SweepError, Vary, grid, parse_vary, point_row, varied_words
+from .messages import SweepAsked
+from .widgets import sweep as sweep_view
+from .widgets.sweep import Progress, SweepPane
+
+NO_VARY = "give FIELD=VALUES, e.g. s=1024..32768x2 or d=64,128"
+
+
+def plan_sweep(texts: tuple[str, ...], base: SdpaConfig) -> tuple[list[Vary], list[Point], dict[int, str]]:
+    """The varies typed (empty inputs left out), their grid over `base`, and each bad input's
+    problem by its place from 1 (then nothing runs). A problem of the grid as a whole (one field
+    varied twice, too many points) goes under the last vary given."""
+    varies, errors, given = [], {}, []
+    for place, text in enumerate(texts, start=1):
+        if not text.strip():
+            continue
+        given.append(place)
+        try:
+            varies.append(parse_vary(text, base))
+        except SweepError as exc:
+            errors[place] = str(exc)
+    if not given:
+        return [], [], {1: f"vary: {NO_VARY}"}
+    if errors:
+        return varies, [], errors
+    try:
+        return varies, grid(base, varies), {}
+    except SweepError as exc:
+        return varies, [], {given[-1]: str(exc)}
+
+
+@dataclass
+class SweepRun:
+    """A sweep under way: its points and run options, the rows of the points finished, the
+    request of the point the engine has (None between points), and how far the pane was told."""
+
+    points: list[Point]
+    options: RunOptions
+    progress: Progress
+    rows: list[dict] = field(default_factory=list)
+    submitted: int = 0
+    request_id: int | None = None
+
+    @property
+    def point(self) -> Point:
+        """The point asked for last (the one under way while `request_id` is set)."""
+        return self.points[self.submitted - 1]
+
+
+class SweepDriving:
+    """Mixed into SdpaExplorerApp, whose client, form, status line and options it uses."""
+
+    _sweep: SweepRun | None = None
+    _run_after_sweep = False  # Ctrl+R while a sweep ran: the form runs when it ends
+
+    @property
+    def sweeping(self) -> bool:
+        return self._sweep is not None
+
+    def on_sweep_asked(self, message: SweepAsked) -> None:
+        with contextlib.suppress(NoMatches):  # asked as the app closes
+            self.start_sweep(message.texts)
+
+    def start_sweep(self, texts: tuple[str, ...]) -> bool:
+        """Read the varies against the form's configuration; run the grid if they and the form are
+        good (the form's run options, as its own runs take them). Whether it started."""
+        pane = self.query_one(SweepPane)
+        if self._sweep is not None:
+            return False
+        config, errors = self.form.read()
+        if config is None:
+            pane.show_errors({1: f"the form does not validate: fix {', '.join(sorted(errors))} first"})
+            return False
+        if self.client is None or not self._client_started:
+            pane.show_errors({1: "no engine runs here (the dashboard was opened to view a saved result)"})
+            return False
+        varies, points, problems = plan_sweep(texts, config)
+        if problems:
+            pane.show_errors(problems)
+            return False
+        self._cancel_pending_run()
+        first = varies[0].label
+        xs = list(dict.fromkeys(str(p.varied[first]) for p in points))
+        pane.begin([v.label for v in varies], xs, len(points), self._no_gpu())
+        self._sweep = SweepRun(points, self._options(self.form.timing), pane.progress)
+        self._sweep_next()
+        return True
+
+    def _sweep_next(self) -> None:
+        """Ask for the next point once the engine has nothing of ours: not while a point or the
+        form's own run (asked before the sweep) is under way."""
+        run = self._sweep
+        if run is None or run.request_id is not None:
+            return
+        if run.progress.stopping or run.submitted == len(run.points):
+            self._sweep_end("stopped (Esc)" if run.submitted < len(run.points) else "done")
+            return
+        if self._latest is not None:
+            self._sweep_said(waiting=True)
+            return
+        point = run.points[run.submitted]
+        run.request_id = self.client.submit(point.config, run.options)
+        run.submitted += 1
+        self._sweep_said(waiting=False, running=varied_words(point.varied), step="queued")
+
+    def _sweep_event(self, event: EngineEvent) -> bool:
+        """An engine event about the point under way: whether it was only the sweep's."""
+        run = self._sweep
+        if run is None or run.request_id is None or getattr(event, "request_id", None) != run.request_id:
+            return False
+        if isinstance(event, EngineProgress):
+            self._sweep_said(step=event.text)
+            return True
+        if isinstance(event, EngineResult):
+            self._sweep_point(event.result)
+            if event.result.status == STATUS_CRASH:  # a finding: its script is kept, as a form run's is
+                self._keep_crash(event.result)
+            return True
+        if isinstance(event, EngineDied):  # the point went with the process: a row that says so
+            status = STATUS_CRASH if event.crashed else STATUS_ERROR
+            lost = RunResult(config=run.point.config, status=status, message=event.reason)
+            self._sweep_point(lost, go_on=event.restarting)
+            if not event.restarting:
+                self._sweep_end(f"stopped: the engine cannot start ({event.reason})")
+        return False  # the app reports the lost engine too
+
+    def _sweep_point(self, result: RunResult, go_on: bool = True) -> None:
+        """A point's answer: its row, then the next point (unless the engine is left down)."""
+        run = self._sweep
+        run.request_id = None
+        if result.status == STATUS_CANCELLED:  # Esc twice: the point was stopped, nothing to keep
+            self._sweep_end("stopped (Esc twice): the point under way was dropped")
+            return
+        row = point_row(run.point, result)
+        run.rows.append(row)
+        self.query_one(SweepPane).add_row(row)
+        self._sweep_said(running="", step="")
+        if go_on:
+            self._sweep_next()
+
+    def _sweep_said(self, **changes) -> None:
+        """The pane's and the app's status lines say how far the sweep is."""
+        run = self._sweep
+        run.progress = replace(run.progress, done=len(run.rows), **changes)
+        self.query_one(SweepPane).say(run.progress)
+        self.status.state = self.status.state.sweeping(run.progress.short())
+
+    def stop_sweep(self) -> None:
+        """Esc: stop after the point under way (kept); again: stop that point at its next step."""
+        run = self._sweep
+        if run is None:
+            return
+        if run.progress.stopping and run.request_id is not None:
+            self.client.cancel()
+        elif run.request_id is None:  # between points (waiting for the form's run): nothing to finish
+            self._sweep_said(stopping=True)
+            self._sweep_next()
+        else:
+            self._sweep_said(stopping=True)
+
+    def _sweep_end(self, how: str) -> None:
+        """The sweep is over: the pane says how; the form runs if it changed meanwhile (or Ctrl+R
+        asked), since its edits waited."""
+        run, self._sweep = self._sweep, None
+        if run is None:
+            return
+        progress = replace(run.progress, done=len(run.rows), finished=how, ended=sweep_view.clock())
+        self.query_one(SweepPane).say(progress)
+        self.status.state = self.status.state.sweeping("")
+        config, _ = self.form.read()
+        changed = config is not None and (config, self._options(self.form.timing)) != self._last_request
+        if changed or self._run_after_sweep:
+            self._run_after_sweep = False
+            self.action_run()

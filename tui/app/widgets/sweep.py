@@ -1,0 +1,379 @@
+"""Sweep: the form's configuration at every point of a grid, given as one or two varies in the
+CLI's `--vary` syntax; the app runs the points one at a time (app/sweeping.py). A row a point, as
+`sweep` writes it (tui.sweep.point_row, so the pane and the CLI agree on every figure), and a chart
+along the first vary: TFLOPS (TB/s for decode shapes, where no matmul dominates) of cuDNN's
+heuristic pick, of its fastest plan where that is another, of each peer that ran, and the GPU's
+dense peak."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, VerticalScroll
+from textual.widgets import Button, DataTable, Input, Label, Static
+from textual_plotext import PlotextPlot
+
+from ...engine.gpu_peaks import peak_for
+from ...engine.results import PASS_KINDS, STATUS_CPU_ONLY, STATUS_OK
+from ...format import pass_short, status_style, status_word, us
+from ...sweep import _peer_cell, _share
+from ..messages import SweepAsked
+
+clock = time.monotonic  # a test holds it still, so that elapsed times read the same each run
+VARY_HINTS = ("s=1024..32768x2", "then (optional) d=64,128")
+IDLE_WORDS = (
+    "Give one or two varies (FIELD=VALUES, as sweep --vary takes them) and press Start or Enter: "
+    "the form's configuration and timing run at every point, one at a time."
+)
+NO_GPU_WORDS = (
+    "Kernel times need a GPU ({why}): each point runs what a CPU can, and the table shows its status."
+)
+PICK, FASTEST = "cuDNN H", "cuDNN *"  # the chart's names, as the Peers pane's
+# a colour per implementation (RGB, so that the chart and its legend below draw the same one)
+COLORS = ((0, 215, 255), (95, 135, 255), (255, 135, 0), (95, 215, 95), (215, 95, 215), (255, 215, 0),
+          (175, 175, 175), (255, 255, 255))  # fmt: skip
+PEAK_COLOR = (255, 85, 85)
+MARKERS = ("braille", "•", "x", "+", "o", "*", "#")  # a marker per value of the second vary
+
+
+def elapsed_words(seconds: float) -> str:
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest} s" if minutes else f"{rest} s"
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How far a sweep is, as the pane's status line says it (the app's line says it shorter)."""
+
+    total: int = 0
+    done: int = 0
+    running: str = ""  # the varied values of the point under way
+    step: str = ""  # the engine's words for what it does on that point
+    waiting: bool = False  # for the form's own run to finish first
+    stopping: bool = False  # Esc: after the point under way
+    started: float = 0.0
+    ended: float | None = None
+    finished: str = ""  # how it ended: "done", "stopped" and why
+
+    @property
+    def active(self) -> bool:
+        return self.total > 0 and not self.finished
+
+    def words(self) -> str:
+        if not self.total:
+            return IDLE_WORDS
+        took = elapsed_words((self.ended if self.ended is not None else clock()) - self.started)
+        if self.finished:
+            return f"{self.finished}: {self.done} of {self.total} points in {took}"
+        head = f"{self.done} of {self.total} points done, {took}"
+        if self.waiting:
+            return f"{head}; waiting for the form's own run to finish"
+        step = f" ({self.step})" if self.step else ""
+        if self.stopping:
+            return f"{head}; stopping after {self.running}{step}: Esc again stops it now"
+        return (
+            f"{head}; running {self.running}{step}; form edits wait for the end, Esc stops after this point"
+        )
+
+    def short(self) -> str:
+        """The app's status line: the sweep, and what happens to an edit meanwhile."""
+        now = "stopping" if self.stopping else f"running {self.running}" if self.running else "waiting"
+        return f"sweep {self.done} of {self.total} done, {now}: form edits wait for its end (Esc stops it)"
+
+
+# ---- the rows as the table and the chart read them -----------------------------------------
+def pass_kinds(rows: list[dict]) -> list[str]:
+    return [k for k in PASS_KINDS if any(k in r.get("passes", {}) for r in rows)]
+
+
+def peers_that_ran(rows: list[dict], kind: str = PASS_KINDS[0]) -> list[str]:
+    """A pass's peers timed at some point, in the order they were asked for."""
+    passes = (r.get("passes", {}).get(kind, {}) for r in rows)
+    return list(
+        dict.fromkeys(s for p in passes for s, peer in p.get("peers", {}).items() if peer.get("kernel_us"))
+    )
+
+
+def forward(row: dict) -> dict:
+    return row.get("passes", {}).get(PASS_KINDS[0], {})
+
+
+def unrun_words(rows: list[dict]) -> str:
+    """The peers asked for that ran at no point, and why (as the first point said it; peers of
+    one reason named together)."""
+    ran = set(peers_that_ran(rows))
+    why: dict[str, str] = {}
+    for r in rows:
+        for short, peer in forward(r).get("peers", {}).items():
+            if short not in ran and peer.get("reason"):
+                why.setdefault(short, peer["reason"])
+    by_reason: dict[str, list[str]] = {}
+    for short, reason in why.items():
+        by_reason.setdefault(reason, []).append(short)
+    return "; ".join(f"{', '.join(shorts)} ran at no point: {reason}" for reason, shorts in by_reason.items())
+
+
+def decode_like(rows: list[dict]) -> bool:
+    """One query a point (s_q = 1): memory-bound, so read against the bandwidth, not the FLOPs."""
+    return bool(rows) and all(r.get("config", {}).get("s_q") == 1 for r in rows)
+
+
+def rate(p: dict, kernel_us: float | None, decode: bool) -> float | None:
+    """TFLOPS (TB/s when `decode`) of a kernel time over the pass's FLOPs (minimum bytes)."""
+    amount = p.get("io_bytes" if decode else "flops")
+    return amount / kernel_us / 1e6 if kernel_us and amount else None
+
+
+def figures(row: dict, decode: bool) -> dict[str, float | None]:
+    """One point's figure per implementation: the pick's as point_row gives it, the fastest plan's
+    where that is another plan, each peer's."""
+    p = forward(row)
+    bandwidth = p.get("bandwidth_gbs")
+    pick = (bandwidth / 1000 if bandwidth else None) if decode else p.get("tflops")
+    found: dict[str, float | None] = {PICK: pick}
+    if p.get("fastest_us") and p.get("fastest_us") != p.get("kernel_us"):
+        found[FASTEST] = rate(p, p["fastest_us"], decode)
+    for short, peer in p.get("peers", {}).items():
+        found[short] = rate(p, peer.get("kernel_us"), decode) if decode else peer.get("tflops")
+    return found
+
+
+Line = tuple[str, str]  # (implementation, the second vary's value as `d=64`, or "")
+
+
+def series(
+    rows: list[dict], labels: list[str], xs: list[str], decode: bool
+) -> dict[Line, list[tuple[int, float]]]:
+    """Each line of the chart: (x position from 1, figure) per point. The first vary's values go
+    along x; with a second vary, a line per implementation and value of the second (in that
+    order: the legend groups an implementation's lines)."""
+    lines: dict[Line, list[tuple[int, float]]] = {}
+    for r in rows:
+        varied = r.get("varied", {})
+        x = xs.index(str(varied.get(labels[0]))) + 1
+        second = f"{labels[1]}={varied.get(labels[1])}" if len(labels) > 1 else ""
+        for name, value in figures(r, decode).items():
+            if value is not None:
+                lines.setdefault((name, second), []).append((x, value))
+    names = list(dict.fromkeys(name for name, _ in lines))
+    seconds = list(dict.fromkeys(second for _, second in lines))
+    return dict(sorted(lines.items(), key=lambda kv: (names.index(kv[0][0]), seconds.index(kv[0][1]))))
+
+
+def legend(line: Line) -> str:
+    """A line's name: 'FLASH', or 'FLASH d=64' with a second vary."""
+    return " ".join(part for part in line if part)
+
+
+def legend_text(names: list[str], seconds: list[str], peaks: list[str]) -> Text:
+    """The chart's legend: a colour per implementation and peak; with a second vary, a marker per
+    value of it."""
+    text = Text()
+    for i, name in enumerate(names):
+        text.append("━━ ", style="rgb({},{},{})".format(*COLORS[i % len(COLORS)]))
+        text.append(f"{name}  ")
+    for name in peaks:
+        text.append("━━ ", style="rgb({},{},{})".format(*PEAK_COLOR))
+        text.append(f"{name}  ")
+    if any(seconds):
+        text.append("\n")
+        for i, second in enumerate(seconds):
+            marker = MARKERS[i % len(MARKERS)]
+            text.append(f"{'⠒⠒' if marker == 'braille' else marker * 2} {second}  ")
+    text.append(f"\n{PICK}: cuDNN's heuristic pick, {FASTEST}: its fastest plan", style="dim")
+    return text
+
+
+def peak_lines(rows: list[dict], decode: bool) -> tuple[dict[str, float], str]:
+    """The GPU's dense peak (its bandwidth for decode shapes) by legend name, one per dtype swept;
+    or why there is none."""
+    gpu = next((r["gpu"] for r in rows if r.get("gpu")), "")
+    peak = peak_for(gpu) if gpu else None
+    if peak is None:
+        return {}, f"peak unknown for {gpu}" if gpu else ""
+    if decode:
+        return {f"peak {peak.bandwidth_tbs:g} TB/s ({peak.name})": peak.bandwidth_tbs}, ""
+    dtypes = list(dict.fromkeys(r.get("config", {}).get("dtype", "") for r in rows))
+    found = {d: peak.tflops(d) for d in dtypes}
+    lines = {f"peak {v:g} ({peak.name} {d})": v for d, v in found.items() if v is not None}
+    missing = [d for d, v in found.items() if v is None]
+    return lines, f"no {', '.join(missing)} peak for {peak.name}" if missing else ""
+
+
+# ---- the table ----------------------------------------------------------------------------
+def _has_share(rows: list[dict]) -> bool:
+    return any((p.get("roofline") or {}).get("share") is not None for r in rows for p in r["passes"].values())
+
+
+class SweepTable(DataTable):
+    """A row a point: the varied values, status, and each pass's kernel time and TFLOPS, the share
+    of the GPU's peak where it is known and each peer's kernel time with cuDNN's speed against it
+    (a later pass's columns named by its short name, `bwd`); the message of a point that did not
+    run."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
+
+    def show_rows(self, rows: list[dict], labels: list[str]) -> None:
+        kinds, share = pass_kinds(rows), _has_share(rows)
+        peers = {kind: peers_that_ran(rows, kind) for kind in kinds}
+        said = any(r.get("message") and r.get("status") not in (STATUS_OK, STATUS_CPU_ONLY) for r in rows)
+        at = self.cursor_row
+        self.clear(columns=True)
+        heads = [*labels, "status"]
+        for kind in kinds:
+            prefix = "" if kind == PASS_KINDS[0] else f"{pass_short(kind)} "
+            heads += [
+                f"{prefix}{c}" for c in ("kernel", "TFLOPS", *(("of peak",) if share else ()), *peers[kind])
+            ]
+        self.add_columns(*heads, *(("message",) if said else ()))
+        for r in rows:
+            status = r.get("status", "")
+            cells: list[Any] = [str(r.get("varied", {}).get(lab, "-")) for lab in labels]
+            cells.append(Text(status_word(status), style=status_style(status)))
+            for kind in kinds:
+                p = r.get("passes", {}).get(kind, {})
+                tflops = p.get("tflops")
+                cells += [us(p.get("kernel_us")), "-" if tflops is None else f"{tflops:.1f}"]
+                cells += [_share(p)] if share else []
+                cells += [_peer_cell(p.get("peers", {}).get(short)) for short in peers[kind]]
+            if said:
+                cells.append("" if status in (STATUS_OK, STATUS_CPU_ONLY) else r.get("message", ""))
+            self.add_row(*cells, key=r.get("key"))
+        if rows:
+            self.move_cursor(row=min(at, len(rows) - 1))
+
+
+# ---- the pane -----------------------------------------------------------------------------
+class SweepPane(VerticalScroll):
+    """The varies and Start, the sweep's status line, what is missing without a GPU, the table, the
+    chart and its legend, the peers that ran at no point; `rows` and `lines` are what the table
+    and the chart show (the tests read them)."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.progress = Progress()
+        self.labels: list[str] = []  # the varies' names, in order
+        self.xs: list[str] = []  # the first vary's values, as the chart's x axis names them
+        self.rows: list[dict] = []
+        self.lines: dict[str, list[tuple[int, float]]] = {}
+        self.no_gpu = ""
+
+    def compose(self) -> ComposeResult:
+        for i, hint in enumerate(VARY_HINTS, start=1):
+            with Horizontal(classes="sweep-vary"):
+                yield Label("vary" if i == 1 else "and", classes="sweep-label")
+                yield Input(placeholder=hint, id=f"sweep-vary-{i}", compact=True)
+            yield Static("", id=f"sweep-error-{i}", classes="sweep-error")
+        with Horizontal(id="sweep-bar"):
+            yield Button("Start", id="sweep-start", variant="primary", compact=True)
+            yield Static(IDLE_WORDS, id="sweep-status")
+        yield Static("", id="sweep-note")  # what is missing without a GPU
+        yield SweepTable(id="sweep-table")
+        yield PlotextPlot(id="sweep-chart")
+        yield Static("", id="sweep-legend")  # below the chart: plotext's own hides lines, or itself
+        yield Static("", id="sweep-unrun")  # the peers that ran at no point, and why
+
+    def on_mount(self) -> None:
+        self.set_interval(1.0, self._tick)
+        for part in ("#sweep-note", "#sweep-table", "#sweep-chart", "#sweep-legend", "#sweep-unrun"):
+            self.query_one(part).display = False
+
+    @property
+    def texts(self) -> tuple[str, ...]:
+        return tuple(self.query_one(f"#sweep-vary-{i}", Input).value for i in (1, 2))
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.post_message(SweepAsked(self.texts))
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.post_message(SweepAsked(self.texts))
+
+    # ---- what the app says ------------------------------------------------------------------
+    def show_errors(self, errors: dict[int, str]) -> None:
+        """Each vary's problem under it (by its place from 1); nothing starts while there is one."""
+        for i in (1, 2):
+            line = self.query_one(f"#sweep-error-{i}", Static)
+            line.update(Text(errors.get(i, "")))
+            line.set_class(i in errors, "-visible")
+
+    def begin(self, labels: list[str], xs: list[str], total: int, no_gpu: str) -> None:
+        """A new sweep: its varies, the first's values (the x axis), how many points; the last
+        sweep's rows go."""
+        self.show_errors({})
+        self.labels, self.xs, self.rows, self.no_gpu = labels, xs, [], no_gpu
+        self.say(Progress(total=total, started=clock()))
+        self.query_one("#sweep-start", Button).disabled = True
+        self.query_one(SweepTable).display = True
+        self._show()
+
+    def say(self, progress: Progress) -> None:
+        self.progress = progress
+        self.query_one("#sweep-status", Static).update(Text(progress.words()))
+        if progress.finished:
+            self.query_one("#sweep-start", Button).disabled = False
+
+    def add_row(self, row: dict) -> None:
+        """A finished point: the table and the chart are drawn again with it."""
+        self.rows.append(row)
+        self._show()
+
+    def _tick(self) -> None:
+        if self.progress.active:
+            self.say(self.progress)
+
+    def _show(self) -> None:
+        self.query_one(SweepTable).show_rows(self.rows, self.labels)
+        cpu = self.no_gpu or any(r.get("status") == STATUS_CPU_ONLY for r in self.rows)
+        for part, words in (
+            ("#sweep-note", NO_GPU_WORDS.format(why=self.no_gpu or "no usable GPU") if cpu else ""),
+            ("#sweep-unrun", unrun_words(self.rows)),
+        ):
+            line = self.query_one(part, Static)
+            line.update(Text(words, style="yellow"))
+            line.display = bool(words)
+        self._draw()
+
+    def _draw(self) -> None:
+        """A line per implementation (a colour each) and value of the second vary (a marker each),
+        the peak as a line of its own; the legend under the chart names each."""
+        decode = decode_like(self.rows)
+        lines = series(self.rows, self.labels, self.xs, decode)
+        self.lines = {legend(line): points for line, points in lines.items()}
+        peaks, why = peak_lines(self.rows, decode) if lines else ({}, "")
+        names = list(dict.fromkeys(name for name, _ in lines))
+        seconds = list(dict.fromkeys(second for _, second in lines))
+        plot = self.query_one("#sweep-chart", PlotextPlot)
+        plot.display = self.query_one("#sweep-legend").display = bool(lines)  # nothing timed: no empty frame
+        plt = plot.plt
+        plt.clear_data()
+        plt.clear_figure()
+        plt.title(self._title(decode, why))
+        for (name, second), points in lines.items():
+            xs, ys = zip(*points, strict=True)
+            color, marker = (
+                COLORS[names.index(name) % len(COLORS)],
+                MARKERS[seconds.index(second) % len(MARKERS)],
+            )
+            plt.plot(list(xs), list(ys), color=color, marker=marker)
+        for value in peaks.values():
+            plt.plot([1, max(len(self.xs), 1)], [value, value], color=PEAK_COLOR, marker="braille")
+        if lines:
+            top = max([y for points in lines.values() for _, y in points] + list(peaks.values()))
+            plt.ylim(0, top * 1.1)
+            plt.xticks(list(range(1, len(self.xs) + 1)), self.xs)
+            plt.xlim(0.8, len(self.xs) + 0.2)
+            plt.xlabel(self.labels[0])
+        plot.refresh()
+        self.query_one("#sweep-legend", Static).update(legend_text(names, seconds, list(peaks)))
+
+    def _title(self, decode: bool, why: str) -> str:
+        """What is drawn against what, and why there is no peak line."""
+        what = f"forward {'TB/s' if decode else 'TFLOPS'} by {self.labels[0]}"
+        return what + (" (decode: one query a point)" if decode else "") + (f"; {why}" if why else "")
