@@ -389,13 +389,13 @@ def csv_text(rows: list[dict]) -> str:
     return buf.getvalue()
 
 
-def _share(p: dict) -> str:
+def share_cell(p: dict) -> str:
     line = p.get("roofline") or {}
     share = line.get("share")
     return "-" if share is None else f"{share * 100:.0f}% {line.get('bound', '')}"
 
 
-def _peer_cell(peer: dict | None) -> str:
+def peer_cell(peer: dict | None) -> str:
     """A peer's kernel time and cuDNN's speed against it, or '-' where it did not run."""
     if not peer or peer.get("kernel_us") is None:
         return "-"
@@ -434,7 +434,7 @@ def points_table(rows: list[dict], title: str) -> Table:
                 "-" if tflops is None else f"{tflops:.1f}",
                 sci(p.get("max_abs_error")),
             ]
-            cells += [_share(p)] if peaks else []
-            cells += [_peer_cell((p.get("peers") or {}).get(short)) for short in peers[kind]]
+            cells += [share_cell(p)] if peaks else []
+            cells += [peer_cell((p.get("peers") or {}).get(short)) for short in peers[kind]]
         table.add_row(*cells)
     return table

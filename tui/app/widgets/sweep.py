@@ -20,7 +20,7 @@ from textual_plotext import PlotextPlot
 from ...engine.gpu_peaks import peak_for
 from ...engine.results import PASS_KINDS, STATUS_CPU_ONLY, STATUS_OK
 from ...format import pass_short, status_style, status_word, us
-from ...sweep import _peer_cell, _share
+from ...sweep import peer_cell, share_cell
 from ..messages import SweepAsked
 
 clock = time.monotonic  # a test holds it still, so that elapsed times read the same each run
@@ -239,8 +239,8 @@ class SweepTable(DataTable):
                 p = r.get("passes", {}).get(kind, {})
                 tflops = p.get("tflops")
                 cells += [us(p.get("kernel_us")), "-" if tflops is None else f"{tflops:.1f}"]
-                cells += [_share(p)] if share else []
-                cells += [_peer_cell(p.get("peers", {}).get(short)) for short in peers[kind]]
+                cells += [share_cell(p)] if share else []
+                cells += [peer_cell(p.get("peers", {}).get(short)) for short in peers[kind]]
             if said:
                 cells.append("" if status in (STATUS_OK, STATUS_CPU_ONLY) else r.get("message", ""))
             self.add_row(*cells, key=r.get("key"))
