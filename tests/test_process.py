@@ -152,3 +152,19 @@ def test_an_engine_that_cannot_be_started_at_all_is_said_and_tried_again_on_requ
         assert next_of(events, EngineResult).request_id == request
     finally:
         c.close()
+
+
+def test_engines_started_at_once_leave_stderr_as_it_was():
+    """An engine a GPU starts at once (check --gpus, sweep --gpus): each start swaps sys.stderr for
+    a moment, and two at once once left it pointing at a closed file."""
+    import sys
+
+    before = sys.stderr
+    started = [client() for _ in range(3)]
+    try:
+        for _c, events in started:
+            next_of(events, EngineReady)
+        assert sys.stderr is before and not sys.stderr.closed
+    finally:
+        for c, _events in started:
+            c.close()

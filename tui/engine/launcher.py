@@ -13,11 +13,15 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import threading
 from multiprocessing.connection import Connection
 from typing import Any
 
 PRELOAD = "tui.engine.server_preload"
 _failed: set[str] = set()  # start methods that could not start an engine in this process
+# one start at a time: sys.stderr is swapped while starting, and two threads swapping it at once
+# (an engine a GPU) left it pointing at a closed file
+_starting = threading.Lock()
 
 
 class EngineProcess:
@@ -84,7 +88,7 @@ def launch(target: Any, args: tuple, log_file: str | None) -> tuple[EngineProces
             daemon=True,  # ended, not waited for, if the UI exits without closing it
         )
         try:
-            with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):
+            with _starting, open(os.devnull, "w") as null, contextlib.redirect_stderr(null):
                 # the fork server's helper keeps `sys.stderr`'s descriptor, which a UI that
                 # captures output has replaced with one that has none
                 process.start()

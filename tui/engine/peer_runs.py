@@ -74,19 +74,21 @@ def _measure_one(prepare: Any, name: str, options: Any, bench: Any):
     except (RuntimeError, ValueError, TypeError, NotImplementedError) as exc:
         return PeerResult(name, reason=refusal_reason([str(w.message) for w in heard], exc)), None
     base = dict(name=name, description=prepared.description, compile_seconds=prepared.compile_seconds)
-    try:
-        timing = kernel_time(prepared.run, lambda _ptr: None, options.timing, bench.l2_bytes, bench.gpu)
-        return PeerResult(**base, timing=timing), out
-    except faults.ContextLost:
-        raise
-    except Exception as exc:  # capture refused (host syncs, a compiled guard, autograd's streams)
-        if faults.sticky(exc):
-            raise faults.ContextLost(f"timing peer {name}", faults.first_line(exc), name) from exc
-        torch.cuda.synchronize()
-        us, _kernels = profiler_kernel_time(prepared.run)
-        timing = summarize([us], 1, False, "cupti-eager")
-        method = EAGER_METHOD.format(why=faults.first_line(exc)[:80])
-        return PeerResult(**base, timing=timing, timing_method=method), out
+    why = prepared.uncapturable
+    if not why:
+        try:
+            timing = kernel_time(prepared.run, lambda _ptr: None, options.timing, bench.l2_bytes, bench.gpu)
+            return PeerResult(**base, timing=timing), out
+        except faults.ContextLost:
+            raise
+        except Exception as exc:  # capture refused (host syncs, a compiled guard)
+            if faults.sticky(exc):
+                raise faults.ContextLost(f"timing peer {name}", faults.first_line(exc), name) from exc
+            why = faults.first_line(exc)[:80]
+    torch.cuda.synchronize()
+    us, _kernels = profiler_kernel_time(prepared.run)
+    timing = summarize([us], 1, False, "cupti-eager")
+    return PeerResult(**base, timing=timing, timing_method=EAGER_METHOD.format(why=why)), out
 
 
 def _run_once(run: Any, name: str) -> Any:

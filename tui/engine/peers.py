@@ -37,6 +37,7 @@ class Prepared:
     run: Callable[[], Any]
     description: str
     compile_seconds: float | None = None
+    uncapturable: str = ""  # why a CUDA graph cannot hold it ('' : it can)
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,8 @@ def backward_of(adapter: Any, config: SdpaConfig, t: Tensors, d_o: Any) -> Prepa
     if q.is_cuda:
         torch.cuda.synchronize()
     compiled = None if forward.compile_seconds is None else forward.compile_seconds + time.perf_counter() - t0
-    return Prepared(run, f"{forward.description}; its backward through autograd", compiled)
+    why = "autograd runs the backward on its forward's stream, which a graph on another cannot capture"
+    return Prepared(run, f"{forward.description}; its backward through autograd", compiled, why)
 
 
 # ---- torch's SDPA backends -------------------------------------------------------------------------
