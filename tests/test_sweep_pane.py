@@ -85,8 +85,8 @@ async def test_points_run_one_at_a_time_arrive_as_rows_and_lines_and_leave_the_f
         assert text(app, "#sweep-status").startswith("done: 2 of 2 points in ")
         rows = table_rows(app)
         assert [row[:5] for row in rows] == [
-            ["1024", "OK", "877.29 µs", "626.7", "63% compute"],
-            ["2048", "OK", "877.29 µs", "626.7", "63% compute"],
+            ["1024", "OK", "877.29 µs", "626.7", "63% compute, 3277/206 F/B"],
+            ["2048", "OK", "877.29 µs", "626.7", "63% compute, 3277/206 F/B"],
         ]
         assert rows[0][5] == "1.715 ms (1.95x)"  # FLASH, the first peer that ran
         expected = [

@@ -390,9 +390,14 @@ def csv_text(rows: list[dict]) -> str:
 
 
 def share_cell(p: dict) -> str:
+    """A point on the roofline: the share of the bounding peak reached, the bound, and its FLOP per
+    byte against the GPU's ridge point ("61% compute, 1366/206 F/B")."""
     line = p.get("roofline") or {}
     share = line.get("share")
-    return "-" if share is None else f"{share * 100:.0f}% {line.get('bound', '')}"
+    if share is None:
+        return "-"
+    where = f", {line['intensity']:.0f}/{line['ridge']:.0f} F/B" if line.get("intensity") is not None else ""
+    return f"{share * 100:.0f}% {line.get('bound', '')}{where}"
 
 
 def peer_cell(peer: dict | None) -> str:
