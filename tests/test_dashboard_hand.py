@@ -126,3 +126,32 @@ async def test_without_a_gpu_the_latency_pane_says_why_it_is_empty():
         (words,) = (t.plain for t in app.query_one("#latency-gpu").content.renderables)
         assert "no kernel times: there is no usable GPU here (CPU mode requested by the test)" in words
         assert headline(app).startswith("CPU ONLY  b1 h2")  # the verdict first: 80 columns never split it
+
+
+async def test_alt_digit_as_most_terminals_send_it_reaches_the_panes_and_is_typed_in_a_dialog():
+    """xterm, GNOME Terminal and tmux send Alt+3 as ESC 3, which Textual reads as "£" (macOS's
+    Option+3): in a field of the main screen it shows a pane, never lands in the field; in the
+    save-preset dialog it is typed (a name or description may hold a "£"). The keys go in as the
+    terminal's driver posts them, with their characters."""
+    from textual import events
+    from textual.keys import _character_to_key
+
+    app = make_app(SMALL, start_engine=False)
+
+    def sent(char: str) -> None:
+        app.post_message(events.Key(_character_to_key(char), char))
+
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        field = app.query_one("#f-b")
+        field.focus()
+        tabs = app.query_one(TabbedContent)
+        for char, pane in (("£", "tab-phases"), ("™", "tab-peers"), ("ª", "tab-sweep")):
+            sent(char)
+            await wait_for(pilot, lambda pane=pane: tabs.active == pane)
+        assert field.value == "1" and app.focused is field
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: bool(app.screen.query("#save-name")))
+        sent("£")
+        await wait_for(pilot, lambda: app.screen.query_one("#save-name").value == "£")
+        assert tabs.active == "tab-sweep"  # the dialog's key was typed, no pane moved

@@ -2,20 +2,54 @@
 
 Reaching a pane by Tab took 25-30 presses through the form's fields. The keys are priority
 bindings, so they work while a field has focus; a pane added to TABS gets the next number.
+
+Most terminals (xterm, GNOME Terminal, tmux) send Alt+digit as ESC and the digit, which Textual
+reads as the character macOS's Option+digit types ("ª" for 9, after WezTerm on macOS); only
+terminals with the kitty keyboard protocol send alt+digit itself. So each pane also answers its
+digit's character, on the main screen only: the main screen's fields (PaneKeysInput) leave
+those characters to the pane keys, while in a dialog they are typed (a "£" in a preset's
+description stays a "£").
 """
 
 from __future__ import annotations
 
+from textual.actions import SkipAction
 from textual.binding import Binding
 from textual.widget import Widget
-from textual.widgets import TabbedContent, Tabs
+from textual.widgets import Input, TabbedContent, Tabs
+
+
+def alt_digit_keys() -> dict[int, str]:
+    """The key Textual reads for ESC and each digit 1-9 (from its own table of sequences: the
+    character's key name, e.g. "pound_sign" for 3)."""
+    try:
+        from textual._ansi_sequences import ANSI_SEQUENCES_KEYS
+        from textual.keys import _character_to_key
+    except ImportError:  # a Textual that moved them: alt+digit alone
+        return {}
+    read = {d: ANSI_SEQUENCES_KEYS.get(f"\x1b{d}") for d in range(1, 10)}
+    return {d: _character_to_key(c) for d, c in read.items() if isinstance(c, str) and len(c) == 1}
+
+
+ALT_DIGIT_KEYS = alt_digit_keys()
+
+
+class PaneKeysInput(Input):
+    """A field of the main screen (the form, the Sweep pane's varies): the characters terminals
+    send for Alt+digit reach the pane keys instead of the field, which no such character fits."""
+
+    def check_consume_key(self, key: str, character: str | None) -> bool:
+        return key not in ALT_DIGIT_KEYS.values() and super().check_consume_key(key, character)
 
 
 def pane_bindings(titles: list[str]) -> list[Binding]:
-    """Alt+1 ... Alt+n show the panes in their order; the footer names the scheme once."""
+    """Alt+1 ... Alt+n show the panes in their order (and the characters terminals send for
+    them); the footer names the scheme once."""
+    sent = ALT_DIGIT_KEYS
+    keys = {i: ",".join(k for k in (f"alt+{i}", sent.get(i)) if k) for i in range(1, len(titles) + 1)}
     return [
         Binding(
-            f"alt+{i}",
+            keys[i],
             f"show_pane({i - 1})",
             "Panes" if i == 1 else title,
             key_display=f"alt+1…{len(titles)}" if i == 1 else None,
@@ -32,6 +66,8 @@ class PaneNavigation:
     _form_focus: Widget | None = None
 
     def action_show_pane(self, index: int) -> None:
+        if len(self.screen_stack) > 1:  # type: ignore[attr-defined]  # a dialog: the key is typed there
+            raise SkipAction()
         tabs = self.query_one(TabbedContent)  # type: ignore[attr-defined]
         panes = list(tabs.query("TabPane"))
         if 0 <= index < len(panes):

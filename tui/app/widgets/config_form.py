@@ -22,6 +22,7 @@ from ...engine.fields import FIELDS, GROUPS, Field, from_entries
 from ...engine.peers import ADAPTERS
 from ...engine.results import REGIME_BURST, REGIMES, PeerResult
 from ..messages import ConfigEdited, TimingChoice
+from ..navigation import PaneKeysInput
 
 
 class Tick(Checkbox):
@@ -80,7 +81,7 @@ class ConfigForm(VerticalScroll):
         if field.entry == "switch":
             return Tick(field.form_label, value, id=field.form_id, compact=True, tooltip=field.help)
         tooltip = f"{field.help}\n{field.accepts()}"
-        return Input(field.format(value), id=field.form_id, compact=True, tooltip=tooltip)
+        return PaneKeysInput(field.format(value), id=field.form_id, compact=True, tooltip=tooltip)
 
     @classmethod
     def _field(cls, field: Field, value: Any) -> ComposeResult:

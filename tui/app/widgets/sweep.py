@@ -22,6 +22,7 @@ from ...engine.results import PASS_KINDS, STATUS_CPU_ONLY, STATUS_OK
 from ...format import pass_short, status_style, status_word, us
 from ...sweep import peer_cell, share_cell
 from ..messages import SweepAsked
+from ..navigation import PaneKeysInput
 
 clock = time.monotonic  # a test holds it still, so that elapsed times read the same each run
 VARY_HINTS = ("s=1024..32768x2", "then (optional) d=64,128")
@@ -267,7 +268,7 @@ class SweepPane(VerticalScroll):
         for i, hint in enumerate(VARY_HINTS, start=1):
             with Horizontal(classes="sweep-vary"):
                 yield Label("vary" if i == 1 else "and", classes="sweep-label")
-                yield Input(placeholder=hint, id=f"sweep-vary-{i}", compact=True)
+                yield PaneKeysInput(placeholder=hint, id=f"sweep-vary-{i}", compact=True)
             yield Static("", id=f"sweep-error-{i}", classes="sweep-error")
         with Horizontal(id="sweep-bar"):
             yield Button("Start", id="sweep-start", variant="primary", compact=True)
