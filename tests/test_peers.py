@@ -257,3 +257,31 @@ def test_a_peers_backward_gives_the_references_gradients(case):
     padded = CASES["padding"].replace(backward=True)
     assert "NaN" in ADAPTERS["flash"].refusal(padded, "backward")
     assert "backward is not driven" in ADAPTERS["fa3"].refusal(config, "backward")
+
+
+def test_a_backward_peers_error_is_its_worst_output_in_the_report_and_the_csv():
+    import csv
+    import io
+
+    from rich.console import Console
+
+    from tui.export import render
+    from tui.report import result_renderable
+
+    good, bad = ErrorMetrics(1e-3, 1e-3, 1e-4, 0, 100), ErrorMetrics(2e-4, 1e-3, 1e-5, 3, 100)
+    name = "torch FLASH bf16"
+    backward = PassResult(
+        "backward",
+        timing=timed(300.0),
+        checks=tuple(
+            OutputCheck(o, 1e-3, 1e-3, good, {name: m}) for o, m in (("dQ", good), ("dK", bad), ("dV", good))
+        ),
+        field_peers=(PeerResult(name, "FlashAttention-2 in torch", timing=timed(600.0), tflops=100.0),),
+    )
+    result = RunResult(config=SdpaConfig(dtype="bf16", backward=True), status="ok", passes=(backward,))
+    console = Console(width=200, record=True)
+    console.print(result_renderable(result))
+    text = console.export_text()
+    assert "max abs dQ/dK/dV" in text and "2.00e-04" in text  # dK: outside its tolerance, so the worst
+    (row,) = [r for r in csv.DictReader(io.StringIO(render("csv", result))) if r["engine_id"] == "peer"]
+    assert row["matches"] == "False" and float(row["max_abs_error"]) == pytest.approx(2e-4)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .engine.config import SdpaConfig
 from .engine.results import SCHEMA_VERSION, RunResult, Telemetry, TimingStats
-from .format import versions_words
+from .format import peer_errors, versions_words
 from .repro import script
 
 EXPORT_KINDS = {"script": ".py", "json": ".json", "csv": ".csv"}
@@ -77,7 +77,7 @@ def plans_csv(result: RunResult) -> str:
     env_values = [getattr(env, c, "") if env else "" for c in ENV_COLUMNS]
     peer_rows: list[tuple] = []
     for ps in result.passes:  # a peer after the plans, its name where a plan's is, "peer" as engine
-        errors = next((c.peers for c in ps.checks if c.output == "O"), {})
+        errors = peer_errors(ps)
         for peer in ps.field_peers:
             t, m = peer.timing, errors.get(peer.name)
             cells = dict(config=result.config.label(), dtype=result.config.dtype, layout=result.config.layout,

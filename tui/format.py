@@ -34,6 +34,7 @@ __all__ = [
     "no_telemetry_words",
     "no_timing_words",
     "pass_title",
+    "peer_error_label",
     "peer_errors",
     "peer_speedup",
     "peer_standing",
@@ -307,8 +308,19 @@ def seconds(value: float | None) -> str:
 
 
 def peer_errors(p: PassResult) -> dict[str, ErrorMetrics]:
-    """Each peer's error of O (the output every peer writes), by its name."""
-    return next((c.peers for c in p.checks if c.output == "O"), {})
+    """Each peer's error by its name: of O for a forward; of a backward's dQ, dK and dV the worst
+    (an output outside its tolerance first, else the largest max abs)."""
+    worst: dict[str, ErrorMetrics] = {}
+    for c in p.checks:
+        for name, m in c.peers.items():
+            if name not in worst or (not m.passed, m.max_abs) > (not worst[name].passed, worst[name].max_abs):
+                worst[name] = m
+    return worst
+
+
+def peer_error_label(p: PassResult) -> str:
+    """The error column's title for a pass's peers: "max abs O", or "max abs dQ/dK/dV"."""
+    return "max abs " + "/".join(c.output for c in p.checks) if p.checks else "max abs O"
 
 
 def peers_unrun(p: PassResult) -> str:

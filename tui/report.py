@@ -22,6 +22,7 @@ from .format import (
     multiple,
     no_telemetry_words,
     pass_title,
+    peer_error_label,
     peer_errors,
     peer_speedup,
     peer_standing,
@@ -124,7 +125,8 @@ def peers_table(p: PassResult) -> Table | Text:
         return Text(peers_unrun(p), style="yellow")
     table = Table(title=f"{pass_title(p.kind)} peers (cuDNN: the heuristic's pick)", title_justify="left")
     for col in PEER_COLUMNS:
-        table.add_column(col, justify="left" if col in (PEER_COLUMNS[0], PEER_COLUMNS[-1]) else "right")
+        title = peer_error_label(p) if col == "max abs O" else col
+        table.add_column(title, justify="left" if col in (PEER_COLUMNS[0], PEER_COLUMNS[-1]) else "right")
     errors = peer_errors(p)
     for peer in p.field_peers:
         m = errors.get(peer.name)

@@ -37,7 +37,7 @@ from .engine.results import (
     PeerResult,
     RunResult,
 )
-from .format import pass_short, peer_speedup, sci, status_style, status_word, us
+from .format import pass_short, peer_errors, peer_speedup, sci, status_style, status_word, us
 
 MAX_VALUES = 10_000  # values one --vary may give: beyond it a range is a typo
 MAX_POINTS = 100_000
@@ -274,8 +274,8 @@ def pass_row(p: PassResult, dtype: str, peak: Peak | None) -> dict[str, Any]:
 
 def peer_row(p: PassResult, peer: PeerResult) -> dict[str, Any]:
     """A peer's figures at one point: its kernel time and TFLOPS, cuDNN's speed as a multiple of
-    it, its error of O; or why it did not run."""
-    error = next((c.peers.get(peer.name) for c in p.checks if c.output == "O"), None)
+    it, its error (of O; a backward's worst); or why it did not run."""
+    error = peer_errors(p).get(peer.name)
     figures = (
         peer.name, peer.timing and peer.timing.median_us, peer.tflops, peer_speedup(p, peer),
         error and error.max_abs, error and error.passed, peer.compile_seconds, peer.reason,

@@ -81,6 +81,10 @@ def tflops(flops: int, median_us: float) -> float | None:
     return flops / (median_us * 1e-6) / 1e12 if median_us > 0 else None
 
 
+def bandwidth_gbs(io_bytes: int, median_us: float) -> float | None:
+    return io_bytes / (median_us * 1e-6) / 1e9 if median_us > 0 else None
+
+
 class Measurement:
     """Measuring one built pass: running a plan, reading its outputs, checking them."""
 
@@ -224,7 +228,7 @@ def measure(
         timing=timing,
         host_overhead_us=host_overhead_us(m.run_plan(g.heuristic_index)) if timing else None,
         tflops=tflops(spec.flops(config), timing.median_us) if timing else None,
-        bandwidth_gbs=spec.io_bytes(config) / (timing.median_us * 1e-6) / 1e9 if timing else None,
+        bandwidth_gbs=bandwidth_gbs(spec.io_bytes(config), timing.median_us) if timing else None,
         reference=spec.reference_name if checks else "",
         check_device="cuda" if checks else "",
         checks=checks,

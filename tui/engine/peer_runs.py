@@ -7,9 +7,11 @@ by CUPTI over eager calls, and says so."""
 from __future__ import annotations
 
 import warnings
+from dataclasses import replace
 from typing import Any
 
 from . import faults
+from .measure import bandwidth_gbs, tflops
 from .peer import refusal_reason
 from .peers import ADAPTERS, Refused, Tensors
 from .results import BACKWARD, PeerResult
@@ -50,9 +52,9 @@ def measure_peers(m: Any, keys: tuple[str, ...], options: Any, flops: int, io_by
                 errors.setdefault(output, {})[name] = compare(got, ref, *b.tolerances[output], rows[output])
         if result.timing is not None:
             median = result.timing.median_us
-            tflops = flops / (median * 1e-6) / 1e12 if median > 0 else None
-            bandwidth = io_bytes / (median * 1e-6) / 1e9 if median > 0 else None
-            result = PeerResult(**{**result.__dict__, "tflops": tflops, "bandwidth_gbs": bandwidth})
+            result = replace(
+                result, tflops=tflops(flops, median), bandwidth_gbs=bandwidth_gbs(io_bytes, median)
+            )
         results.append(result)
     return tuple(results), errors
 
