@@ -285,3 +285,30 @@ def test_a_backward_peers_error_is_its_worst_output_in_the_report_and_the_csv():
     assert "max abs dQ/dK/dV" in text and "2.00e-04" in text  # dK: outside its tolerance, so the worst
     (row,) = [r for r in csv.DictReader(io.StringIO(render("csv", result))) if r["engine_id"] == "peer"]
     assert row["matches"] == "False" and float(row["max_abs_error"]) == pytest.approx(2e-4)
+
+
+def test_measuring_peers_checks_each_against_the_reference_and_figures_its_tflops(monkeypatch):
+    """peer_runs on the CPU, with the GPU's two steps (a waited execution, CUPTI timing) scripted:
+    each peer's output against the pass's reference and tolerance, TFLOPS and bandwidth from its
+    kernel time, a refusal in one line."""
+    from tui.engine import faults, peer_runs
+    from tui.engine.passes import FORWARD_PASS, Inputs
+
+    config = CASES["GQA"]
+    t = tensors(config)
+    ref = reference_fp32(config, t.q, t.k, t.v)
+    built = types.SimpleNamespace(reference={"O": ref}, tolerances={"O": (1e-4, 1e-4)})
+    m = types.SimpleNamespace(
+        config=config,
+        spec=FORWARD_PASS,
+        built=built,
+        bench=types.SimpleNamespace(progress=lambda _t: None, l2_bytes=None, gpu=None),
+        inputs=lambda: Inputs(t.q, t.k, t.v),
+    )
+    monkeypatch.setattr(faults, "execute_once", lambda run, _during, _plan="": run())
+    monkeypatch.setattr(peer_runs, "kernel_time", lambda *_a, **_k: timed(50.0))
+    results, errors = peer_runs.measure_peers(m, ("math", "fa3"), RunOptions(), 10**9, 10**6)
+    math_peer, fa3 = results
+    assert math_peer.ran and errors["O"][math_peer.name].passed
+    assert math_peer.tflops == pytest.approx(20.0) and math_peer.bandwidth_gbs == pytest.approx(20.0)
+    assert not fa3.ran and fa3.name not in errors["O"]
