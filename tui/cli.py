@@ -434,7 +434,9 @@ if __name__ == "__main__":  # run as a file: the package's own module is the one
 
     package_main()
 else:
+    from .cli_explain import explain
     from .sweep_cli import merge, sweep
 
     main.add_command(sweep)
     main.add_command(merge)
+    main.add_command(explain)
