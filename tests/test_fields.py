@@ -59,6 +59,10 @@ RICH = SdpaConfig(
     out_dtype="bf16",
     backward=True,
     deterministic=True,
+    page_size=16,
+    page_order="ordered",
+    sink=True,
+    softmax_out="stats",
 )
 
 
@@ -207,8 +211,8 @@ def test_label_tags_come_from_the_declaration():
         changed = base.replace(**{f.name: sample(f)}).label() != base.label()
         assert changed == (f.name in shape or "tag" in f.meta), f.name
     assert RICH.label() == (
-        "b2 h8/4 s512x2048 d128/96 fp8_e4m3 SBHD causal-br win64 varlen alibi bias1xh unified drop0.25 "
-        "out-bf16 +bwd-det"
+        "b2 h8/4 s512x2048 d128/96 fp8_e4m3 SBHD causal-br win64 varlen alibi bias1xh unified paged16 ordered "
+        "sink +stats drop0.25 out-bf16 +bwd-det"
     )
     assert SdpaConfig(dtype="fp8_e4m3", out_dtype="fp8_e4m3", deterministic=True).label().endswith("causal")
 

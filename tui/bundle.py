@@ -38,6 +38,7 @@ SOURCES = (
     "tolerances",
     "reference",
     "fp8",
+    "storage",
     "graph",
     "passes",
     "measure",

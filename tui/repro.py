@@ -33,6 +33,7 @@ GLUE = (
     "SEED",
     "GRADIENTS",
     "fp8",
+    "storage",
     "open_handle",
     "build_plan",
     "executor",
@@ -65,7 +66,8 @@ def script(config: SdpaConfig, seed: int = 0, finding: str = "") -> str:
     (and with `config.backward` the training step's backward), each built, checked against the
     fp32 reference and timed by the engine's own code; its last line is `RESULT {json}`.
     `finding` says what it reproduces (a crash, for an upstream report)."""
-    left_out = frozenset() if config.fp8 else frozenset({"fp8"})
+    stored = config.fp8 or config.paged or config.packed  # read back through storage.logical
+    left_out = frozenset() if stored else frozenset({"fp8"})
     code = bundle(_glue(config, seed), GLUE, __name__, GLUE_MAX_LINES, left_out)
     return _docstring(config, finding) + "\n" + code
 
@@ -176,8 +178,9 @@ def _glue(c: SdpaConfig, seed: int) -> list[str]:
 
 
 def _numbers(c: SdpaConfig) -> str:
-    """How the glue reads a tensor as the numbers it stands for (FP8: by its scale)."""
-    return "fp8.values(CONFIG, data, name)" if c.fp8 else "data[name]"
+    """How the glue reads a tensor as the logical numbers it stands for (FP8: by its scale; pages
+    gathered through the page table; packed tokens unpacked)."""
+    return "logical(CONFIG, data, name)" if c.fp8 or c.paged or c.packed else "data[name]"
 
 
 def _forward_glue(c: SdpaConfig) -> list[str]:
@@ -204,7 +207,9 @@ def _forward_glue(c: SdpaConfig) -> list[str]:
         "computed with; padded rows are not compared.",
         'run_once(run, data, ["o"])',
         f'q, k, v, o = ({_numbers(c)} for name in ("q", "k", "v", "o"))',
-        'ref = reference_fp32(CONFIG, q, k, v, data.get("bias"), mask)',
+        'ref = reference_fp32(CONFIG, q, k, v, data.get("bias"), mask, sink=data.get("sink_token"))'
+        if c.sink
+        else 'ref = reference_fp32(CONFIG, q, k, v, data.get("bias"), mask)',
         'atol, error = checked(CONFIG, o, ref, valid_rows(CONFIG, o.device), floor=atol_floor(CONFIG, "O", q, k, v))',
         'figures = {"output_passed": error.passed, "max_abs_error": error.max_abs, "atol": atol}',
         'figures.update(amax_o=data["amax_o"].item(), reference_max_abs=float(ref.abs().max()))'
@@ -259,7 +264,9 @@ def _backward_glue(c: SdpaConfig) -> list[str]:
         "dQ, dK, dV against fp32 autograd of the reference for the same dO; padded rows are not compared.",
         "run_once(run, data, GRADIENTS)",
         f'q, k, v, d_o = ({_numbers(c)} for name in ("q", "k", "v", "dO"))',
-        'refs = reference_grads(CONFIG, q, k, v, d_o, data.get("bias"), mask)',
+        'refs = reference_grads(CONFIG, q, k, v, d_o, data.get("bias"), mask, sink=data.get("sink_token"))'
+        if c.sink
+        else 'refs = reference_grads(CONFIG, q, k, v, d_o, data.get("bias"), mask)',
         'figures = {"grad_max_abs_error": {}, "grad_atol": {}, "grad_passed": True}',
         "for (name, side), ref in zip(GRADIENTS.items(), refs):",
         "    floor = atol_floor(CONFIG, name, q, k, v, d_o)  # atol's least, from the inputs' size",

@@ -28,7 +28,9 @@ DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp8_e4m3": 1}
 FP8_DTYPES = ("fp8_e4m3",)
 OUT_DTYPES = ("auto", "fp16", "bf16", "fp8_e4m3")  # auto: the inputs' dtype
 CAUSAL_MODES = ("none", "top_left", "bottom_right")
-HEURISTIC_MODES = ("A", "B", "FALLBACK")
+HEURISTIC_MODES = ("A", "B", "FALLBACK", "OPENSOURCE")  # OPENSOURCE: the frontend's own engines
+PAGE_ORDERS = ("shuffled", "ordered")  # a serving allocator's random pages, or each sequence's in a row
+SOFTMAX_OUTPUTS = ("none", "stats", "max_sum_exp")  # what the forward also writes per query row
 BIAS_SHAPES = ("none", "1x1", "bx1", "1xh", "bxh")  # additive bias of shape (1|b, 1|h, s_q, s_kv)
 IMPLEMENTATIONS = ("auto", "composite", "unified")  # cuDNN's attention_implementation
 REFERENCE_CHUNK_BYTES = 256 << 20  # fp32 scores the reference holds at once
@@ -144,6 +146,31 @@ class SdpaConfig:
                   "help": "cuDNN's attention implementation; where cuDNN lacks one, its reason is the message",
                   "tag": " {}"},
     )
+    page_size: int | None = field(
+        default=None,
+        metadata={"kind": "int", "min": 1, "max": MAX_LENGTH, "none": "not paged", "group": "inference",
+                  "label": "page size", "form_label": "KV page size",
+                  "help": "paged KV cache: K and V live in pools of pages of this many tokens, found through "
+                          "a page table per sequence (as vLLM and SGLang serve)", "tag": " paged{}"},
+    )
+    page_order: str = field(
+        default="shuffled",
+        metadata={"kind": "choice", "choices": PAGE_ORDERS, "group": "inference", "label": "page order",
+                  "help": "where a sequence's pages lie in the pool: shuffled as a serving allocator leaves "
+                          "them, or ordered", "tag": " {}", "tag_needs": "page_size"},
+    )
+    sink: bool = field(
+        default=False,
+        metadata={"kind": "flag", "group": "inference", "label": "sink tokens", "form_label": "sink token per head",
+                  "help": "a learned logit per query head that joins every softmax row (gpt-oss)", "tag": " sink"},
+    )
+    softmax_out: str = field(
+        default="none",
+        metadata={"kind": "choice", "choices": SOFTMAX_OUTPUTS, "group": "inference", "label": "softmax outputs",
+                  "choice_labels": {"max_sum_exp": "max, sum exp"},
+                  "help": "what the forward also writes per query row: the log-sum-exp stats, or the row's "
+                          "max score and its sum of exponents (cuDNN 9.20 and later)", "tag": " +{}"},
+    )
     dropout: float = field(
         default=0.0,
         metadata={"kind": "float", "min": 0, "below": 1, "group": "training", "label": "dropout probability",
@@ -207,7 +234,25 @@ class SdpaConfig:
 
     @property
     def padded(self) -> bool:
-        return self.seq_lens_q is not None or self.seq_lens_kv is not None
+        """Whether cuDNN is given real lengths (a padding mask): typed ones, or full ones that a
+        paged cache and packed tokens need."""
+        return self.seq_lens_q is not None or self.seq_lens_kv is not None or self.paged or self.packed
+
+    @property
+    def paged(self) -> bool:
+        return self.page_size is not None
+
+    @property
+    def packed(self) -> bool:
+        """THD: every sequence's real tokens packed one after another, found by ragged offsets."""
+        return self.layout == "THD"
+
+    def pages_per_sequence(self) -> int:
+        return -(-self.s_kv // self.page_size) if self.page_size else 0
+
+    def real_tokens(self, side: int) -> int:
+        """Real tokens of the query side (0) or the key/value side (1), summed over the batch."""
+        return sum(self.lengths(i)[side] for i in range(self.b))
 
     def lengths(self, batch: int) -> tuple[int, int]:
         """(real query length, real key/value length) of one batch entry."""
@@ -380,57 +425,6 @@ class SdpaConfig:
 
 
 FIELD_LABELS = {f.name: f.metadata["label"] for f in dataclasses.fields(SdpaConfig)}
-
-
-def with_lengths(
-    config: SdpaConfig, seq_lens_q: tuple[int, ...] | None, seq_lens_kv: tuple[int, ...] | None
-) -> SdpaConfig:
-    """Set the real lengths; when only one side is given the other side is full (when b is
-    within its bound: no per-batch data is made for a batch that validation will refuse)."""
-    if (seq_lens_q is None) != (seq_lens_kv is None) and _within(config.b, MAX_BATCH):
-        seq_lens_q = seq_lens_q or (config.s_q,) * config.b
-        seq_lens_kv = seq_lens_kv or (config.s_kv,) * config.b
-    return config.replace(seq_lens_q=seq_lens_q, seq_lens_kv=seq_lens_kv)
-
-
-def _within(n: object, most: int) -> bool:
-    """A whole number from 1 to `most`: a count it is safe to make that many of."""
-    return isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= most
-
-
-def format_lengths(lens: tuple[int, ...] | None) -> str:
-    return "full" if lens is None else ",".join(str(x) for x in lens)
-
-
-def parse_lengths(text: str, b: int, s: int, seed: int = 0) -> tuple[int, ...] | None:
-    """Per-batch real lengths from what a user types: 'full' (no padding: None), 'random'
-    (uniform in [1, s], seeded), 'ratio 0.5' (every entry that share of s), or a list
-    '512, 384, 1024'. ValueError says what to write instead. `b` and `s` must be within their
-    bounds: the lengths are made one per batch entry before anything else checks them."""
-    import random
-
-    text = text.strip().lower()
-    if text in ("", "full", "none"):
-        return None
-    if not (_within(b, MAX_BATCH) and _within(s, MAX_LENGTH)):
-        raise ValueError("lengths are read against the batch size and the sequence length: fix those first")
-    if text.startswith("random"):
-        rng = random.Random(seed)
-        return tuple(rng.randint(1, s) for _ in range(b))
-    if text.startswith("ratio"):
-        try:
-            ratio = float(text.removeprefix("ratio").strip(" :="))
-        except ValueError:
-            raise ValueError(f"write a ratio as 'ratio 0.5' (got {text!r})") from None
-        if not 0 < ratio <= 1:
-            raise ValueError(f"a ratio must be in (0, 1] (got {ratio})")
-        return tuple(max(1, round(s * ratio)) for _ in range(b))
-    try:
-        return tuple(int(x) for x in text.replace(";", ",").replace(" ", ",").split(",") if x)
-    except ValueError:
-        raise ValueError(
-            f"write 'full', 'random', 'ratio 0.5' or a list like 512,384 (got {text!r})"
-        ) from None
 
 
 def format_bytes(n: float) -> str:

@@ -89,6 +89,8 @@ def cpu_check(
     rows = spec.rows(plain, "cpu")
     checks = []
     for output, ref in refs.items():
+        if output not in peer.outputs:  # the softmax's row outputs are cuDNN's alone
+            continue
         atol, rtol = spec.tolerance(config, output, ref, inputs)
         checks.append(
             OutputCheck(

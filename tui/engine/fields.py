@@ -16,8 +16,7 @@ validation.py. The metadata keys:
   choices, choice_labels, aliases   the values of a choice or modes field, as the form shows
                 them, and other spellings people type
   size          lengths: the sequence length that bounds them
-  flag, shorthand   the CLI option when not named after the field; a shorter option shared by
-                the fields that carry it (`--h` sets h_q and h_kv)
+  flag, shorthand   the CLI option when not named after the field; a shorter one shared (`--h`)
   form_label, form_id   the form's words and widget id where they differ from label and name
   tag, tag_needs, tag_unless   what SdpaConfig.label() says of the field (see there)
 
@@ -35,9 +34,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .config import ConfigError, FieldError, SdpaConfig, format_lengths, parse_lengths, with_lengths
+from .config import ConfigError, FieldError, SdpaConfig
+from .lengths import format_lengths, parse_lengths, with_lengths
 
-GROUPS = ("shape", "precision", "attention", "training", "plans")  # the form's order, top to bottom
+GROUPS = ("shape", "precision", "attention", "inference", "training", "plans")  # the form's order
 README_START, README_END = "<!-- fields:start -->", "<!-- fields:end -->"
 
 # limit key -> (the words of a message, the sign in the README, the test a value passes)

@@ -19,7 +19,8 @@ from .config import SdpaConfig
 from .keywords import FP8_BACKWARD_SCALES, FP8_FORWARD_SCALES, UnsupportedOption, op_name, sdpa_kwargs
 from .layouts import strides
 from .reference import bias_dims
-from .results import PhaseTiming, PlanResult
+from .results import PLAN_SOURCES, PhaseTiming, PlanResult
+from .storage import RAGGED_SIDE, pool_dims
 
 PHASES = (
     "define",
@@ -135,14 +136,24 @@ class _Builder:
             name=name, dim=dims, stride=strides(dims, layout), data_type=cudnn_dtype(self.cudnn, dtype)
         )
         self.tensors[name] = t
-        return t
+        return self._ragged(name, t)
 
     def output(self, name: str, t: Any, dims: tuple[int, ...], dtype: str, layout: str = "BHSD") -> Any:
         t.set_output(True).set_dim(dims).set_stride(strides(dims, layout)).set_data_type(
             cudnn_dtype(self.cudnn, dtype)
         )
         self.tensors[name] = t
+        return self._ragged(name, t)
+
+    def _ragged(self, name: str, t: Any) -> Any:
+        """Packed tokens: the tensor's sequences start at the offsets of `<name>_offsets`."""
+        if self.config.packed and name in RAGGED_SIDE:
+            t.set_ragged_offset(self.input(f"{name}_offsets", (self.config.b + 1, 1, 1, 1), "int32"))
         return t
+
+    def row_output(self, name: str, t: Any) -> Any:
+        """A per-query-row fp32 output: the softmax stats, its max or its sum of exponents."""
+        return self.output(name, t, stats_dims(self.config), "fp32")
 
     def options(self, rng_dump: bool = False) -> dict[str, Any]:
         """The option tensors the config asks for: lengths, dropout seed and offset, bias."""
@@ -158,17 +169,27 @@ class _Builder:
                 out["rng_dump"] = self.input("rng_dump", (c.b, c.h_q, c.s_q, c.s_kv), "fp32")
         if c.bias != "none":
             out["bias"] = self.input("bias", bias_dims(c), c.dtype if not c.fp8 else "fp16")
+        if c.paged:  # one table per pool; the forward's only (the backward has no page tables)
+            for name in ("paged_attention_k_table", "paged_attention_v_table"):
+                out[name] = self.input(name, (c.b, 1, c.pages_per_sequence(), 1), "int32")
+        if c.sink:
+            out["sink_token"] = self.input("sink_token", (1, c.h_q, 1, 1), "fp32")
         return out
 
     def scales(self, names: tuple[str, ...]) -> list[Any]:
         return [self.input(n, (1, 1, 1, 1), "fp32") for n in names]
 
     def qkv(self, dtype: str) -> tuple[Any, Any, Any]:
+        """q, k, v; with a paged cache, k and v are the pools (pages, h_kv, page size, d)."""
         c = self.config
+        if c.paged:
+            k_dims, v_dims, kv_layout = pool_dims(c, c.d_qk), pool_dims(c, c.d_v), "BHSD"
+        else:
+            k_dims, v_dims, kv_layout = c.k_dims, c.v_dims, c.layout
         return (
             self.input("q", c.q_dims, dtype, c.layout),
-            self.input("k", c.k_dims, dtype, c.layout),
-            self.input("v", c.v_dims, dtype, c.layout),
+            self.input("k", k_dims, dtype, kv_layout),
+            self.input("v", v_dims, dtype, kv_layout),
         )
 
     def done(self, kind: str) -> SdpaGraph:
@@ -188,6 +209,9 @@ def define(config: SdpaConfig, handle: Any = None, rng_dump: bool = False) -> Sd
     b = _Builder(c, handle)
     q, k, v = b.qkv(c.dtype)
     extras = b.options(rng_dump)
+    if c.softmax_out == "max_sum_exp":
+        for name in ("score_max", "score_sum_exp"):
+            extras[name] = b.input(name, stats_dims(c), "fp32")
     op = op_name(c)
     if c.fp8:
         scales = dict(zip(FP8_FORWARD_SCALES, b.scales(FP8_FORWARD_SCALES), strict=True))
@@ -198,8 +222,11 @@ def define(config: SdpaConfig, handle: Any = None, rng_dump: bool = False) -> Sd
     else:
         o, stats = b.graph.sdpa(**sdpa_kwargs(c, {"q": q, "k": k, "v": v, **extras}, op))
     b.output("o", o, c.o_dims, c.o_dtype, c.layout)
-    if c.backward:
-        b.output("stats", stats, stats_dims(c), "fp32")
+    if c.backward or c.softmax_out == "stats":
+        b.row_output("stats", stats)
+    for name in ("score_max", "score_sum_exp"):
+        if name in extras:
+            b.row_output(name, extras[name])
     return b.done("forward")
 
 
@@ -213,6 +240,8 @@ def define_backward(config: SdpaConfig, handle: Any = None) -> SdpaGraph:
     d_o = b.input("dO", c.o_dims, c.o_dtype, c.layout)
     stats = b.input("stats", stats_dims(c), "fp32")
     extras = b.options()
+    if c.sink:  # the sink's gradient, one per head
+        extras["dSink_token"] = b.input("dSink_token", (1, c.h_q, 1, 1), "fp32")
     op = op_name(c, backward=True)
     tensors = {"q": q, "k": k, "v": v, "o": o, "dO": d_o, "stats": stats, **extras}
     if c.fp8:
@@ -225,6 +254,8 @@ def define_backward(config: SdpaConfig, handle: Any = None) -> SdpaGraph:
     b.output("dQ", dq, c.q_dims, c.dtype, c.layout)
     b.output("dK", dk, c.k_dims, c.dtype, c.layout)
     b.output("dV", dv, c.v_dims, c.dtype, c.layout)
+    if c.sink:
+        extras["dSink_token"].set_output(True)
     return b.done("backward")
 
 
@@ -309,6 +340,7 @@ def _enumerate_plans(graph: Any, heuristic_build_seconds: float) -> list[PlanRes
                 index=i,
                 name=str(name),
                 engine_id=int(engine_id) if engine_id is not None else None,
+                source=_ask(lambda i=i: plan_source(graph, i), PLAN_SOURCES[0]),
                 knobs={_enum_name(k): int(v) for k, v in (knobs or {}).items()},
                 workspace_bytes=int(workspace) if workspace is not None else None,
                 behavior_notes=tuple(_enum_name(n) for n in (notes or [])),
@@ -318,6 +350,17 @@ def _enumerate_plans(graph: Any, heuristic_build_seconds: float) -> list[PlanRes
             )
         )
     return plans
+
+
+def plan_source(graph: Any, index: int) -> str:
+    """Where the plan at `index` comes from (PLAN_SOURCES): the frontend ranks the cuDNN library's
+    engines and its own open-source ones in one list, told apart by engine id."""
+    from cudnn.engines.engine_ids import BACKEND_HEURISTIC_ENGINE_ID, is_python_engine
+
+    engine_id = graph.plans[index].engine_id
+    if engine_id == BACKEND_HEURISTIC_ENGINE_ID:
+        return PLAN_SOURCES[2]
+    return PLAN_SOURCES[1] if is_python_engine(engine_id) else PLAN_SOURCES[0]
 
 
 def _ask(fn: Callable[[], Any], default: Any) -> Any:

@@ -30,7 +30,11 @@ _MASK_KEYWORDS = {
     "seq_len_q",
     "seq_len_kv",
     "dropout",
+    "sink_token",
 }
+_PAGED = {"paged_attention_k_table", "paged_attention_v_table", "paged_attention_max_seq_len_kv"}
+_ROW_OUTPUTS = {"score_max", "score_sum_exp"}  # the forward's softmax max and sum of exponents
+_PACKED_BACKWARD = {"max_total_seq_len_q", "max_total_seq_len_kv", "dSink_token"}
 OP_KEYWORDS: dict[str, frozenset[str]] = {
     "sdpa": frozenset(
         _MASK_KEYWORDS
@@ -42,6 +46,8 @@ OP_KEYWORDS: dict[str, frozenset[str]] = {
             "implementation",
             "rng_dump",
         }
+        | _PAGED
+        | _ROW_OUTPUTS
     ),
     "sdpa_backward": frozenset(
         _MASK_KEYWORDS
@@ -54,15 +60,19 @@ OP_KEYWORDS: dict[str, frozenset[str]] = {
             "bias",
             "use_deterministic_algorithm",
         }
+        | _PACKED_BACKWARD
     ),
     "sdpa_fp8": frozenset(
         _MASK_KEYWORDS
         | {"generate_stats", "left_bound", "use_alibi_mask", "bias", "implementation", "rng_dump"}
+        | _PAGED
+        | _ROW_OUTPUTS
         | set(FP8_FORWARD_SCALES)
     ),
     "sdpa_fp8_backward": frozenset(
         _MASK_KEYWORDS
         | {"o", "dO", "stats", "left_bound", "use_deterministic_algorithm"}
+        | _PACKED_BACKWARD
         | set(FP8_BACKWARD_SCALES)
     ),
 }
@@ -84,6 +94,10 @@ _OPTION_WORDS = {
     "rng_dump": "a dropout mask dump",
     "left_bound": "a sliding window",
     "diagonal_band_left_bound": "a sliding window",
+    "paged_attention_k_table": "a paged KV cache",
+    "paged_attention_max_seq_len_kv": "a paged KV cache",
+    "sink_token": "sink tokens",
+    "score_max": "the softmax's row max and sum of exponents",
 }
 
 
@@ -99,7 +113,7 @@ def sdpa_kwargs(
     backward = op.endswith("_backward")
     kw: dict[str, Any] = {"name": op, "attn_scale": config.scale}
     if not backward:
-        kw["generate_stats"] = config.backward
+        kw["generate_stats"] = config.backward or config.softmax_out == "stats"
         if config.implementation != "auto":
             kw["implementation"] = getattr(cudnn.attention_implementation, config.implementation.upper())
     elif config.deterministic:
@@ -121,6 +135,11 @@ def sdpa_kwargs(
         kw["use_padding_mask"] = True
     if config.alibi:
         kw["use_alibi_mask"] = True
+    if config.paged:  # the backward has no page tables: sdpa_backward refuses it below
+        kw["paged_attention_max_seq_len_kv"] = config.s_kv
+    if config.packed and backward:  # the packed token totals bound the backward's token axis
+        kw["max_total_seq_len_q"] = config.real_tokens(0)
+        kw["max_total_seq_len_kv"] = config.real_tokens(1)
     known = OP_KEYWORDS[op]
     missing = [k for k in kw if k not in known]
     if missing:

@@ -14,12 +14,17 @@ LAYOUTS: dict[str, tuple[int, int, int, int]] = {
     "BSHD": (0, 2, 1, 3),  # the seed's layout: tokens contiguous per head group (PyTorch "NHD")
     "BHSD": (0, 1, 2, 3),  # torch's default contiguous (b, h, s, d)
     "SBHD": (2, 0, 1, 3),  # sequence-major, as Megatron-style code keeps activations
+    # packed tokens (T, h, d), no padding: each sequence's tokens at a ragged offset. Its strides
+    # within a sequence are BSHD's; where the sequences start is the packing's (storage.py)
+    "THD": (0, 2, 1, 3),
 }
+PACKED = "THD"
 
 LAYOUT_HELP = {
     "BSHD": "batch, sequence, heads, head dim (the seed's layout)",
     "BHSD": "batch, heads, sequence, head dim (torch's contiguous)",
     "SBHD": "sequence, batch, heads, head dim (sequence-major)",
+    "THD": "tokens of every sequence packed, heads, head dim (ragged offsets, no padding)",
 }
 
 

@@ -106,10 +106,11 @@ class Measurement:
 
     def outputs_of(self, index: int | None) -> dict[str, Any]:
         """One execution of a plan; its outputs as the numbers they stand for."""
-        for key in self.spec.outputs.values():
+        keys = self.spec.output_keys(self.config)
+        for key in keys.values():
             poison(self.built.data[key])  # an output the plan never wrote cannot pass
         self.execute_once(index, "checking")
-        return {name: self.built.values(key) for name, key in self.spec.outputs.items()}
+        return {name: self.built.values(key) for name, key in keys.items()}
 
     def scale(self) -> None:
         """FP8 outputs: set their scales from a warm-up execution's amax (once per built pass)."""
@@ -132,7 +133,8 @@ class Measurement:
                 forward.dropout_mask = FORWARD_PASS.dropout_mask(forward, self.bench.handle)
             mask = forward.dropout_mask
         d_o = b.values("dO") if "dO" in b.data else None
-        return Inputs(b.values("q"), b.values("k"), b.values("v"), b.data.get("bias"), d_o, mask)
+        sink = b.data.get("sink_token")
+        return Inputs(b.values("q"), b.values("k"), b.values("v"), b.data.get("bias"), d_o, mask, sink)
 
     def prepare_check(self) -> None:
         """The reference, tolerances and the peer's error: computed once per built pass, kept for reruns."""
@@ -152,6 +154,7 @@ class Measurement:
             {
                 name: {peer.name: compare(peer.outputs[name], ref, *b.tolerances[name], rows[name])}
                 for name, ref in b.reference.items()
+                if name in peer.outputs  # the softmax's row outputs are cuDNN's alone
             }
             if ran
             else {}
@@ -249,7 +252,7 @@ def amax_references(spec: Pass, built: BuiltPass) -> dict[str, Any]:
     """Each amax the graph writes beside the reference tensor whose maximum it should equal."""
     if built.reference is None:
         return {}
-    by_output = {f"amax_{key.lower()}": name for name, key in spec.outputs.items()}
+    by_output = {f"amax_{key.lower()}": name for name, key in spec.output_keys(built.graph.config).items()}
     return {amax: built.reference[by_output[amax]] for amax in spec.fp8_amax if amax in by_output}
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import fp8
+from . import fp8, storage
 from .config import BACKWARD_FLOPS_RULE, SdpaConfig
 from .graph import SdpaGraph, build, define_and_validate
 from .keywords import FP8_FORWARD_SCALES
@@ -25,6 +25,7 @@ from .reference import (
     random_like,
     reference_fp32,
     reference_grads,
+    softmax_rows,
     torch_dtype,
     torch_sdpa,
     torch_sdpa_grads,
@@ -58,13 +59,14 @@ class BuiltPass:
         return self.graph.variant_pack(self.data)
 
     def values(self, name: str) -> Any:
-        return fp8.values(self.graph.config, self.data, name)
+        return storage.logical(self.graph.config, self.data, name)
 
 
 @dataclass(frozen=True)
 class Inputs:
-    """What a reference and a peer compute from, as numbers (FP8 dequantised): q, k, v, the
-    bias, the output gradient dO of a backward, and the dropout mask cuDNN drew (None: off)."""
+    """What a reference and a peer compute from, as logical numbers (FP8 dequantised, pages
+    gathered, tokens unpacked): q, k, v, the bias, the output gradient dO of a backward, the
+    dropout mask cuDNN drew (None: off) and the sink logits (None: no sink tokens)."""
 
     q: Any
     k: Any
@@ -72,13 +74,15 @@ class Inputs:
     bias: Any = None
     d_o: Any = None
     dropout_mask: Any = None
+    sink: Any = None
 
     def for_peer(self, config: SdpaConfig) -> Inputs:
         """torch has no FP8 attention: its SDPA runs in fp16 on the dequantised values."""
         if not config.fp8:
             return self
         half = (x.half() for x in (self.q, self.k, self.v))
-        return Inputs(*half, self.bias, None if self.d_o is None else self.d_o.half(), self.dropout_mask)
+        d_o = None if self.d_o is None else self.d_o.half()
+        return Inputs(*half, self.bias, d_o, self.dropout_mask, self.sink)
 
 
 NO_PEER_NOTE = "no torch backend other than cuDNN runs this configuration: no peer error is shown"
@@ -130,6 +134,10 @@ class Pass:
     def io_bytes(self, config: SdpaConfig) -> int:
         raise NotImplementedError
 
+    def output_keys(self, config: SdpaConfig) -> dict[str, str]:
+        """The outputs checked for this configuration: name on screen -> tensor's name in `data`."""
+        return dict(self.outputs)
+
     def check_cost(self, config: SdpaConfig) -> int:
         """FLOPs of the reference and the peer: the forward's, and a backward's on top of it."""
         return self.flops(config) + (config.flops() if self.grad else 0)
@@ -165,8 +173,8 @@ class Pass:
         return Peer(peer_name(config, run.backend), description, run.outputs)
 
     def has_peer(self, config: SdpaConfig, inputs: Inputs) -> bool:
-        """Whether torch can compute what cuDNN did at all (not: with the mask cuDNN drew)."""
-        return inputs.dropout_mask is None
+        """Whether torch can compute what cuDNN did at all (not: with the mask cuDNN drew; no sink)."""
+        return inputs.dropout_mask is None and not config.sink
 
     def peer_outputs(self, config: SdpaConfig, inputs: Inputs, backend: str) -> dict[str, Any]:
         """The peer's outputs under one backend, forced (raises where it refuses)."""
@@ -209,7 +217,15 @@ class Forward(Pass):
         return config.flops()
 
     def io_bytes(self, config: SdpaConfig) -> int:
-        return config.io_bytes()
+        return storage.forward_bytes(config)
+
+    def output_keys(self, config: SdpaConfig) -> dict[str, str]:
+        keys = dict(self.outputs)
+        if config.softmax_out == "stats":
+            keys["Stats"] = "stats"
+        elif config.softmax_out == "max_sum_exp":
+            keys.update(Max="score_max", SumExp="score_sum_exp")
+        return keys
 
     def build(self, config: SdpaConfig, handle: Any, seed: int, before: dict[str, BuiltPass]) -> BuiltPass:
         import torch
@@ -223,14 +239,21 @@ class Forward(Pass):
     def reference(
         self, config: SdpaConfig, inputs: Inputs, progress: Progress | None = None
     ) -> dict[str, Any]:
-        ref = reference_fp32(config, inputs.q, inputs.k, inputs.v, inputs.bias, inputs.dropout_mask, progress)
-        return {"O": ref}
+        ref = reference_fp32(
+            config, inputs.q, inputs.k, inputs.v, inputs.bias, inputs.dropout_mask, progress, inputs.sink
+        )
+        if config.softmax_out == "none":
+            return {"O": ref}
+        top, total = softmax_rows(config, inputs.q, inputs.k, inputs.bias, inputs.sink)
+        if config.softmax_out == "stats":
+            return {"O": ref, "Stats": top + total.log()}
+        return {"O": ref, "Max": top, "SumExp": total}
 
     def peer_outputs(self, config: SdpaConfig, inputs: Inputs, backend: str) -> dict[str, Any]:
         return {"O": torch_sdpa(config, inputs.q, inputs.k, inputs.v, inputs.bias, backend)}
 
     def rows(self, config: SdpaConfig, device: Any) -> dict[str, Any]:
-        return {"O": valid_rows(config, device)}
+        return dict.fromkeys(self.output_keys(config), valid_rows(config, device))
 
     def notes(self, config: SdpaConfig) -> tuple[str, ...]:
         notes = []
@@ -244,6 +267,7 @@ class Forward(Pass):
                 "dropout on: the reference applies the mask cuDNN drew (dumped by the same graph with the "
                 "same seed); torch's SDPA cannot apply that mask, so its error is not shown"
             )
+        notes += storage_notes(config)
         return tuple(notes)
 
     def dropout_mask(self, built: BuiltPass, handle: Any) -> Any:
@@ -273,6 +297,9 @@ class Backward(Pass):
     def io_bytes(self, config: SdpaConfig) -> int:
         return config.backward_io_bytes()
 
+    def output_keys(self, config: SdpaConfig) -> dict[str, str]:
+        return {**self.outputs, "dSink": "dSink_token"} if config.sink else dict(self.outputs)
+
     def build(self, config: SdpaConfig, handle: Any, seed: int, before: dict[str, BuiltPass]) -> BuiltPass:
         import torch
 
@@ -288,9 +315,17 @@ class Backward(Pass):
         self, config: SdpaConfig, inputs: Inputs, progress: Progress | None = None
     ) -> dict[str, Any]:
         grads = reference_grads(
-            config, inputs.q, inputs.k, inputs.v, inputs.d_o, inputs.bias, inputs.dropout_mask, progress
+            config,
+            inputs.q,
+            inputs.k,
+            inputs.v,
+            inputs.d_o,
+            inputs.bias,
+            inputs.dropout_mask,
+            progress,
+            inputs.sink,
         )
-        return dict(zip(self.outputs, grads, strict=True))
+        return dict(zip(self.output_keys(config), grads, strict=True))
 
     def has_peer(self, config: SdpaConfig, inputs: Inputs) -> bool:
         return super().has_peer(config, inputs) and not config.padded  # padding: NaN on empty rows
@@ -301,11 +336,12 @@ class Backward(Pass):
         return dict(zip(self.outputs, grads, strict=True))
 
     def rows(self, config: SdpaConfig, device: Any) -> dict[str, Any]:
-        return {
+        rows = {
             "dQ": valid_rows(config, device),
             "dK": valid_rows(config, device, 1),
             "dV": valid_rows(config, device, 1),
         }
+        return {**rows, "dSink": None} if config.sink else rows
 
     def notes(self, config: SdpaConfig) -> tuple[str, ...]:
         if config.dropout:
@@ -314,7 +350,7 @@ class Backward(Pass):
             )
         if config.padded:
             return ("padding: torch's backward gives NaN on fully masked rows, so its error is not shown",)
-        return ()
+        return storage_notes(config)
 
 
 FORWARD_PASS, BACKWARD_PASS = Forward(), Backward()
@@ -323,6 +359,23 @@ FORWARD_PASS, BACKWARD_PASS = Forward(), Backward()
 def passes_of(config: SdpaConfig) -> tuple[Pass, ...]:
     """The passes a configuration asks for, in the order they run."""
     return (FORWARD_PASS, BACKWARD_PASS) if config.backward else (FORWARD_PASS,)
+
+
+def storage_notes(config: SdpaConfig) -> tuple[str, ...]:
+    """How the check reads what is not stored densely, and why a peer is missing."""
+    notes = []
+    if config.paged:
+        notes.append(
+            f"paged KV cache: {config.page_order} pages of {config.page_size} tokens; the reference gathers K "
+            "and V through the page table, so a page the graph misreads is an error"
+        )
+    if config.packed:
+        notes.append("packed tokens (THD): the reference unpacks each sequence at its ragged offsets")
+    if config.sink:
+        notes.append(
+            "sink tokens: the reference adds each head's sink logit as one more softmax column; torch has none"
+        )
+    return tuple(notes)
 
 
 def workspace(torch: Any, g: SdpaGraph) -> Any:
@@ -354,8 +407,16 @@ def device_tensors(config: SdpaConfig, device: str, seed: int) -> dict[str, Any]
     if config.fp8:
         fp8.forward_scales(config, data, device)
     data["o"] = allocate(torch, config.o_dims, config.layout, torch_dtype(torch, config.o_dtype), device)
-    if config.backward:
-        data["stats"] = torch.empty((config.b, config.h_q, config.s_q, 1), dtype=torch.float32, device=device)
+    rows = (config.b, config.h_q, config.s_q, 1)
+    if config.backward or config.softmax_out == "stats":
+        data["stats"] = torch.empty(rows, dtype=torch.float32, device=device)
+    if config.softmax_out == "max_sum_exp":
+        data["score_max"], data["score_sum_exp"] = (
+            torch.empty(rows, dtype=torch.float32, device=device) for _ in "ms"
+        )
+    if config.sink:  # each head's learned sink logit, drawn after q, k, v and the bias
+        gen = torch.Generator(device=device).manual_seed(seed + 2)
+        data["sink_token"] = torch.randn((1, config.h_q, 1, 1), generator=gen, device=device)
     if bias is not None:
         data["bias"] = bias
     if config.dropout:
@@ -365,6 +426,7 @@ def device_tensors(config: SdpaConfig, device: str, seed: int) -> dict[str, Any]
         for name, side in (("seq_len_q", 0), ("seq_len_kv", 1)):
             lens = [config.lengths(bi)[side] for bi in range(config.b)]
             data[name] = torch.tensor(lens, dtype=torch.int32, device=device).view(config.b, 1, 1, 1)
+    storage.physical(config, data, ("q", "k", "v", "o"), seed)
     return data
 
 
@@ -379,4 +441,7 @@ def backward_tensors(config: SdpaConfig, forward: dict[str, Any], device: str, s
     dt = torch_dtype(torch, config.dtype)
     for name, dims in (("dQ", config.q_dims), ("dK", config.k_dims), ("dV", config.v_dims)):
         data[name] = allocate(torch, dims, config.layout, dt, device)
+    if config.sink:
+        data["dSink_token"] = torch.empty((1, config.h_q, 1, 1), dtype=torch.float32, device=device)
+    storage.physical(config, data, ("dO", "dQ", "dK", "dV"), seed)
     return data

@@ -57,9 +57,12 @@ def precision(config: SdpaConfig) -> str:
 
 
 def _always(config: SdpaConfig) -> str:
-    """What no peer here can do: dropout draws its own mask (cuDNN's cannot be applied)."""
+    """What no peer here can do: dropout draws its own mask (cuDNN's cannot be applied), and no
+    peer's softmax takes a sink logit."""
     if config.dropout:
         return "dropout: a peer would draw its own mask, so its output cannot be compared"
+    if config.sink:
+        return "sink tokens: no peer here adds a sink logit to its softmax"
     return ""
 
 

@@ -204,17 +204,18 @@ def _attend(
     vb: Any,
     bias: Any,
     dropout_mask: Any,
+    sink: Any = None,
 ) -> Any:
     """One block of softmax(q k^T * scale + terms) v in fp32; differentiable. A row with no kept
-    key (a padded row) outputs 0 and passes no gradient."""
+    key (a padded row) outputs 0 and passes no gradient. With sink tokens, each head's sink logit
+    joins every row's softmax as one more column that adds nothing to the output."""
     import torch
 
-    scores = torch.matmul(qb, kb.transpose(-1, -2)) * config.scale
-    term = additive_terms(config, bi, heads, rows, bias, qb.device)
-    if term is not None:
-        scores = scores + term
+    scores = block_scores(config, bi, heads, rows, qb, kb, bias, sink)
     empty = ~torch.isfinite(scores.amax(dim=-1, keepdim=True))
     p = torch.softmax(scores.masked_fill(empty, 0.0), dim=-1).masked_fill(empty, 0.0)
+    if sink is not None:
+        p = p[..., :-1]
     if dropout_mask is not None:
         p = (
             p
@@ -222,6 +223,45 @@ def _attend(
             / (1.0 - config.dropout)
         )
     return torch.matmul(p, vb)
+
+
+def block_scores(
+    config: SdpaConfig, bi: int, heads: range, rows: range, qb: Any, kb: Any, bias: Any, sink: Any = None
+) -> Any:
+    """One block's scores q k^T * scale + bias + ALiBi, -inf where masked, and the sink logits as
+    a last column when there are sink tokens: (heads, rows, s_kv [+ 1]) fp32."""
+    import torch
+
+    scores = torch.matmul(qb, kb.transpose(-1, -2)) * config.scale
+    term = additive_terms(config, bi, heads, rows, bias, qb.device)
+    if term is not None:
+        scores = scores + term
+    if sink is not None:
+        column = sink.reshape(-1)[heads.start : heads.stop].float().view(-1, 1, 1)
+        scores = torch.cat([scores, column.expand(-1, scores.shape[-2], 1)], dim=-1)
+    return scores
+
+
+def softmax_rows(config: SdpaConfig, q: Any, k: Any, bias: Any = None, sink: Any = None) -> tuple[Any, Any]:
+    """Each query row's max score and sum of exp(score - max), sink included, in fp32
+    (b, h_q, s_q, 1) each: what cuDNN's score_max and score_sum_exp hold, and its stats
+    (max + log sum) for the backward."""
+    import torch
+
+    top = torch.full((*config.o_dims[:3], 1), float("-inf"), dtype=torch.float32, device=q.device)
+    total = torch.zeros_like(top)
+    with _full_fp32(), torch.no_grad():
+        for bi, heads, rows, kv_heads in _blocks(config, q.device):
+            qb = q[bi, heads.start : heads.stop, rows.start : rows.stop].float()
+            scores = block_scores(
+                config, bi, heads, rows, qb, k[bi].index_select(0, kv_heads).float(), bias, sink
+            )
+            m = scores.amax(dim=-1, keepdim=True)
+            top[bi, heads.start : heads.stop, rows.start : rows.stop] = m
+            total[bi, heads.start : heads.stop, rows.start : rows.stop] = (
+                (scores - m).exp().sum(-1, keepdim=True)
+            )
+    return top, total
 
 
 def reference_fp32(
@@ -232,6 +272,7 @@ def reference_fp32(
     bias: Any = None,
     dropout_mask: Any = None,
     progress: Callable[[float], None] | None = None,
+    sink: Any = None,
 ) -> Any:
     """softmax(q k^T * scale + bias + alibi + mask) v in fp32, as a contiguous (b, h_q, s_q, d_v)
     tensor. A query row with no kept key (a padded row) outputs 0. With dropout, the softmax
@@ -246,7 +287,7 @@ def reference_fp32(
             vf = v[bi].index_select(0, kv_heads).float()
             qb = q[bi, heads.start : heads.stop, rows.start : rows.stop].float()
             out[bi, heads.start : heads.stop, rows.start : rows.stop] = _attend(
-                config, bi, heads, rows, qb, kf, vf, bias, dropout_mask
+                config, bi, heads, rows, qb, kf, vf, bias, dropout_mask, sink
             )
     return out
 
@@ -260,12 +301,15 @@ def reference_grads(
     bias: Any = None,
     dropout_mask: Any = None,
     progress: Callable[[float], None] | None = None,
-) -> tuple[Any, Any, Any]:
+    sink: Any = None,
+) -> tuple[Any, ...]:
     """dQ, dK, dV of the reference for the output gradient `d_o`, by torch fp32 autograd, one
     block of query rows and heads at a time (so the scores never exist whole); GQA's kv heads
-    sum the gradients of the query heads that share them. Contiguous fp32 (b, h, s, d)."""
+    sum the gradients of the query heads that share them. Contiguous fp32 (b, h, s, d). With
+    sink tokens, the sink logits' gradient dSink (1, h_q, 1, 1) follows."""
     import torch
 
+    dsink = None if sink is None else torch.zeros((1, config.h_q, 1, 1), dtype=torch.float32, device=q.device)
     dq = torch.zeros(config.q_dims, dtype=torch.float32, device=q.device)
     dk = torch.zeros(config.k_dims, dtype=torch.float32, device=q.device)
     dv = torch.zeros(config.v_dims, dtype=torch.float32, device=q.device)
@@ -275,6 +319,7 @@ def reference_grads(
             qb = q[bi, hs, rs].float().requires_grad_()
             kf = k[bi].float().requires_grad_()
             vf = v[bi].float().requires_grad_()
+            sb = None if sink is None else sink.float().detach().requires_grad_()
             o = _attend(
                 config,
                 bi,
@@ -285,14 +330,18 @@ def reference_grads(
                 vf.index_select(0, kv_heads),
                 bias,
                 dropout_mask,
+                sb,
             )
+            leaves = (qb, kf, vf) if sb is None else (qb, kf, vf, sb)
             with warnings.catch_warnings():  # autograd's worker thread starts without a current CUDA context
                 warnings.filterwarnings("ignore", message="Attempting to run cuBLAS")
-                gq, gk, gv = torch.autograd.grad(o, (qb, kf, vf), d_o[bi, hs, rs].float())
+                gq, gk, gv, *gs = torch.autograd.grad(o, leaves, d_o[bi, hs, rs].float())
             dq[bi, hs, rs] = gq
             dk[bi] += gk
             dv[bi] += gv
-    return dq, dk, dv
+            if gs:
+                dsink += gs[0].view(dsink.shape)
+    return (dq, dk, dv) if dsink is None else (dq, dk, dv, dsink)
 
 
 def _whole_call(config: SdpaConfig, bias: Any, backend: str | None) -> bool | None:

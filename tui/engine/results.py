@@ -17,7 +17,7 @@ from typing import Any
 
 from .config import SdpaConfig
 
-SCHEMA_VERSION = "2.3"  # 2.3: peers timed beside cuDNN; 2.2: a crash as a finding, known issues; 2.1: timing regime, samples,
+SCHEMA_VERSION = "2.4"  # 2.4: where a plan comes from; 2.3: peers timed beside cuDNN; 2.2: a crash as a finding, known issues; 2.1: timing regime, samples,
 # stability, GPU telemetry, the peer's backend
 # 2.0: a run is a list of passes; 1.1 (fp8, backward) and 1.0 files still read
 
@@ -132,11 +132,17 @@ class TimingStats:
         return ", ".join(words)
 
 
+# Where a plan comes from: an engine of the cuDNN library, one of the frontend's open-source
+# (Python) engines, or the library's own pick among engines it does not list (heur_mode.OPENSOURCE)
+PLAN_SOURCES = ("backend engine", "open-source engine", "backend heuristics")
+
+
 @dataclass(frozen=True)
 class PlanResult:
     index: int
     name: str
     engine_id: int | None = None
+    source: str = "backend engine"  # one of PLAN_SOURCES
     knobs: dict[str, int] = field(default_factory=dict)
     workspace_bytes: int | None = None
     behavior_notes: tuple[str, ...] = ()

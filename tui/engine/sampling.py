@@ -137,7 +137,19 @@ def _masks(rng: random.Random, v: Values, shares: Shares) -> Values:
     )
 
 
-DRAWERS = (_precision, _training, _masks)  # each (rng, the values so far, Shares) -> more values
+def _inference(rng: random.Random, v: Values, shares: Shares) -> Values:
+    """A paged KV cache (pages of a power of two, either order), the softmax's row outputs and
+    sink tokens, each now and then."""
+    paged, rows = rng.random() < FEATURE_SHARE, rng.random() < FEATURE_SHARE
+    return dict(
+        page_size=2 ** rng.randint(3, 7) if paged else None,
+        page_order=rng.choice(FIELD["page_order"].choices),
+        softmax_out=rng.choice(FIELD["softmax_out"].choices[1:]) if rows else "none",
+        sink=rng.random() < FEATURE_SHARE,
+    )
+
+
+DRAWERS = (_precision, _training, _masks, _inference)  # each (rng, the values so far, Shares) -> more values
 
 
 def _by_kind(rng: random.Random, f: Field) -> Any:

@@ -53,7 +53,7 @@ def atol_floor(config: SdpaConfig, output: str, q: Any, k: Any, v: Any, d_o: Any
         "dV": largest(d_o),
         "dQ": config.scale * largest(d_o) * largest(v) * largest(k),
         "dK": config.scale * largest(d_o) * largest(v) * largest(q),
-    }[output]
+    }.get(output, 1.0)  # the softmax's row outputs and dSink: fp32 of their own size
     return ATOL_FLOOR_FP32_UNITS * 2.0**-23 * size
 
 
