@@ -146,6 +146,9 @@ def test_check_passes_over_the_smoke_set_and_every_builtin_preset():
         "gpt2-dropout",
         "llama3-8b-train",
         "llama3-70b-fp8-prefill",
+        "llama3-8b-chunked-prefill",
+        "packed-thd-training",
+        "gpt-oss-sinks",
     ],
 )
 def test_exported_script_runs_and_agrees_with_the_engine(engine, tmp_path, preset):
