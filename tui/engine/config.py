@@ -239,6 +239,12 @@ class SdpaConfig:
         return self.seq_lens_q is not None or self.seq_lens_kv is not None or self.paged or self.packed
 
     @property
+    def varlen(self) -> bool:
+        """Whether some batch entry is shorter than its side: the padding mask then masks keys and
+        rows (a paged cache or packed tokens at full lengths mask nothing)."""
+        return self.padded and any(self.lengths(i) != (self.s_q, self.s_kv) for i in range(self.b))
+
+    @property
     def paged(self) -> bool:
         return self.page_size is not None
 

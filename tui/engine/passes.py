@@ -328,7 +328,7 @@ class Backward(Pass):
         return dict(zip(self.output_keys(config), grads, strict=True))
 
     def has_peer(self, config: SdpaConfig, inputs: Inputs) -> bool:
-        return super().has_peer(config, inputs) and not config.padded  # padding: NaN on empty rows
+        return super().has_peer(config, inputs) and not config.varlen  # padding: NaN on empty rows
 
     def peer_outputs(self, config: SdpaConfig, inputs: Inputs, backend: str) -> dict[str, Any]:
         p = inputs
@@ -348,7 +348,7 @@ class Backward(Pass):
             return (
                 "dropout on: the reference applies the mask cuDNN drew in the forward; torch's error is not shown",
             )
-        if config.padded:
+        if config.varlen:
             return ("padding: torch's backward gives NaN on fully masked rows, so its error is not shown",)
         return storage_notes(config)
 

@@ -123,7 +123,7 @@ def torch_call(config: SdpaConfig, t: Tensors) -> dict[str, Any]:
     if config.h_q != config.h_kv:
         kwargs["enable_gqa"] = True
     lo, hi = config.band(0)
-    plain = not (config.window or config.padded or config.alibi or t.bias is not None)
+    plain = not (config.window or config.varlen or config.alibi or t.bias is not None)
     if plain and (hi is None or (config.causal == "bottom_right" and config.s_q == 1)):
         return kwargs  # no mask, or one query at the bottom right: it sees every key
     if plain and hi == 0:
@@ -151,7 +151,7 @@ class TorchBackend:
         return "" if hasattr(SDPBackend, wanted) else f"this torch has no {self.backend} backend"
 
     def refusal(self, config: SdpaConfig, kind: str = "forward") -> str:
-        if kind == "backward" and config.padded:
+        if kind == "backward" and config.varlen:
             return "torch's SDPA backward gives NaN on fully masked rows, not the zeros padding means"
         return _always(config)
 
@@ -229,7 +229,7 @@ def mask_mod(config: SdpaConfig, device: Any) -> Callable | None:
     """Flex's mask_mod for the causal band, the window and the real lengths (None: no mask)."""
     import torch
 
-    if config.band(0) == (None, None) and not config.padded:
+    if config.band(0) == (None, None) and not config.varlen:
         return None
     big = config.s_q + config.s_kv + 1
     bands = [config.band(bi) for bi in range(config.b)]
@@ -308,7 +308,7 @@ class FlashAttention3(Installed):
     missing = "flash_attn_interface is not installed (FlashAttention-3)"
 
     def unsupported(self, config: SdpaConfig) -> str:
-        if config.padded or config.alibi or config.bias != "none":
+        if config.varlen or config.alibi or config.bias != "none":
             return "padding, ALiBi and a bias need FlashAttention-3's other entry points, not driven here"
         return ""
 
@@ -336,7 +336,7 @@ class FlashInfer(Installed):
     def unsupported(self, config: SdpaConfig) -> str:
         if config.b != 1:
             return "only batch 1 is driven here (FlashInfer's batch wrappers plan a page table first)"
-        if config.padded or config.alibi or config.bias != "none" or config.window:
+        if config.varlen or config.alibi or config.bias != "none" or config.window:
             return "padding, ALiBi, a bias and a window are not driven here"
         return ""
 

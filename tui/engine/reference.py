@@ -347,7 +347,7 @@ def reference_grads(
 def _whole_call(config: SdpaConfig, bias: Any, backend: str | None) -> bool | None:
     """is_causal of one call over whole sequences, or None where the mask goes explicitly, a block
     of rows at a time: masks other than a plain causal one, and MATH, which holds every score."""
-    if backend == "MATH" or config.window or config.padded or config.alibi or bias is not None:
+    if backend == "MATH" or config.window or config.varlen or config.alibi or bias is not None:
         return None
     if config.causal == "none" or (config.causal == "bottom_right" and config.s_q == 1):
         return False  # one query at the bottom right sees every key: a decode step masks nothing
@@ -402,7 +402,7 @@ def torch_sdpa_grads(
     import torch
     import torch.nn.functional as F
 
-    if config.padded:
+    if config.varlen:
         raise ValueError("torch's SDPA backward gives NaN on fully masked rows: no peer with padding")
     k, v = expand_kv(config, k, v)
     group = config.h_q // config.h_kv
