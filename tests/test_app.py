@@ -7,6 +7,7 @@ only it can show: start-up to a first result, a SIGKILL mid-run, quitting.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 
@@ -545,3 +546,30 @@ async def test_the_form_says_each_change_once():
         await set_field(pilot, app, "h_kv", "4")
         await wait_for(pilot, lambda: heard[-1].config is not None)
         assert [m.config for m in heard[2:]] == [None, preset.replace(h_kv=4)] and "h_kv" in heard[2].errors
+
+
+@pytest.mark.asyncio
+async def test_each_plan_says_where_it_comes_from_in_a_column_and_in_full_in_its_detail():
+    """The seed's recording with its last plan as heuristic mode OPENSOURCE gives it (left to the
+    backend's heuristics) and the one before it from an open-source engine: the short column says
+    which, a selected plan's detail says it in full."""
+    from tui.engine.results import PLAN_SOURCES
+
+    fwd = RECORDED.forward
+    sources = {len(fwd.plans) - 1: PLAN_SOURCES[2], len(fwd.plans) - 2: PLAN_SOURCES[1]}
+    plans = tuple(dataclasses.replace(p, source=sources.get(p.index, p.source)) for p in fwd.plans)
+    result = dataclasses.replace(RECORDED, passes=(dataclasses.replace(fwd, plans=plans),))
+    app = make_app(result.config, start_engine=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.show_result(result)
+        await pilot.pause()
+        table = app.query_one("#plans-forward")
+        at = [str(c.label) for c in table.columns.values()].index("from")
+        column = [str(table.get_row_at(i)[at]) for i in range(table.row_count)]
+        assert column == ["backend"] * (len(plans) - 2) + ["open-source", "delegated"]
+        detail = app.query_one("#plan-detail")
+        assert "from backend: an engine of the cuDNN backend library" in str(detail.render())  # the pick
+        table.focus()
+        await pilot.press(*["down"] * (len(plans) - 1))
+        await wait_for(pilot, lambda: str(detail.render()).startswith(f"forward plan {len(plans) - 1}"))
+        assert "from delegated: left to the backend's heuristics" in str(detail.render())

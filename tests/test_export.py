@@ -398,6 +398,7 @@ COLUMNS_BEFORE_21 = (
 )  # fmt: skip
 TIMING = ("regime", "stable", "retried", "samples")
 GPU = ("sm_clock_after_mhz", "power_after_w", "power_limit_w", "power_capped_pct", "thermal_capped_pct")
+SOURCE = ("source",)  # schema 2.4: where each plan comes from
 
 
 def csv_rows(result: RunResult) -> tuple[list[str], list[dict[str, str]]]:
@@ -407,7 +408,7 @@ def csv_rows(result: RunResult) -> tuple[list[str], list[dict[str, str]]]:
 
 def test_csv_keeps_its_columns_in_place_and_appends_how_each_figure_was_taken():
     header, rows = csv_rows(measured(TRAINING, unstable=("backward",)))
-    assert tuple(header) == (*COLUMNS_BEFORE_21, *TIMING, *GPU)
+    assert tuple(header) == (*COLUMNS_BEFORE_21, *TIMING, *GPU, *SOURCE)
     picks = {r["pass"]: r for r in rows if r["heuristic_pick"] == "True"}
     assert [picks[k][c] for k in ("forward", "backward") for c in TIMING] == [
         "sustained", "True", "False", "20", "sustained", "False", "True", "20"
@@ -504,3 +505,18 @@ def test_exported_fp8_and_training_scripts_run_and_agree_with_the_engine(tmp_pat
             assert figures["grad_atol"][name] == pytest.approx(checks[name].atol, rel=1e-4), name
         if config.deterministic:
             assert figures["bitwise_repeatable"] and b.repeatable
+
+
+def test_csv_says_where_each_plan_comes_from_and_a_peer_comes_from_no_engine():
+    import dataclasses
+
+    from fakes import PEERS
+
+    from tui.engine.results import PLAN_SOURCES
+
+    fwd = PEERS.forward
+    plans = tuple(dataclasses.replace(p, source=PLAN_SOURCES[1]) if p.index == 0 else p for p in fwd.plans)
+    _, rows = csv_rows(dataclasses.replace(PEERS, passes=(dataclasses.replace(fwd, plans=plans),)))
+    plan_rows = [r for r in rows if r["engine_id"] != "peer"]
+    assert [r["source"] for r in plan_rows] == [PLAN_SOURCES[1]] + [PLAN_SOURCES[0]] * (len(plans) - 1)
+    assert {r["source"] for r in rows if r["engine_id"] == "peer"} == {""}

@@ -240,3 +240,17 @@ def test_the_check_line_says_each_figures_regime_and_marks_an_unstable_one():
     row = case_row("llama3-8b-train", r)
     assert (row["regime"], row["stable"]) == ("sustained", True)
     assert [(p["regime"], p["stable"]) for p in row["passes"]] == [("sustained", True), ("sustained", False)]
+
+
+def test_the_plans_table_says_where_each_plan_comes_from_and_what_the_words_mean():
+    from tui.engine.results import PLAN_SOURCES
+
+    fwd = SEED.forward
+    plans = tuple(dataclasses.replace(p, source=PLAN_SOURCES[2]) if p.index == 1 else p for p in fwd.plans)
+    text = text_of(plans_table(dataclasses.replace(fwd, plans=plans)))
+    header = next(line for line in text.splitlines() if "plan" in line and "engine" in line)
+    assert header.index("plan") < header.index("from") < header.index("engine")
+    rows = [line for line in text.splitlines() if line.startswith("│")]
+    assert "delegated" in rows[1] and all("backend" in r for i, r in enumerate(rows) if i != 1)
+    legend = "from: backend = an engine of the cuDNN backend library; delegated = left to the backend's"
+    assert legend in " ".join(text.split())

@@ -55,6 +55,8 @@ GPU_COLUMNS = (
     "power_capped_pct",
     "thermal_capped_pct",
 )
+# schema 2.4, appended likewise: where the plan comes from (results.PLAN_SOURCES; blank for a peer)
+SOURCE_COLUMNS = ("source",)
 ENV_COLUMNS = (
     "gpu_name",
     "compute_capability",
@@ -72,7 +74,9 @@ def plans_csv(result: RunResult) -> str:
     on every row so that runs from two machines can be concatenated and compared."""
     buf = io.StringIO()
     writer = csv.writer(buf)
-    writer.writerow((*PLAN_COLUMNS, *ENV_COLUMNS, "schema_version", *TIMING_COLUMNS, *GPU_COLUMNS))
+    writer.writerow(
+        (*PLAN_COLUMNS, *ENV_COLUMNS, "schema_version", *TIMING_COLUMNS, *GPU_COLUMNS, *SOURCE_COLUMNS)
+    )
     env = result.environment
     env_values = [getattr(env, c, "") if env else "" for c in ENV_COLUMNS]
     peer_rows: list[tuple] = []
@@ -88,7 +92,7 @@ def plans_csv(result: RunResult) -> str:
                          max_abs_error=f"{m.max_abs:.6e}" if m else "", matches=m.passed if m else "",
                          heuristic_pick=False, fastest=False)  # fmt: skip
             peer_rows.append((*(cells.get(c, "") for c in PLAN_COLUMNS), *env_values, SCHEMA_VERSION,
-                              *timing_values(t), *gpu_values(t.telemetry if t else None)))  # fmt: skip
+                              *timing_values(t), *gpu_values(t.telemetry if t else None), ""))  # fmt: skip
     for kind, p in ((ps.kind, p) for ps in result.passes for p in ps.plans):
         t = p.timing
         writer.writerow(
@@ -118,6 +122,7 @@ def plans_csv(result: RunResult) -> str:
                 SCHEMA_VERSION,
                 *timing_values(t),
                 *gpu_values(t.telemetry if t else None),
+                p.source,
             )
         )
     writer.writerows(peer_rows)

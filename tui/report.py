@@ -11,7 +11,16 @@ from rich.table import Table
 from rich.text import Text
 
 from .engine.environment import describe
-from .engine.results import GOOD_STATUSES, Environment, Fp8Scaling, PassResult, RunResult, TimingStats
+from .engine.results import (
+    GOOD_STATUSES,
+    PLAN_SOURCES,
+    Environment,
+    Fp8Scaling,
+    PassResult,
+    PlanResult,
+    RunResult,
+    TimingStats,
+)
 from .format import (
     PEER_COLUMNS,
     finding_rows,
@@ -58,6 +67,36 @@ def phases_table(p: PassResult, cache_hit: bool = False) -> Table:
     return table
 
 
+# Where a plan comes from (results.PLAN_SOURCES), as a plans table's short column says it and in full
+PLAN_SOURCE_WORDS = dict(
+    zip(
+        PLAN_SOURCES,
+        (
+            ("backend", "an engine of the cuDNN backend library"),
+            ("open-source", "one of the cuDNN frontend's open-source (Python) engines"),
+            ("delegated", "left to the backend's heuristics: its own pick among engines it does not list"),
+        ),
+        strict=True,
+    )
+)
+
+
+def plan_source_short(source: str) -> str:
+    """A plan's source in a table's column: one word (a source this tool does not know, as given)."""
+    return PLAN_SOURCE_WORDS.get(source, (source, source))[0]
+
+
+def plan_source_words(source: str) -> str:
+    """A plan's source in full, for a detail or a legend."""
+    return PLAN_SOURCE_WORDS.get(source, (source, source))[1]
+
+
+def plan_source_legend(plans: tuple[PlanResult, ...]) -> str:
+    """What the sources a table shows mean, each once, in the order they first appear."""
+    sources = dict.fromkeys(p.source for p in plans)
+    return "; ".join(f"{plan_source_short(s)} = {plan_source_words(s)}" for s in sources)
+
+
 def plans_table(p: PassResult) -> Table:
     """Every candidate plan of a pass; with several outputs the error column is the worst of them."""
     what = (
@@ -65,9 +104,10 @@ def plans_table(p: PassResult) -> Table:
     )
     regime = f"; kernel time {p.timing.regime}" if p.timing is not None and p.timing.regime else ""
     title = f"{pass_title(p.kind)} plans (H: the heuristic's pick, *: fastest measured{what}{regime})"
-    table = Table(title=title, title_justify="left")
+    legend = f"from: {plan_source_legend(p.plans)}"
+    table = Table(title=title, title_justify="left", caption=legend, caption_justify="left")
     for col, justify in (
-        ("#", "right"), ("", "left"), ("plan", "left"), ("engine", "right"), ("knobs", "left"),
+        ("#", "right"), ("", "left"), ("plan", "left"), ("from", "left"), ("engine", "right"), ("knobs", "left"),
         ("workspace", "right"), ("build", "right"), ("kernel time", "right"), ("TFLOPS", "right"),
         ("max abs err", "right"), ("notes", "left"),
     ):  # fmt: skip
@@ -79,7 +119,8 @@ def plans_table(p: PassResult) -> Table:
             err = f"[red]{err} FAIL[/red]"
         notes = ", ".join(plan.behavior_notes) if plan.built else f"[red]{plan.build_error}[/red]"
         table.add_row(
-            str(plan.index), mark, plan.name, "-" if plan.engine_id is None else str(plan.engine_id),
+            str(plan.index), mark, plan.name, plan_source_short(plan.source),
+            "-" if plan.engine_id is None else str(plan.engine_id),
             " ".join(f"{k}={v}" for k, v in plan.knobs.items()),
             "-" if plan.workspace_bytes is None else format_bytes(plan.workspace_bytes),
             ms(plan.build_seconds), plan_time(plan.timing),

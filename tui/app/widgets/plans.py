@@ -10,9 +10,10 @@ from textual.widgets import DataTable, Static
 
 from ...engine.results import PASS_KINDS, PassResult, PlanResult, RunResult
 from ...format import format_bytes, ms, sci, timing_text, us
+from ...report import plan_source_short, plan_source_words
 from .sections import show_passes
 
-LEGEND = "H: the heuristic's pick   *: fastest measured   select a row for details"
+LEGEND = "H: the heuristic's pick   *: fastest measured   from: where the plan comes from   select a row for details"
 
 
 class PlanTable(DataTable):
@@ -24,7 +25,18 @@ class PlanTable(DataTable):
         self.plans: tuple[PlanResult, ...] = ()
         # what a plan is worth first (80 columns show those), then what it is made of
         self.add_columns(
-            "#", "", "plan", "kernel", "TFLOPS", "max err", "engine", "knobs", "workspace", "build", "notes"
+            "#",
+            "",
+            "plan",
+            "kernel",
+            "TFLOPS",
+            "max err",
+            "from",
+            "engine",
+            "knobs",
+            "workspace",
+            "build",
+            "notes",
         )
 
     def show_plans(self, plans: tuple[PlanResult, ...]) -> None:
@@ -40,6 +52,7 @@ class PlanTable(DataTable):
                 us(p.timing.median_us) if p.timing else "-",
                 f"{p.tflops:.1f}" if p.tflops else "-",
                 err,
+                plan_source_short(p.source),
                 "-" if p.engine_id is None else str(p.engine_id),
                 " ".join(f"{k}={v}" for k, v in p.knobs.items()),
                 "-" if p.workspace_bytes is None else format_bytes(p.workspace_bytes),
@@ -106,6 +119,7 @@ class PlansPane(Vertical):
             + ("  (fastest)" if plan.is_fastest else "")
         ]
         workspace = "-" if plan.workspace_bytes is None else format_bytes(plan.workspace_bytes)
+        lines.append(f"from {plan_source_short(plan.source)}: {plan_source_words(plan.source)}")
         lines.append(f"engine {plan.engine_id}  knobs {plan.knobs or '{}'}  workspace {workspace}")
         if plan.built:
             lines.append(f"built in {ms(plan.build_seconds)}; kernel time {timing_text(plan.timing)}")
