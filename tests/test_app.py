@@ -401,6 +401,43 @@ class TestTheFormWithoutAnEngine:
         config, _ = app.form.read()
         assert (config.alibi, config.bias, config.window) == (True, "bxh", 8)
 
+    async def test_a_paged_cache_shows_its_page_table_and_packed_tokens_what_they_save(self, form_app):
+        """The table the form's runs read (their seed, 0), the selected batch entry's sequence
+        among the rows shown; THD adds what packing saves; a dense BSHD batch shows neither."""
+        from tui.engine.storage import page_table
+
+        pilot = await as_new(form_app)
+        app = pilot.app
+        paged = SdpaConfig(b=40, h_q=4, h_kv=2, s_q=1, s_kv=1024, causal="bottom_right", page_size=64)
+        app.form.load(paged)
+        await wait_for(pilot, lambda: app.query_one("#mask").config == paged)
+        app.query_one("#tabs").active = "tab-mask"
+        view = app.query_one("#mask-storage")
+        table = page_table(paged, app._options(app.form.timing).seed)
+
+        def row(i: int) -> list[str]:
+            return next(
+                (
+                    line.split()[2:]
+                    for line in str(view.render()).splitlines()
+                    if line.startswith(f"seq {i} ")
+                ),
+                [],
+            )
+
+        await wait_for(pilot, lambda: view.display and row(0)[:4] == [str(p) for p in table[0][:4]])
+        assert "pages of 64 tokens, 16 a sequence, shuffled (seed 0)" in " ".join(str(view.render()).split())
+        assert not row(39)  # 40 sequences: the pane shows the first ones
+        app.query_one("#mask-batch", Select).value = 39
+        await wait_for(pilot, lambda: row(39)[:4] == [str(p) for p in table[39][:4]])
+        packed = SMALL.replace(b=2, layout="THD", seq_lens_q=(64, 16), seq_lens_kv=(64, 16))
+        app.form.load(packed)
+        await wait_for(pilot, lambda: str(view.render()).startswith("packed: "))
+        assert "(38% saved)" in str(view.render()) and "page table" not in str(view.render())
+        app.form.load(SMALL)
+        await wait_for(pilot, lambda: not view.display)
+        app.query_one("#tabs").active = "tab-plans"
+
     async def test_training_fields_reach_the_config_and_load_from_a_preset(self, form_app):
         pilot = await as_new(form_app)
         app = pilot.app

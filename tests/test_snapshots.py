@@ -207,3 +207,20 @@ async def test_sweep_pane(snapshot, monkeypatch):
         shot = await screenshot(pilot, pane("sweep"))
     fake.close()
     assert snapshot.use_extension(SVGImageExtension) == shot
+
+
+@pytest.mark.asyncio
+async def test_mask_of_a_paged_prefill_batch_at_80x24(snapshot):
+    """llama3-8b-chunked-prefill's shape (512 new tokens against 2048 in shuffled pages of 64) in the
+    form, its third batch entry selected: the mask, then the page table with that sequence's row."""
+    paged = SdpaConfig(b=4, h_q=32, h_kv=8, s_q=512, s_kv=2048, d_qk=128, d_v=128, dtype="bf16",
+                       causal="bottom_right", page_size=64)  # fmt: skip
+    app = make_app(paged, start_engine=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.query_one("#tabs").active = "tab-mask"
+        await pilot.pause()
+        app.query_one("#mask-batch").value = 2
+        storage = app.query_one("#mask-storage")
+        await wait_for(pilot, lambda: "seq 2 " in str(storage.render()) and storage.size.width > 40)
+        shot = await screenshot(pilot, terminal(80, 24))
+    assert snapshot.use_extension(SVGImageExtension) == shot

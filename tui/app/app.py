@@ -177,7 +177,7 @@ class SdpaExplorerApp(PaneNavigation, KeepingActions, SweepDriving, App[None]):
     def on_mount(self) -> None:
         self.watch(self.status, "state", self._status_changed, init=False)
         self.reload_presets()
-        self.query_one(MaskPane).show_config(self.initial_config)
+        self.query_one(MaskPane).show_config(self.initial_config, self._options(self.form.timing).seed)
         if self.opened is not None:
             self.show_result(self.opened)
             self.form.load_timing(measured_as(self.opened, self.form.timing))  # Ctrl+R measures it so
@@ -292,9 +292,9 @@ class SdpaExplorerApp(PaneNavigation, KeepingActions, SweepDriving, App[None]):
         if message.config is None:
             status.state = status.state.stale(tuple(message.errors))
             return
-        self.query_one(MaskPane).show_config(message.config)
-        status.state = status.state.settled()
         options = self._options(message.timing)
+        self.query_one(MaskPane).show_config(message.config, options.seed)  # the seed deals its pages
+        status.state = status.state.settled()
         if (message.config, options) != self._last_request and not self.sweeping:
             self._debounce = self.set_timer(DEBOUNCE_S, self._typing_paused)
         # else: back to what was last run (or the form's own mount): nothing new to measure; or a

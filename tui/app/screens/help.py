@@ -40,7 +40,9 @@ PANES = """\
   heuristic, `build_plans` compiles. A cache hit means the graph was built earlier.
 - **Plans**: every candidate plan of each pass (the forward; the backward of a training step),
   a table a pass with its own autotune verdict. `H` the heuristic's pick, `*` the fastest
-  measured. Select a row for its knobs, workspace, notes and timing detail.
+  measured. *from* says where a plan comes from: `backend` (an engine of the cuDNN library),
+  `open-source` (one of the frontend's Python engines), `delegated` (heuristic mode OPENSOURCE
+  left the pick to the backend). Select a row for its knobs, workspace, notes and timing detail.
 - **Peers**: other attention implementations, ticked in the form under *peers timed beside
   cuDNN* (or `--peers` on the CLI), each run on the same tensors, timed like a cuDNN plan and
   checked against the same fp32 reference: torch's SDPA forced to **FLASH** (FlashAttention-2),
@@ -64,7 +66,10 @@ PANES = """\
 - **Regime**: every kernel time says how it was taken. *burst*: a short run on a rested GPU
   (published tables); *sustained*: after 2 s of load (a training step at the power limit).
 - **Mask**: which scores the configuration keeps (causal band, sliding window, real lengths),
-  per batch entry, downsampled to the pane.
+  per batch entry, downsampled to the pane. With a paged KV cache, the page table under it: a
+  row a sequence (the selected batch entry's highlighted), each cell the pool page of a block of
+  page-size tokens (`·` past the sequence's real length), and the pages held against a dense
+  cache; with packed tokens (THD), the bytes saved against padding.
 - **Environment**: GPU, driver, CUDA, torch, cuDNN (as the frontend loaded it and as torch
   reports it), frontend; or why there is no GPU.
 - **Graph**: each pass's graph as cuDNN describes it (JSON), one below the other.
