@@ -39,6 +39,7 @@ def own_user_presets(tmp_path_factory):
     folder with another test process; a test that saves presets gives itself a folder of its own."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SDPA_EXPLORER_PRESET_DIR", str(tmp_path_factory.mktemp("user-presets")))
+        mp.setenv("SDPA_EXPLORER_CACHE_DIR", str(tmp_path_factory.mktemp("plan-cache")))  # plans too
         yield
 
 

@@ -231,7 +231,7 @@ def test_a_script_draws_the_engines_inputs_and_defines_the_engines_graphs(config
     import torch
 
     from tui.engine.graph import define, define_backward
-    from tui.engine.passes import backward_tensors, device_tensors
+    from tui.engine.tensors import backward_tensors, device_tensors
 
     m = load(config)
     theirs = m.device_tensors(m.CONFIG, "cpu", m.SEED)

@@ -40,6 +40,7 @@ SOURCES = (
     "fp8",
     "storage",
     "graph",
+    "tensors",
     "passes",
     "measure",
     "timing",

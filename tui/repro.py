@@ -22,7 +22,7 @@ from .bundle import PAGE, BundleError, bundle
 from .engine.config import SdpaConfig
 from .engine.graph import define, heuristic_modes
 from .engine.measure import poison
-from .engine.passes import dump_dropout_mask, workspace
+from .engine.tensors import dump_dropout_mask, workspace
 from .engine.timing import TimingOptions, kernel_time
 from .engine.tolerances import compare, tolerance
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import fp8
+from . import fp8, plan_cache
 from .config import SdpaConfig
 from .keywords import FP8_BACKWARD_SCALES, FP8_FORWARD_SCALES, UnsupportedOption, op_name, sdpa_kwargs
 from .layouts import strides
@@ -29,7 +29,10 @@ PHASES = (
     "create_execution_plans",
     "check_support",
     "build_plans",
+    "load_plans",  # instead of the four before it, when the plans are in the plan cache
 )
+
+BUILD_PHASES, LOADED_PHASES = PHASES[:6], ("define", "validate", "load_plans")
 
 PHASE_NOTES = {
     "define": "pygraph, tensors with layout strides, sdpa node, output dims/strides (Python only)",
@@ -38,6 +41,7 @@ PHASE_NOTES = {
     "create_execution_plans": "lowering to cuDNN and the heuristic query; once per graph",
     "check_support": "asks cuDNN whether the selected plan can run",
     "build_plans": "finalises the heuristic's first buildable plan (JIT compile on a cold process)",
+    "load_plans": "every plan loaded from the plan cache, each into a graph of its own",
 }
 
 
@@ -73,6 +77,8 @@ class SdpaGraph:
     plans: list[PlanResult] = field(default_factory=list)
     heuristic_index: int | None = None
     workspace_bytes: int = 0
+    loaded: dict[int, Any] = field(default_factory=dict)  # plan index -> its graph, from the plan cache
+    uids: dict[str, int] = field(default_factory=dict)  # what a loaded graph's tensors are, by name
 
     def json(self) -> str:
         try:
@@ -83,6 +89,17 @@ class SdpaGraph:
     def variant_pack(self, data: dict[str, Any]) -> dict[Any, Any]:
         """Graph tensors -> device tensors, matched by name."""
         return {t: data[name] for name, t in self.tensors.items()}
+
+    def runner(self, index: int | None, data: dict[str, Any], ws: Any, handle: Any) -> Callable[[], None]:
+        """One execution of a plan: the heuristic's pick as a user's execute() runs it, another plan
+        by its index, or a plan loaded from the plan cache through its own graph (tensors by uid)."""
+        if index in self.loaded:
+            graph, pack = self.loaded[index], {self.uids[name]: data[name] for name in self.tensors}
+            return lambda: graph.execute(pack, ws, handle=handle)
+        pack = self.variant_pack(data)
+        if index == self.heuristic_index:
+            return lambda: self.graph.execute(pack, ws, handle=handle)
+        return lambda: self.graph.execute_plan_at_index(pack, ws, index=index, handle=handle)
 
 
 def _timed(phases: list[PhaseTiming], name: str, fn: Callable[[], Any], graph_json: Callable[[], str]) -> Any:
@@ -280,14 +297,31 @@ def define_and_validate(
 
 
 def build(
-    config: SdpaConfig, handle: Any, rng_dump: bool = False, every_plan: bool = True, backward: bool = False
+    config: SdpaConfig,
+    handle: Any,
+    rng_dump: bool = False,
+    every_plan: bool = True,
+    backward: bool = False,
+    cache: Any = None,
+    machine: str = "",
 ) -> SdpaGraph:
     """All six phases, then every candidate plan described and built (needs a GPU). Without
     `every_plan` only the heuristic's pick is built (a graph used only to check). With
-    `backward`, the backward graph of the config's training step."""
+    `backward`, the backward graph of the config's training step. With a plan cache
+    (plan_cache.PlanCache) and the `machine` it is keyed by, the plans of a graph built before
+    load from it instead; a graph built now is added to it."""
     import cudnn
 
     g = define_and_validate(config, handle, rng_dump, backward)
+    key, started = None, time.perf_counter()
+    if cache is not None and every_plan:
+        key = plan_cache.entry_key(g.json(), g.kind, config.heuristics, machine)
+        t0 = time.perf_counter()
+        built_in = plan_cache.restore(cache, key, g, handle)
+        if built_in is not None:
+            note = f"{PHASE_NOTES['load_plans']} (building them took {built_in:.2f} s)"
+            g.phases.append(PhaseTiming("load_plans", time.perf_counter() - t0, note))
+            return g
     phases = g.phases
     graph = g.graph
     _timed(phases, "build_operation_graph", graph.build_operation_graph, g.json)
@@ -310,6 +344,8 @@ def build(
     g.plans = [_replace(p, is_heuristic_pick=(p.index == g.heuristic_index)) for p in g.plans]
     g.workspace_bytes = max((p.workspace_bytes or 0) for p in built)
     graph.build_plan_at_index(g.heuristic_index)  # already built: re-selects it for execute()
+    if key is not None:
+        plan_cache.save(cache, key, g, time.perf_counter() - started)
     return g
 
 

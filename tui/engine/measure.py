@@ -93,10 +93,7 @@ class Measurement:
         self.config = built.graph.config
 
     def run_plan(self, index: int | None) -> Callable[[], None]:
-        g, pack, ws, handle = self.built.graph, self.built.pack, self.built.workspace, self.bench.handle
-        if index == g.heuristic_index:  # what a user's execute() runs
-            return lambda: g.graph.execute(pack, ws, handle=handle)
-        return lambda: g.graph.execute_plan_at_index(pack, ws, index=index, handle=handle)
+        return self.built.graph.runner(index, self.built.data, self.built.workspace, self.bench.handle)
 
     def execute_once(self, index: int | None, why: str) -> None:
         """One execution of a plan, waited for: a fault that loses the context is named as this plan's."""
@@ -241,7 +238,7 @@ def measure(
         fp8=fp8.scaling(built.data, spec.fp8_scales, spec.fp8_amax, amax_references(spec, built))
         if config.fp8
         else None,
-        notes=(*spec.notes(config), *built.peer_notes) if checks else (),
+        notes=(*((*spec.notes(config), *built.peer_notes) if checks else ()), *built.cache_notes),
         graph_json=g.json(),
         **counts(spec, config),
     )

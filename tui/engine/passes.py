@@ -17,21 +17,18 @@ from . import fp8, storage
 from .config import BACKWARD_FLOPS_RULE, SdpaConfig
 from .graph import SdpaGraph, build, define_and_validate
 from .keywords import FP8_FORWARD_SCALES
-from .layouts import allocate
 from .peer import PeerRun, first_backend
 from .reference import (
     REFERENCE_NAME,
-    make_inputs,
-    random_like,
     reference_fp32,
     reference_grads,
     softmax_rows,
-    torch_dtype,
     torch_sdpa,
     torch_sdpa_grads,
     valid_rows,
 )
 from .results import BACKWARD, FORWARD, ErrorMetrics
+from .tensors import backward_tensors, device_tensors, dump_dropout_mask, workspace
 from .tolerances import TOLERANCES, atol_floor, tolerance
 
 Progress = Callable[[float], None]
@@ -53,6 +50,7 @@ class BuiltPass:
     peers: dict[str, str] = field(default_factory=dict)  # peer's name -> what it ran (PassResult.peers)
     peer_notes: tuple[str, ...] = ()  # why no peer is shown, where no torch backend ran
     dropout_mask: Any = None  # the mask cuDNN drew, for this pass's and later passes' references
+    cache_notes: tuple[str, ...] = ()  # what the plan cache said while building (a blob rebuilt)
 
     @property
     def pack(self) -> dict[Any, Any]:
@@ -146,7 +144,24 @@ class Pass:
         """The phases that need no GPU (define, validate): cuDNN's own verdict on the options."""
         return define_and_validate(config, backward=self.kind == BACKWARD)
 
-    def build(self, config: SdpaConfig, handle: Any, seed: int, before: dict[str, BuiltPass]) -> BuiltPass:
+    def build(
+        self,
+        config: SdpaConfig,
+        handle: Any,
+        seed: int,
+        before: dict[str, BuiltPass],
+        cache: Any = None,
+        machine: str = "",
+    ) -> BuiltPass:
+        """The pass's graph with every plan built (or loaded from `cache`, a plan_cache.PlanCache
+        keyed by `machine`), and its tensors."""
+        import torch
+
+        g = build(config, handle, backward=self.kind == BACKWARD, cache=cache, machine=machine)
+        return BuiltPass(self.kind, g, self.tensors(config, seed, before), workspace(torch, g))
+
+    def tensors(self, config: SdpaConfig, seed: int, before: dict[str, BuiltPass]) -> dict[str, Any]:
+        """Every device tensor the pass's graph reads and writes, by name."""
         raise NotImplementedError
 
     def needs_scaling(self, config: SdpaConfig) -> bool:
@@ -227,11 +242,8 @@ class Forward(Pass):
             keys.update(Max="score_max", SumExp="score_sum_exp")
         return keys
 
-    def build(self, config: SdpaConfig, handle: Any, seed: int, before: dict[str, BuiltPass]) -> BuiltPass:
-        import torch
-
-        g = build(config, handle)
-        return BuiltPass(self.kind, g, device_tensors(config, "cuda", seed), workspace(torch, g))
+    def tensors(self, config: SdpaConfig, seed: int, before: dict[str, BuiltPass]) -> dict[str, Any]:
+        return device_tensors(config, "cuda", seed)
 
     def needs_scaling(self, config: SdpaConfig) -> bool:
         return config.fp8 and config.o_dtype == "fp8_e4m3"
@@ -300,13 +312,8 @@ class Backward(Pass):
     def output_keys(self, config: SdpaConfig) -> dict[str, str]:
         return {**self.outputs, "dSink": "dSink_token"} if config.sink else dict(self.outputs)
 
-    def build(self, config: SdpaConfig, handle: Any, seed: int, before: dict[str, BuiltPass]) -> BuiltPass:
-        import torch
-
-        g = build(config, handle, backward=True)
-        return BuiltPass(
-            self.kind, g, backward_tensors(config, before[FORWARD].data, "cuda", seed), workspace(torch, g)
-        )
+    def tensors(self, config: SdpaConfig, seed: int, before: dict[str, BuiltPass]) -> dict[str, Any]:
+        return backward_tensors(config, before[FORWARD].data, "cuda", seed)
 
     def needs_scaling(self, config: SdpaConfig) -> bool:
         return config.fp8
@@ -376,72 +383,3 @@ def storage_notes(config: SdpaConfig) -> tuple[str, ...]:
             "sink tokens: the reference adds each head's sink logit as one more softmax column; torch has none"
         )
     return tuple(notes)
-
-
-def workspace(torch: Any, g: SdpaGraph) -> Any:
-    return torch.empty(max(g.workspace_bytes, 1), dtype=torch.uint8, device="cuda")
-
-
-def dump_dropout_mask(check: SdpaGraph, data: dict[str, Any], ws: Any, handle: Any) -> Any:
-    """One execution of `check`, the forward defined with rng_dump, on the forward's tensors (its
-    outputs written to scratch copies): the dropout mask it drew, (b, h_q, s_q, s_kv) of 0 and 1."""
-    import torch
-
-    config = check.config
-    dump = torch.empty((config.b, config.h_q, config.s_q, config.s_kv), dtype=torch.float32, device="cuda")
-    data = {**data, "o": torch.empty_like(data["o"]), "rng_dump": dump}
-    if "stats" in data:
-        data["stats"] = torch.empty_like(data["stats"])
-    check.graph.execute(check.variant_pack(data), ws, handle=handle)
-    torch.cuda.synchronize()
-    return dump
-
-
-def device_tensors(config: SdpaConfig, device: str, seed: int) -> dict[str, Any]:
-    """Everything the forward graph reads and writes, by name: q, k, v, o, and the stats,
-    lengths, bias, dropout seed and FP8 scales when the config has them."""
-    import torch
-
-    q, k, v, bias = make_inputs(config, device, seed)
-    data = {"q": q, "k": k, "v": v}
-    if config.fp8:
-        fp8.forward_scales(config, data, device)
-    data["o"] = allocate(torch, config.o_dims, config.layout, torch_dtype(torch, config.o_dtype), device)
-    rows = (config.b, config.h_q, config.s_q, 1)
-    if config.backward or config.softmax_out == "stats":
-        data["stats"] = torch.empty(rows, dtype=torch.float32, device=device)
-    if config.softmax_out == "max_sum_exp":
-        data["score_max"], data["score_sum_exp"] = (
-            torch.empty(rows, dtype=torch.float32, device=device) for _ in "ms"
-        )
-    if config.sink:  # each head's learned sink logit, drawn after q, k, v and the bias
-        gen = torch.Generator(device=device).manual_seed(seed + 2)
-        data["sink_token"] = torch.randn((1, config.h_q, 1, 1), generator=gen, device=device)
-    if bias is not None:
-        data["bias"] = bias
-    if config.dropout:
-        data["seed"] = torch.full((1, 1, 1, 1), config.dropout_seed, dtype=torch.int64, device=device)
-        data["offset"] = torch.zeros((1, 1, 1, 1), dtype=torch.int64, device=device)
-    if config.padded:
-        for name, side in (("seq_len_q", 0), ("seq_len_kv", 1)):
-            lens = [config.lengths(bi)[side] for bi in range(config.b)]
-            data[name] = torch.tensor(lens, dtype=torch.int32, device=device).view(config.b, 1, 1, 1)
-    storage.physical(config, data, ("q", "k", "v", "o"), seed)
-    return data
-
-
-def backward_tensors(config: SdpaConfig, forward: dict[str, Any], device: str, seed: int) -> dict[str, Any]:
-    """The backward's tensors: the forward's (q, k, v, o, stats, options) shared, a seeded output
-    gradient dO, and dQ, dK, dV; for FP8 also the backward's scales and amax outputs."""
-    import torch
-
-    data = dict(forward)
-    d_o = random_like(config, config.o_dims, device, seed + 1)
-    data["dO"] = fp8.backward_scales(config, data, d_o, device) if config.fp8 else d_o
-    dt = torch_dtype(torch, config.dtype)
-    for name, dims in (("dQ", config.q_dims), ("dK", config.k_dims), ("dV", config.v_dims)):
-        data[name] = allocate(torch, dims, config.layout, dt, device)
-    if config.sink:
-        data["dSink_token"] = torch.empty((1, config.h_q, 1, 1), dtype=torch.float32, device=device)
-    storage.physical(config, data, ("dO", "dQ", "dK", "dV"), seed)
-    return data

@@ -24,6 +24,7 @@ from .fields import quote
 from .graph import GraphBuildError
 from .measure import Bench, Measurement, counts, measure, refused
 from .passes import BuiltPass, Pass, passes_of
+from .plan_cache import PlanCache, fingerprint
 from .results import (
     FORWARD,
     GOOD_STATUSES,
@@ -60,6 +61,7 @@ class RunOptions:
     seed: int = 0  # the inputs' random seed, 0 to SEED_MAX (the CLI's --seed)
     run_anyway: bool = False  # run a configuration that matches a known issue (known_issues.py)
     peers: tuple[str, ...] = ()  # other ways to compute the forward, timed beside it (peers.PEER_KEYS)
+    plan_cache: bool = True  # load plans built before from the plan cache on disk, and add new ones
 
     def problems(self) -> list[FieldError]:
         """What a run cannot take, said at the option: a seed torch's generator cannot hold."""
@@ -105,6 +107,7 @@ class Engine:
         self._doing = ""  # the engine's last words on what it does: what a crash interrupted
         self._gpu: Any = None  # telemetry.Nvml once opened; a str says why there is none
         self.lost: Crash | None = None  # set once the CUDA context is lost: this engine is done
+        self.plans: PlanCache | None = None  # the plan cache on disk, opened at the first build
 
     # ---- environment ---------------------------------------------------------------
     def environment(self) -> Environment:
@@ -242,7 +245,7 @@ class Engine:
         specs = passes_of(config)
         for spec in specs:
             try:
-                this = self._built(config, spec, built, options.seed)
+                this = self._built(config, spec, built, options.seed, options.plan_cache)
                 bench = self._bench()
                 results.append(measure(spec, this, built, options, bench))
                 if spec is not specs[-1]:  # the next pass reads what the heuristic's plan writes (o, stats)
@@ -293,12 +296,21 @@ class Engine:
                          passes=tuple(passes), environment=self.environment(), device="cuda",
                          wall_seconds=time.perf_counter() - t0, crash=self.lost)  # fmt: skip
 
-    def _built(self, config: SdpaConfig, spec: Pass, built: dict[str, BuiltPass], seed: int) -> BuiltPass:
-        """The pass built on the GPU (from the cache when it was built before), its FP8 scales set."""
+    def _built(
+        self, config: SdpaConfig, spec: Pass, built: dict[str, BuiltPass], seed: int, cached: bool = True
+    ) -> BuiltPass:
+        """The pass built on the GPU (from the cache when it was built before; its plans from the
+        plan cache on disk when `cached` and built in an earlier process), its FP8 scales set."""
         if spec.kind in built:
             return built[spec.kind]
         self._progress(f"building the {spec.kind}")
-        this = spec.build(config, self._cudnn_handle(), seed, built)
+        if cached and self.plans is None:
+            self.plans = PlanCache()
+        plans = self.plans if cached else None
+        machine = fingerprint(self.environment())
+        this = spec.build(config, self._cudnn_handle(), seed, built, cache=plans, machine=machine)
+        if plans is not None and plans.notes:  # what the plan cache had to say, said once
+            this.cache_notes, plans.notes[:] = tuple(plans.notes), []
         Measurement(spec, this, built, self._bench()).scale()
         built[spec.kind] = this
         return this

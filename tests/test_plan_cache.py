@@ -1,0 +1,148 @@
+"""The plan cache on disk, on the CPU: what it writes and how, what it refuses to read, a corrupt
+blob removed rather than loaded, the size cap, and a graph's plans saved through serialize()."""
+
+import dataclasses
+import json
+import stat
+
+import pytest
+
+from tui.engine import plan_cache
+from tui.engine.plan_cache import PlanCache, entry_key, fingerprint
+from tui.engine.results import Environment, PlanResult
+
+PLANS = [
+    dataclasses.asdict(PlanResult(index=i, name=f"eng{i}", built=True, build_seconds=0.1)) for i in range(3)
+]
+
+
+def stored(cache, key="k1", blobs=None):
+    blobs = blobs or {0: b"plan zero", 2: b"plan two"}
+    assert cache.store(key, PLANS, blobs, {"q": 1, "o": 4}, 0, 0.44)
+    return blobs
+
+
+def test_an_entry_reads_back_its_plans_blobs_and_uids(tmp_path):
+    cache = PlanCache(tmp_path / "plans")
+    blobs = stored(cache)
+    entry, got = cache.load("k1")
+    assert got == blobs and entry.uids == {"q": 1, "o": 4} and entry.heuristic_index == 0
+    assert [p["name"] for p in entry.plans] == ["eng0", "eng1", "eng2"] and entry.build_seconds == 0.44
+    assert cache.load("another") is None and cache.notes == []
+
+
+def test_files_are_private_and_the_folder_is_ours(tmp_path):
+    cache = PlanCache(tmp_path / "plans")
+    stored(cache)
+    assert stat.S_IMODE((tmp_path / "plans").stat().st_mode) == 0o700
+    for path in (tmp_path / "plans").iterdir():
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path.name
+    assert not list((tmp_path / "plans").glob(".*tmp"))  # written whole, then renamed
+
+
+def test_a_folder_others_can_write_is_not_read(tmp_path):
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    cache = PlanCache(folder)
+    stored(cache)
+    folder.chmod(0o777)
+    assert cache.load("k1") is None
+    assert "writable by others" in cache.notes[-1]
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "plans-real", target_is_directory=True)
+    (tmp_path / "plans-real").mkdir(mode=0o700)
+    assert not PlanCache(link).ready()
+
+
+@pytest.mark.parametrize("damage", ["flip a byte", "truncate", "delete the blob", "garble the metadata"])
+def test_a_damaged_entry_is_removed_with_a_note_never_loaded(tmp_path, damage):
+    cache = PlanCache(tmp_path)
+    stored(cache)
+    blob = next(tmp_path.glob("k1-2-*.plan"))
+    if damage == "flip a byte":
+        data = bytearray(blob.read_bytes())
+        data[0] ^= 0xFF
+        blob.write_bytes(bytes(data))
+    elif damage == "truncate":
+        blob.write_bytes(blob.read_bytes()[:3])
+    elif damage == "delete the blob":
+        blob.unlink()
+    else:
+        (tmp_path / "k1.json").write_text("{not json")
+    assert cache.load("k1") is None
+    assert cache.notes and cache.notes[-1].startswith("a cached plan was removed and rebuilt")
+    assert not list(tmp_path.glob("k1*"))  # the whole entry went
+
+
+def test_the_cap_evicts_the_least_recently_used(tmp_path):
+    cache = PlanCache(tmp_path, cap_bytes=80)  # three entries of 25 bytes fit, four do not
+    for key in ("old", "mid", "new"):
+        stored(cache, key, {0: b"x" * 25})
+        meta = json.loads((tmp_path / f"{key}.json").read_text())
+        meta["last_used"] = {"old": 1.0, "mid": 2.0, "new": 3.0}[key]
+        (tmp_path / f"{key}.json").write_text(json.dumps(meta))
+    assert cache.load("old") is not None  # used now: the newest
+    stored(cache, "newest", {0: b"y" * 25})
+    assert {e["key"] for e in cache.entries()} == {"old", "new", "newest"}  # "mid" was used longest ago
+    assert cache.size() == 75
+    assert cache.clear() == 3 and cache.entries() == [] and not list(tmp_path.glob("*.plan"))
+
+
+def test_the_key_holds_the_graph_the_pass_the_modes_and_the_machine():
+    env = Environment(gpu_available=True, gpu_name="NVIDIA H200", compute_capability="9.0",
+                      driver_version="580.1", cudnn_backend_version="9.19.0", frontend_version="1.32.0")  # fmt: skip
+    machine = fingerprint(env)
+    base = entry_key("{graph}", "forward", ("A", "FALLBACK"), machine)
+    assert base == entry_key("{graph}", "forward", ("A", "FALLBACK"), machine)
+    others = [
+        entry_key("{other graph}", "forward", ("A", "FALLBACK"), machine),
+        entry_key("{graph}", "backward", ("A", "FALLBACK"), machine),
+        entry_key("{graph}", "forward", ("A",), machine),
+        entry_key("{graph}", "forward", ("A", "FALLBACK"), fingerprint(dataclasses.replace(env, cudnn_backend_version="9.26.0"))),
+        entry_key("{graph}", "forward", ("A", "FALLBACK"), fingerprint(dataclasses.replace(env, driver_version="590.0"))),
+    ]  # fmt: skip
+    assert base not in others and len(set(others)) == len(others)
+
+
+class FakeFrontendGraph:
+    """What save() asks of a built graph: select a plan, serialize the selected one."""
+
+    def __init__(self, refuse=()):
+        self.selected, self.refuse = None, refuse
+
+    def build_plan_at_index(self, index):
+        self.selected = index
+
+    def serialize(self, as_bytes=False):
+        if self.selected in self.refuse:
+            raise RuntimeError("this plan cannot be serialized")
+        return f"blob of plan {self.selected}".encode()
+
+
+class FakeTensor:
+    def __init__(self, uid):
+        self.uid = uid
+
+    def get_uid(self):
+        return self.uid
+
+
+def test_save_serializes_each_built_plan_selected_then_selects_the_pick_again(tmp_path):
+    plans = [PlanResult(index=i, name=f"eng{i}", built=i != 1) for i in range(4)]
+    g = dataclasses.make_dataclass("G", ["plans", "graph", "tensors", "heuristic_index"])(
+        plans, FakeFrontendGraph(refuse=(3,)), {"q": FakeTensor(1), "o": FakeTensor(4)}, 2
+    )
+    cache = PlanCache(tmp_path)
+    plan_cache.save(cache, "key", g, 0.5)
+    entry, blobs = cache.load("key")
+    assert blobs == {0: b"blob of plan 0", 2: b"blob of plan 2"}  # 1 never built; 3 refused
+    assert g.graph.selected == 2 and entry.uids == {"q": 1, "o": 4}
+    assert any("eng3 is not cached" in note for note in cache.notes)
+
+
+def test_a_write_that_fails_is_a_note_not_an_error(tmp_path):
+    cache = PlanCache(tmp_path / "plans")
+    (tmp_path / "plans" / "k.json").mkdir(parents=True)  # nothing can be renamed over a folder
+    (tmp_path / "plans" / "k.json" / "in the way").write_text("")
+    assert cache.store("k", PLANS, {0: b"x"}, {}, 0, 0.1) is False
+    assert "could not write k" in cache.notes[-1] and cache.load("k") is None

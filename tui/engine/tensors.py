@@ -1,0 +1,82 @@
+"""The device tensors each pass reads and writes, by the names its graph gives them: drawn from
+one seed as the reference draws them, laid out as the configuration stores them (layout, pages,
+packed tokens), and the workspace a plan needs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import fp8, storage
+from .config import SdpaConfig
+from .graph import SdpaGraph
+from .layouts import allocate
+from .reference import make_inputs, random_like, torch_dtype
+
+
+def workspace(torch: Any, g: SdpaGraph) -> Any:
+    return torch.empty(max(g.workspace_bytes, 1), dtype=torch.uint8, device="cuda")
+
+
+def dump_dropout_mask(check: SdpaGraph, data: dict[str, Any], ws: Any, handle: Any) -> Any:
+    """One execution of `check`, the forward defined with rng_dump, on the forward's tensors (its
+    outputs written to scratch copies): the dropout mask it drew, (b, h_q, s_q, s_kv) of 0 and 1."""
+    import torch
+
+    config = check.config
+    dump = torch.empty((config.b, config.h_q, config.s_q, config.s_kv), dtype=torch.float32, device="cuda")
+    data = {**data, "o": torch.empty_like(data["o"]), "rng_dump": dump}
+    if "stats" in data:
+        data["stats"] = torch.empty_like(data["stats"])
+    check.graph.execute(check.variant_pack(data), ws, handle=handle)
+    torch.cuda.synchronize()
+    return dump
+
+
+def device_tensors(config: SdpaConfig, device: str, seed: int) -> dict[str, Any]:
+    """Everything the forward graph reads and writes, by name: q, k, v, o, and the stats,
+    lengths, bias, dropout seed and FP8 scales when the config has them."""
+    import torch
+
+    q, k, v, bias = make_inputs(config, device, seed)
+    data = {"q": q, "k": k, "v": v}
+    if config.fp8:
+        fp8.forward_scales(config, data, device)
+    data["o"] = allocate(torch, config.o_dims, config.layout, torch_dtype(torch, config.o_dtype), device)
+    rows = (config.b, config.h_q, config.s_q, 1)
+    if config.backward or config.softmax_out == "stats":
+        data["stats"] = torch.empty(rows, dtype=torch.float32, device=device)
+    if config.softmax_out == "max_sum_exp":
+        data["score_max"], data["score_sum_exp"] = (
+            torch.empty(rows, dtype=torch.float32, device=device) for _ in "ms"
+        )
+    if config.sink:  # each head's learned sink logit, drawn after q, k, v and the bias
+        gen = torch.Generator(device=device).manual_seed(seed + 2)
+        data["sink_token"] = torch.randn((1, config.h_q, 1, 1), generator=gen, device=device)
+    if bias is not None:
+        data["bias"] = bias
+    if config.dropout:
+        data["seed"] = torch.full((1, 1, 1, 1), config.dropout_seed, dtype=torch.int64, device=device)
+        data["offset"] = torch.zeros((1, 1, 1, 1), dtype=torch.int64, device=device)
+    if config.padded:
+        for name, side in (("seq_len_q", 0), ("seq_len_kv", 1)):
+            lens = [config.lengths(bi)[side] for bi in range(config.b)]
+            data[name] = torch.tensor(lens, dtype=torch.int32, device=device).view(config.b, 1, 1, 1)
+    storage.physical(config, data, ("q", "k", "v", "o"), seed)
+    return data
+
+
+def backward_tensors(config: SdpaConfig, forward: dict[str, Any], device: str, seed: int) -> dict[str, Any]:
+    """The backward's tensors: the forward's (q, k, v, o, stats, options) shared, a seeded output
+    gradient dO, and dQ, dK, dV; for FP8 also the backward's scales and amax outputs."""
+    import torch
+
+    data = dict(forward)
+    d_o = random_like(config, config.o_dims, device, seed + 1)
+    data["dO"] = fp8.backward_scales(config, data, d_o, device) if config.fp8 else d_o
+    dt = torch_dtype(torch, config.dtype)
+    for name, dims in (("dQ", config.q_dims), ("dK", config.k_dims), ("dV", config.v_dims)):
+        data[name] = allocate(torch, dims, config.layout, dt, device)
+    if config.sink:
+        data["dSink_token"] = torch.empty((1, config.h_q, 1, 1), dtype=torch.float32, device=device)
+    storage.physical(config, data, ("dO", "dQ", "dK", "dV"), seed)
+    return data
