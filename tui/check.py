@@ -22,6 +22,7 @@ from .engine.results import (
 )
 from .format import regime_note, regime_style, us, versions_words
 
+SMOKE = "smoke"  # the name of the smoke set's cases (the others are named by their preset)
 SMOKE_CASES: tuple[SdpaConfig, ...] = (
     SdpaConfig(),
     SdpaConfig(layout="BHSD"),
@@ -39,7 +40,7 @@ def builtin_cases(problems_out: list[str]) -> list[tuple[str, SdpaConfig]]:
     presets, problems = load_all()
     problems_out += [str(p) for p in problems]
     builtins = [(name, p.config) for name, p in sorted(presets.items()) if p.origin == "builtin"]
-    return [("smoke", c) for c in SMOKE_CASES] + builtins
+    return [(SMOKE, c) for c in SMOKE_CASES] + builtins
 
 
 def pass_figures(p: PassResult) -> dict[str, Any]:
@@ -104,14 +105,18 @@ def run_cases(
     console: Console,
     as_json: bool,
     seed: int,
+    on_result: Callable[[str, RunResult], None] | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
     """Each case through one engine session, one line (or JSON row) a case; the rows and how
-    many passed. A case that crashes costs the session's process, not the cases after it."""
+    many passed. A case that crashes costs the session's process, not the cases after it.
+    `on_result` is given each case's whole result as it comes (the history, a baseline)."""
     if not as_json:
         console.print(escape(versions_words(session.environment)))
     rows, passed = [], 0
     for name, config in cases:
         result = session.run(config, options_for(name))
+        if on_result is not None:
+            on_result(name, result)
         passed += result.status == STATUS_OK
         rows.append(case_row(name, result))
         if not as_json:

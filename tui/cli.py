@@ -23,6 +23,7 @@ from .cli_common import (
     check_export_paths,
     save_exports,
 )
+from .cli_history import CheckRecorder, compare, history, history_options, record_run, run_from_history
 from .cli_peers import peers_option
 from .engine.config import SEED_MAX, ConfigError, FieldError, SdpaConfig
 from .engine.fields import FIELD, FIELDS, SHORTHANDS, Choice, Field, Switch, from_entries
@@ -194,6 +195,8 @@ def read_result(path: str, option: str):
     from .engine.config import ConfigError
     from .engine.results import RunResult
 
+    if path.isdigit() and not Path(path).exists():  # a run's id in the history
+        return run_from_history(int(path), option)
     try:
         return RunResult.from_json(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
@@ -207,8 +210,8 @@ def read_result(path: str, option: str):
 @click.argument("path", type=click.Path(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="print it as JSON in this version's schema")
 def show(path: str, as_json: bool) -> None:
-    """Render a saved result (schema 1.0, 1.1 or 2.x) as the `run` report: results recorded on a
-    GPU box read on a laptop."""
+    """Render a saved result (schema 1.0, 1.1 or 2.x) or a run of the history (its id) as the `run`
+    report: results recorded on a GPU box read on a laptop."""
     result = read_result(path, "show")
     if as_json:
         click.echo(result.to_json())
@@ -222,6 +225,7 @@ def show(path: str, as_json: bool) -> None:
 @config_options
 @timing_options
 @peers_option
+@history_options()
 @click.option(
     "--autotune/--no-autotune",
     default=True,
@@ -275,6 +279,7 @@ def run(
 
         _console().print(result_renderable(result))
     save_exports(result, seed, exports)
+    record_run(result, values)
     follow_up(result, seed, _console(stderr=True))
     if result.status == "invalid":
         sys.exit(EXIT_USAGE)
@@ -301,13 +306,15 @@ def check_cases(preset_names: tuple[str, ...]) -> list[tuple[str, SdpaConfig]]:
 @click.option(
     "--gpus", metavar="all|LIST", help="check these GPUs at once (all, or 0,1), flagging stragglers"
 )
-def check(replays, l2_flush, regime, seed, run_anyway, preset_names, as_json, gpus) -> None:
+@history_options(baselines=True)
+def check(replays, l2_flush, regime, seed, run_anyway, preset_names, as_json, gpus, **keep) -> None:
     """Sanity-check this GPU box: the smoke set and every built-in preset, one engine process for
     all (restarted after a crash); exit non-zero on any mismatch, failure or unavailable GPU.
     Without a GPU, cuDNN's own validate() still judges every case."""
     from .check import run_cases
 
     cases = check_cases(preset_names)
+    recorder = CheckRecorder(keep, gpus)  # the history, and the baseline: read (or refused) now
     regimes = preset_regimes()  # read once, not once a case
 
     def options_for(name: str, env):
@@ -323,7 +330,7 @@ def check(replays, l2_flush, regime, seed, run_anyway, preset_names, as_json, gp
         if env is None:
             _fail_run([f"the engine process cannot start: {session.down}"], as_json)
         rows, passed = run_cases(
-            session, cases, lambda name: options_for(name, env), _console(), as_json, seed
+            session, cases, lambda name: options_for(name, env), _console(), as_json, seed, recorder.add
         )
         restarts = (session.restarts, session.restart_reasons)
     failed = len(cases) - passed
@@ -335,6 +342,7 @@ def check(replays, l2_flush, regime, seed, run_anyway, preset_names, as_json, gp
         "passed": passed,
         "failed": failed,
         "restarts": restarts[0],
+        **recorder.finish(as_json),
     }
     if not env.gpu_available:
         summary["reason"] = env.unavailable_reason
@@ -350,7 +358,7 @@ def check(replays, l2_flush, regime, seed, run_anyway, preset_names, as_json, gp
     else:
         again = f"; the engine process was restarted {restarts[0]} time(s)" if restarts[0] else ""
         _console().print(f"{passed} passed, {failed} failed{again}")
-    sys.exit(EXIT_OK if failed == 0 and env.gpu_available else EXIT_FAIL)
+    sys.exit(EXIT_OK if failed == 0 and env.gpu_available and recorder.passed else EXIT_FAIL)
 
 
 def _fail_run(messages: list[str], as_json: bool) -> None:
@@ -437,6 +445,5 @@ else:
     from .cli_explain import explain
     from .sweep_cli import merge, sweep
 
-    main.add_command(sweep)
-    main.add_command(merge)
-    main.add_command(explain)
+    for command in (sweep, merge, explain, history, compare):
+        main.add_command(command)

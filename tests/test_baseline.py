@@ -1,0 +1,204 @@
+"""`check --save-baseline` and `check --baseline`: the regression check after an upgrade. A case
+slower by more than max(5%, the two runs' combined p10-p90 spread) in the same regime, or newly
+failing, is flagged and the check exits 1; an unchanged re-run passes; a case timed in another
+regime is not comparable, never flagged; the environment's changes are named."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+from click.testing import CliRunner
+from fakes import RECORDED, TRAINING, FakeEngine, refused, relabelled
+from test_history import timed
+
+from tui import cli, fleet
+from tui.baseline import (
+    FAILING,
+    MIN_SLOWER_PCT,
+    NOT_COMPARABLE,
+    SLOWER,
+    WITHIN,
+    BaselineError,
+    judge_case,
+    read_baseline,
+    save_baseline,
+)
+from tui.cli import main
+from tui.engine.results import RunResult
+from tui.engine.session import EngineSession
+from tui.history import DATA_DIR_ENV
+
+CASES = ("--preset", "gpt2-seed", "--preset", "llama3-8b-decode")
+
+
+@pytest.fixture(autouse=True)
+def own_history(tmp_path, monkeypatch):
+    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path / "data"))
+
+
+def answering(monkeypatch, result: RunResult = RECORDED, answer=None) -> FakeEngine:
+    """The check's engine: `result` relabelled for every case asked."""
+    fake = FakeEngine(answer or relabelled(result), environment=result.environment)
+    monkeypatch.setattr(cli, "engine_session", lambda: EngineSession(fake))
+    return fake
+
+
+def check(*args):
+    return CliRunner().invoke(main, ["check", *CASES, *args])
+
+
+def baseline_of(tmp_path, monkeypatch, result: RunResult = RECORDED) -> str:
+    """A baseline saved by `check --save-baseline` from engines answering `result`."""
+    path = str(tmp_path / "base.json")
+    answering(monkeypatch, result)
+    out = check("--save-baseline", path)
+    assert out.exit_code == 0, out.output
+    return path
+
+
+def with_regime(result: RunResult, regime: str) -> RunResult:
+    f = result.forward
+    return dataclasses.replace(
+        result, passes=(dataclasses.replace(f, timing=dataclasses.replace(f.timing, regime=regime)),)
+    )
+
+
+def test_the_saved_baseline_holds_every_cases_whole_result(tmp_path, monkeypatch):
+    path = baseline_of(tmp_path, monkeypatch)
+    baseline = read_baseline(path)
+    assert [name for name, _ in baseline.cases] == ["gpt2-seed", "llama3-8b-decode"]
+    assert baseline.cases[0][1] == RECORDED  # gpt2-seed is the recording's own configuration
+    assert baseline.cases[1][1].forward == RECORDED.forward and baseline.created
+
+
+def test_an_unchanged_rerun_passes(tmp_path, monkeypatch):
+    path = baseline_of(tmp_path, monkeypatch)
+    out = check("--baseline", path)
+    assert out.exit_code == 0, out.output
+    assert "0 slower; 0 started failing; 2 within" in out.output
+    assert "environment: the same GPU, driver, CUDA, torch, cuDNN and frontend" in out.output
+
+
+def test_a_case_made_20_percent_slower_is_flagged_and_exits_1(tmp_path, monkeypatch):
+    path = baseline_of(tmp_path, monkeypatch, timed(RECORDED, 1 / 1.2))  # the baseline ran faster
+    answering(monkeypatch, RECORDED)
+    out = check("--baseline", path)
+    assert out.exit_code == 1, out.output
+    lines = [line for line in out.output.splitlines() if line.startswith("SLOWER")]
+    assert len(lines) == 2 and all("+20.0%" in line and "allowed 5.0%, burst" in line for line in lines)
+    assert lines[0].startswith("SLOWER gpt2-seed b4 h12 s1024 d64 fp16 BSHD causal forward: 22.35 µs then")
+    assert out.output.rstrip().endswith("2 passed, 0 failed")  # the cases passed; the baseline failed it
+    data = json.loads(check("--baseline", path, "--json").output)
+    assert data["baseline"]["flagged"] == 2 and data["passed"] == 2
+    flagged = [v for v in data["baseline"]["verdicts"] if v["verdict"] == SLOWER]
+    assert [round(v["change_pct"], 1) for v in flagged] == [20.0, 20.0]
+
+
+def test_a_case_timed_in_another_regime_is_not_comparable_not_flagged(tmp_path, monkeypatch):
+    path = baseline_of(tmp_path, monkeypatch, with_regime(timed(RECORDED, 1 / 1.2), "sustained"))
+    answering(monkeypatch, RECORDED)
+    out = check("--baseline", path)
+    assert out.exit_code == 0, out.output
+    assert "2 not comparable" in out.output and "SLOWER" not in out.output
+    assert (
+        "NOT COMPARABLE gpt2-seed b4 h12 s1024 d64 fp16 BSHD causal forward: regime sustained then, burst now"
+        in out.output
+    )
+
+
+def test_a_case_that_started_failing_is_flagged_and_the_environment_change_named(tmp_path, monkeypatch):
+    older = dataclasses.replace(RECORDED.environment, cudnn_backend_version="9.18.1", driver_version="575.1")
+    path = baseline_of(tmp_path, monkeypatch, dataclasses.replace(RECORDED, environment=older))
+    answering(monkeypatch, answer=refused())
+    out = check("--baseline", path)
+    assert out.exit_code == 1
+    assert (
+        "FAILING gpt2-seed b4 h12 s1024 d64 fp16 BSHD causal: ok then, unsupported now: validate: hidden_dim"
+        in out.output
+    )
+    assert "2 started failing" in out.output
+
+
+def test_environment_changes_are_named(tmp_path, monkeypatch):
+    older = dataclasses.replace(RECORDED.environment, cudnn_backend_version="9.18.1", driver_version="575.1")
+    path = baseline_of(tmp_path, monkeypatch, dataclasses.replace(RECORDED, environment=older))
+    answering(monkeypatch, RECORDED)
+    out = check("--baseline", path)
+    assert out.exit_code == 0
+    assert "environment changed: driver 575.1 → 580.159.04, cuDNN 9.18.1 → 9.19.0" in out.output
+
+
+@pytest.mark.parametrize(
+    "slower_pct,spread_pct,flagged",
+    [(4.0, 0.5, False), (6.0, 0.5, True), (10.0, 6.0, False), (13.0, 6.0, True)],
+)
+def test_slower_means_past_five_percent_or_the_combined_spread(slower_pct, spread_pct, flagged):
+    """spread_pct is each run's p10-p90 width: the two together are the allowance when over 5%."""
+
+    def spread(result: RunResult, median: float) -> RunResult:
+        f = result.forward
+        half = median * spread_pct / 200
+        t = dataclasses.replace(f.timing, median_us=median, p10_us=median - half, p90_us=median + half)
+        return dataclasses.replace(result, passes=(dataclasses.replace(f, timing=t),))
+
+    (verdict,) = judge_case("gpt2-seed", spread(RECORDED, 100.0), spread(RECORDED, 100.0 + slower_pct))
+    assert verdict.flagged is flagged and verdict.verdict == (SLOWER if flagged else WITHIN)
+    assert verdict.allowed_pct == pytest.approx(max(MIN_SLOWER_PCT, 2 * spread_pct))
+    assert verdict.change_pct == pytest.approx(slower_pct)
+
+
+def test_each_pass_of_a_training_step_is_judged():
+    verdicts = judge_case("llama3-8b-train", TRAINING, timed(TRAINING, 1.3, kind="backward"))
+    assert [(v.kind, v.verdict) for v in verdicts] == [("forward", WITHIN), ("backward", SLOWER)]
+    (failing,) = judge_case("x", TRAINING, dataclasses.replace(TRAINING, status="mismatch", message="dQ"))
+    assert failing.verdict == FAILING and failing.why == "ok then, mismatch now: dQ"
+    (no_time,) = judge_case("x", dataclasses.replace(TRAINING, passes=()), RECORDED)
+    assert no_time.verdict == NOT_COMPARABLE and no_time.why == "no kernel time in the baseline"
+
+
+@pytest.mark.parametrize(
+    "content,needle",
+    [
+        (None, "cannot read"),
+        ("not json", "is not JSON"),
+        ('{"hello": 1}', "is not a baseline"),
+        (
+            '{"kind": "sdpa-explorer check baseline", "version": 1, "cases": [{"case": "x"}]}',
+            "a case cannot be read",
+        ),
+    ],
+)
+def test_an_unreadable_baseline_exits_2_before_anything_runs(tmp_path, monkeypatch, content, needle):
+    path = tmp_path / "base.json"
+    if content is not None:
+        path.write_text(content)
+    fake = answering(monkeypatch)
+    out = check("--baseline", str(path))
+    assert out.exit_code == 2 and out.output.startswith("error: --baseline: ") and needle in out.output
+    assert out.output.count("\n") == 1 and fake.requests == []
+    with pytest.raises(BaselineError):
+        read_baseline(str(path))
+
+
+def test_a_baseline_cannot_be_saved_in_a_missing_folder_said_before_anything_runs(tmp_path, monkeypatch):
+    fake = answering(monkeypatch)
+    out = check("--save-baseline", str(tmp_path / "nowhere" / "base.json"))
+    assert out.exit_code == 2 and "--save-baseline: cannot write" in out.output and fake.requests == []
+
+
+def test_baselines_and_several_gpus_are_refused_together(tmp_path, monkeypatch):
+    save_baseline(str(tmp_path / "base.json"), [("gpt2-seed", RECORDED)])
+    monkeypatch.setattr(fleet, "visible_gpus", lambda: 2)
+    out = check("--gpus", "all", "--baseline", str(tmp_path / "base.json"))
+    assert out.exit_code == 2
+    assert (
+        "--baseline check one GPU, not --gpus: run it once per GPU, with CUDA_VISIBLE_DEVICES=N" in out.output
+    )
+
+
+def test_a_check_of_only_some_presets_counts_the_baseline_cases_it_did_not_run(tmp_path, monkeypatch):
+    path = baseline_of(tmp_path, monkeypatch)
+    out = CliRunner().invoke(main, ["check", "--preset", "gpt2-seed", "--baseline", path])
+    assert out.exit_code == 0 and "1 baseline case(s) not run by this check" in out.output

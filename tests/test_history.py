@@ -1,0 +1,286 @@
+"""The run history: every run kept in SQLite (WAL, a transaction a run), listed and filtered
+fast over 10,000 rows, reopened whole (older result schemas too), compared run against run; a
+history that cannot be written only warns. CLI: `history`, `compare`, `show ID`, `--no-history`."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sqlite3
+import subprocess
+import sys
+import zlib
+
+import pytest
+from click.testing import CliRunner
+from fakes import DATA, RECORDED, TRAINING, FakeEngine, relabelled
+
+from tui import cli
+from tui.cli import main
+from tui.engine.config import SdpaConfig
+from tui.engine.results import FORWARD, STATUS_CPU_ONLY, STATUS_MISMATCH, STATUS_OK, PassResult, RunResult
+from tui.engine.session import EngineSession
+from tui.history import COLUMN_NAMES, DATA_DIR_ENV, FILE_NAME, History, compare, record
+
+
+@pytest.fixture
+def data_dir(tmp_path, monkeypatch):
+    """The user data folder of these tests: their own, never the user's."""
+    folder = tmp_path / "data"
+    monkeypatch.setenv(DATA_DIR_ENV, str(folder))
+    return folder
+
+
+def engine(monkeypatch, answer=None) -> FakeEngine:
+    """The commands' engine answered by the H200's recording, relabelled for what was asked."""
+    fake = FakeEngine(answer or relabelled(RECORDED), environment=RECORDED.environment)
+    monkeypatch.setattr(cli, "engine_session", lambda: EngineSession(fake))
+    return fake
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, list(args))
+
+
+def timed(result: RunResult, factor: float, kind: str = "forward") -> RunResult:
+    """`result` with the pass's kernel time (the pick's and every plan's) `factor` times longer."""
+
+    def scaled(t):
+        return t and dataclasses.replace(
+            t, median_us=t.median_us * factor, p10_us=t.p10_us * factor, p90_us=t.p90_us * factor
+        )
+
+    passes = tuple(
+        dataclasses.replace(p, timing=scaled(p.timing),
+                            plans=tuple(dataclasses.replace(x, timing=scaled(x.timing)) for x in p.plans))
+        if p.kind == kind else p
+        for p in result.passes
+    )  # fmt: skip
+    return dataclasses.replace(result, passes=passes)
+
+
+def test_a_run_is_kept_whole_and_listed_by_what_the_list_filters_on(tmp_path):
+    path = tmp_path / FILE_NAME
+    with History(path) as history:
+        first = history.record(RECORDED, preset="gpt2-seed", source="check")
+        second = history.record(TRAINING, source="run")
+        assert history.load(first) == RECORDED and history.load(second) == TRAINING
+        newest, oldest = history.runs()
+        assert (newest.id, oldest.id) == (second, first)  # newest first
+    assert (oldest.preset, oldest.source, oldest.status, oldest.label) == (
+        "gpt2-seed", "check", STATUS_OK, RECORDED.config.label()
+    )  # fmt: skip
+    assert oldest.kernel_us == RECORDED.forward.timing.median_us and oldest.regime == "burst"
+    assert (oldest.gpu, oldest.cudnn, oldest.frontend, oldest.driver) == ("NVIDIA H200", "9.19.0", "1.32.0",
+                                                                         "580.159.04")  # fmt: skip
+    assert (oldest.s_q, oldest.d_qk, oldest.dtype, oldest.backward) == (1024, 64, "fp16", False)
+    assert newest.backward is True and newest.preset is None
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_rows_written_under_an_older_result_schema_still_load(tmp_path):
+    with History(tmp_path / FILE_NAME) as history:
+        ids = history.record_many([(RECORDED, None, "run")] * 3)
+    old = (DATA / "seed_h200.json").read_text()  # schema 1.0
+    assert json.loads(old)["schema_version"] == "1.0"
+    with sqlite3.connect(tmp_path / FILE_NAME) as conn:  # as an older version of the tool kept them
+        conn.execute("UPDATE runs SET result = ? WHERE id = ?", (zlib.compress(old.encode()), ids[0]))
+        conn.execute("UPDATE runs SET result = ? WHERE id = ?", (old, ids[1]))
+    with History(tmp_path / FILE_NAME) as history:
+        for run_id in ids[:2]:
+            loaded = history.load(run_id)
+            assert loaded.config == RECORDED.config and loaded.forward.timing.median_us > 0
+        with pytest.raises(KeyError, match="no run 99"):
+            history.load(99)
+
+
+def test_ten_thousand_runs_load_and_filter_through_indexes(tmp_path):
+    timing = dataclasses.replace(RECORDED.forward.timing, samples_us=(), telemetry=None)
+    base = RunResult(RECORDED.config, STATUS_OK, passes=(PassResult(FORWARD, timing=timing),),
+                     environment=RECORDED.environment)  # fmt: skip
+    seeds = [
+        (dataclasses.replace(base, config=SdpaConfig(s_q=64 << (i % 4), s_kv=64 << (i % 4)),
+                             status=STATUS_MISMATCH if i % 5 == 0 else STATUS_OK), f"preset-{i % 10}", "run")
+        for i in range(100)
+    ]  # fmt: skip
+    columns = ", ".join((*COLUMN_NAMES, "result"))
+    with History(tmp_path / FILE_NAME) as history:
+        history.record_many(seeds)
+        conn = history._connect()
+        with conn:  # the seeds 99 times more, as many runs of them would have been kept
+            for _ in range(99):
+                conn.execute(f"INSERT INTO runs ({columns}) SELECT {columns} FROM runs ORDER BY id LIMIT 100")
+        assert history.count() == 10_000
+        rows = history.runs(limit=10_000)
+        assert len(rows) == 10_000 and rows[0].id == 10_000 and rows[-1].id == 1
+        assert history.load(10_000).config.s_q == 64 << 99 % 4  # a copy of the hundredth seed
+        page = history.runs(limit=50, offset=100, preset="preset-3", status=STATUS_OK)
+        assert len(page) == 50 and all(r.preset == "preset-3" and r.status == STATUS_OK for r in page)
+        assert history.count(preset="preset-3", status=STATUS_OK) == 1000  # i % 10 == 3 is never i % 5 == 0
+        assert history.count(s_q=128) == 2500 and history.count(search="s512") == 2500
+        assert [r.id for r in page] == sorted((r.id for r in page), reverse=True)
+        for column in ("preset", "status", "s_q", "cudnn", "gpu"):
+            plan = conn.execute(f"EXPLAIN QUERY PLAN SELECT id FROM runs WHERE {column} = ? ORDER BY id DESC",
+                                ("x",)).fetchall()  # fmt: skip
+            assert any("USING" in str(step) and "INDEX" in str(step) for step in plan), (column, plan)
+        with pytest.raises(ValueError, match="cannot filter history on nonsense"):
+            history.runs(nonsense=1)
+
+
+def test_a_crash_mid_write_keeps_every_earlier_run(tmp_path):
+    path = tmp_path / FILE_NAME
+    with History(path) as history:
+        history.record(RECORDED)
+    script = (
+        "import os, sys; sys.path.insert(0, 'tests')\n"
+        "from fakes import RECORDED\nfrom tui.history import History\n"
+        "def runs():\n    yield RECORDED, None, 'run'\n    os._exit(9)  # killed inside the transaction\n"
+        f"History({str(path)!r}).record_many(runs())\n"
+    )
+    assert subprocess.run([sys.executable, "-c", script], timeout=120).returncode == 9
+    with History(path) as history:
+        assert history.count() == 1 and history.load(1) == RECORDED
+        assert history._connect().execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+@pytest.mark.parametrize("breakage", ["folder is a file", "not a database", "locked"])
+def test_a_history_that_cannot_be_written_only_warns_naming_the_file(tmp_path, monkeypatch, breakage):
+    from tui import history as history_module
+
+    path = tmp_path / "data" / FILE_NAME
+    if breakage == "folder is a file":
+        (tmp_path / "data").write_text("a file where the folder should be")
+    elif breakage == "not a database":
+        path.parent.mkdir()
+        path.write_bytes(b"this is not SQLite " * 100)
+    else:
+        History(path).record(RECORDED)
+        holder = sqlite3.connect(path)
+        holder.execute("BEGIN EXCLUSIVE")
+        monkeypatch.setattr(history_module, "BUSY_S", 0.05)
+    said: list[str] = []
+    try:
+        assert record(RECORDED, warn=said.append, path=path) is None
+    finally:
+        if breakage == "locked":
+            holder.close()
+    (line,) = said
+    assert (
+        line.startswith("warning: run not kept in the history: ") and str(path) in line and "\n" not in line
+    )
+
+
+def test_compare_gives_each_plans_change_the_errors_and_what_differs_in_the_environment():
+    env = dataclasses.replace(RECORDED.environment, cudnn_backend_version="9.20.0", driver_version="590.10")
+    b = dataclasses.replace(timed(RECORDED, 1.2), environment=env)
+    dropped = b.forward.plans[-1].name
+    b = dataclasses.replace(b, passes=(dataclasses.replace(b.forward, plans=b.forward.plans[:-1]),))
+    c = compare(RECORDED, b)
+    (forward,) = c.passes
+    assert forward.change_pct == pytest.approx(20.0)
+    assert (forward.a_us, forward.b_us) == (RECORDED.forward.timing.median_us, b.forward.timing.median_us)
+    pick = next(p for p in forward.plans if p.a_pick)
+    assert pick.b_pick and pick.change_pct == pytest.approx(20.0) and pick.a_state == pick.b_state == "ok"
+    gone = next(p for p in forward.plans if p.name == dropped)
+    assert (gone.b_state, gone.b_us, gone.change_pct) == ("absent", None, None)
+    assert [p.name for p in forward.plans] == [p.name for p in RECORDED.forward.plans]  # in either
+    (o,) = forward.outputs
+    assert o.output == "O" and o.a_max_abs == o.b_max_abs == RECORDED.forward.checks[0].cudnn.max_abs
+    assert [(d.name, d.a, d.b) for d in c.environment] == [("driver", "580.159.04", "590.10"),
+                                                           ("cuDNN", "9.19.0", "9.20.0")]  # fmt: skip
+    assert c.config == () and (c.a_status, c.b_status) == (STATUS_OK, STATUS_OK)
+
+
+def test_compare_of_a_training_step_and_a_forward_names_each_pass_and_the_fields_set_differently():
+    c = compare(RECORDED, TRAINING)
+    assert [(p.kind, p.a_status, p.b_status) for p in c.passes] == [("forward", "ok", "ok"),
+                                                                    ("backward", "absent", "ok")]  # fmt: skip
+    assert {"backward", "dtype", "s_q"} <= {d.name for d in c.config}
+
+
+def test_run_and_check_are_kept_and_history_lists_them(data_dir, monkeypatch):
+    engine(monkeypatch)
+    assert invoke("run", "--preset", "bert-base").exit_code == 0
+    assert invoke("run", "--b", "2", "--no-history").exit_code == 0
+    out = invoke("check", "--preset", "gpt2-seed", "--preset", "llama3-8b-decode")
+    assert out.exit_code == 0, out.output
+    listed = invoke("history", "--json")
+    assert listed.exit_code == 0, listed.output
+    rows = json.loads(listed.output)
+    assert [(r["id"], r["source"], r["preset"]) for r in rows] == [
+        (3, "check", "llama3-8b-decode"), (2, "check", "gpt2-seed"), (1, "run", "bert-base")
+    ]  # fmt: skip
+    assert (data_dir / FILE_NAME).exists()
+    table = invoke("history", "--preset", "gpt2-seed")
+    assert table.exit_code == 0 and "1 of 1 runs" in table.output and "gpt2-seed" in table.output
+    assert json.loads(invoke("history", "--json", "--status", "ok", "--limit", "1").output)[0]["id"] == 3
+    assert invoke("history", "--status", "nonsense").exit_code == 2
+
+
+def test_an_empty_history_says_where_it_would_be(data_dir):
+    out = invoke("history")
+    assert out.exit_code == 0 and "no runs kept yet" in out.output
+    assert json.loads(invoke("history", "--json").output) == []
+
+
+def test_a_cpu_run_is_kept_and_show_reopens_it_by_id(data_dir, monkeypatch):
+    """`run --no-check` by the engine's own code for this machine (cpu_only without a GPU)."""
+    from fakes import computed
+
+    from tui.engine.environment import collect
+    from tui.engine.runner import Engine
+
+    machine = Engine(environment=collect())
+    engine(monkeypatch, computed(machine)).environment = machine.environment()
+    first = invoke("run", "--b", "1", "--h", "2", "--s", "64", "--no-check", "--json")
+    assert first.exit_code == 0, first.output
+    status = json.loads(first.output)["status"]
+    (row,) = History(data_dir / FILE_NAME).runs()
+    assert row.status == status and row.label == "b1 h2 s64 d64 fp16 BSHD causal"
+    shown = invoke("show", str(row.id), "--json")
+    assert shown.exit_code == 0 and json.loads(shown.output)["status"] == status
+    if status == STATUS_CPU_ONLY:
+        assert "CPU ONLY" in invoke("show", str(row.id)).output
+
+
+def test_compare_takes_ids_and_files_and_prints_the_change(data_dir, monkeypatch, tmp_path):
+    History(data_dir / FILE_NAME).record(RECORDED)
+    slower = tmp_path / "slower.json"
+    slower.write_text(timed(RECORDED, 1.2).to_json())
+    out = invoke("compare", "1", str(slower))
+    assert out.exit_code == 0, out.output
+    assert "A #1: b4 h12 s1024 d64 fp16 BSHD causal (ok)" in out.output and "+20.0%" in out.output
+    assert "environment: the same GPU, driver, CUDA, torch, cuDNN and frontend" in out.output
+    data = json.loads(invoke("compare", "1", str(slower), "--json").output)
+    assert data["a"] == "1" and data["passes"][0]["change_pct"] == pytest.approx(20.0)
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["show", "7"], "error: show: no run 7 in the history"),
+        (["compare", "1", "7"], "error: compare B: no run 7 in the history"),
+        (["compare", "missing.json", "1"], "error: compare A: cannot read missing.json"),
+        (["compare", "1", "not-a-result.json"], "error: compare B: not-a-result.json is not a saved result"),
+    ],
+)
+def test_bad_ids_and_files_exit_2_on_one_line_naming_them(data_dir, monkeypatch, tmp_path, args, needle):
+    History(data_dir / FILE_NAME).record(RECORDED)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "not-a-result.json").write_text('{"hello": 1}')
+    out = invoke(*args)
+    assert out.exit_code == 2 and out.output.startswith(needle) and out.output.count("\n") == 1, out.output
+
+
+def test_a_run_whose_history_cannot_be_written_still_succeeds_and_warns_once(tmp_path, monkeypatch):
+    (tmp_path / "data").write_text("a file where the folder should be")
+    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path / "data"))
+    engine(monkeypatch)
+    out = invoke("run", "--json")
+    assert out.exit_code == 0
+    report, warning = out.stdout, out.stderr
+    assert json.loads(report)["status"] == STATUS_OK
+    assert warning.count("warning: run not kept in the history") == 1 and str(tmp_path / "data") in warning
+    checked = invoke("check", "--preset", "gpt2-seed", "--preset", "bert-base")
+    assert checked.exit_code == 0 and checked.stderr.count("warning:") == 1  # once, not once a case
