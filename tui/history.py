@@ -133,7 +133,8 @@ def row_values(result: RunResult, preset: str | None, source: str) -> dict[str, 
 
 class History:
     """The history database at `path` (default: the user data folder). One connection, opened
-    when first used; a write is one transaction."""
+    when first used and usable from any thread, one call at a time (a dashboard's worker); a
+    write is one transaction. Another process may write meanwhile: WAL lets readers go on."""
 
     def __init__(self, path: Path | str | None = None) -> None:
         self.path = Path(path) if path is not None else default_path()
