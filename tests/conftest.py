@@ -40,6 +40,7 @@ def own_user_presets(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SDPA_EXPLORER_PRESET_DIR", str(tmp_path_factory.mktemp("user-presets")))
         mp.setenv("SDPA_EXPLORER_CACHE_DIR", str(tmp_path_factory.mktemp("plan-cache")))  # plans too
+        mp.setenv("SDPA_EXPLORER_DATA_DIR", str(tmp_path_factory.mktemp("user-data")))  # the run history
         yield
 
 

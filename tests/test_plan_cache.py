@@ -146,3 +146,21 @@ def test_a_write_that_fails_is_a_note_not_an_error(tmp_path):
     (tmp_path / "plans" / "k.json" / "in the way").write_text("")
     assert cache.store("k", PLANS, {0: b"x"}, {}, 0, 0.1) is False
     assert "could not write k" in cache.notes[-1] and cache.load("k") is None
+
+
+def test_the_cache_command_lists_and_clears_the_entries(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from tui.cli import main
+
+    monkeypatch.setenv("SDPA_EXPLORER_CACHE_DIR", str(tmp_path))
+    cache = PlanCache()
+    stored(cache, "a" * 40)
+    stored(cache, "b" * 40, {0: b"z" * 1000})
+    result = CliRunner().invoke(main, ["cache"])
+    assert result.exit_code == 0, result.output
+    assert "2 graph(s), 3 plan(s)" in result.output and "eng0, eng1, eng2" in result.output
+    data = json.loads(CliRunner().invoke(main, ["cache", "--json"]).output)
+    assert data["entries"] == 2 and data["bytes"] == 17 + 1000 and data["folder"] == str(tmp_path)
+    result = CliRunner().invoke(main, ["cache", "--clear"])
+    assert "removed 2 cached graph(s)" in result.output and PlanCache().entries() == []

@@ -20,14 +20,16 @@ from .cli_common import (
     EXIT_USAGE,
     _console,
     _fail_usage,
+    _run_options,
     check_export_paths,
     save_exports,
+    timing_options,
 )
 from .cli_history import CheckRecorder, compare, history, history_options, record_run, run_from_history
 from .cli_peers import peers_option
-from .engine.config import SEED_MAX, ConfigError, FieldError, SdpaConfig
+from .engine.config import ConfigError, FieldError, SdpaConfig
 from .engine.fields import FIELD, FIELDS, SHORTHANDS, Choice, Field, Switch, from_entries
-from .engine.results import REGIME_BURST, REGIMES, STATUS_CPU_ONLY
+from .engine.results import REGIME_BURST, STATUS_CPU_ONLY
 
 _CLICK_TYPES = {"int": click.INT, "float": click.FLOAT}
 
@@ -106,18 +108,6 @@ def _by_option(errors: list[FieldError]) -> list[str]:
     return [f"{FIELD[e.field].option if e.field in FIELD else e.field}: {e.message}" for e in errors]
 
 
-def _run_options(replays, l2_flush, regime, autotune, check, seed, anyway, peers=()):
-    from .engine.runner import RunOptions
-    from .engine.timing import TimingOptions
-
-    if replays < 1:
-        _fail_usage([f"--replays: must be at least 1 (got {replays})"])
-    timing = TimingOptions(replays=replays, l2_flush=l2_flush, regime=regime)
-    return RunOptions(
-        timing=timing, autotune=autotune, check=check, seed=seed, run_anyway=anyway, peers=peers
-    )
-
-
 def engine_session():
     """The engine process the commands run their configurations in."""
     from .engine.session import EngineSession
@@ -130,43 +120,6 @@ def preset_regimes() -> dict[str, str]:
     from .presets import load_all
 
     return {name: preset.regime for name, preset in load_all()[0].items()}
-
-
-def timing_options(fn):
-    for opt in reversed(
-        [
-            click.option(
-                "--replays", type=int, default=20, show_default=True, help="timed replays of the CUDA graph"
-            ),
-            click.option(
-                "--l2-flush/--no-l2-flush",
-                default=False,
-                show_default=True,
-                help="flush the L2 before each execution (cold-cache kernel time)",
-            ),
-            click.option(
-                "--regime",
-                type=click.Choice(REGIMES, case_sensitive=False),
-                default=None,
-                help="burst: a short run on a rested GPU (published tables); sustained: timed after "
-                "2 s of load (a training step). Default: the preset's, else burst",
-            ),
-            click.option(
-                "--seed",
-                type=click.IntRange(0, SEED_MAX),
-                default=0,
-                show_default=True,
-                help="random seed of the inputs (0 to 2**63-1)",
-            ),
-            click.option(
-                "--run-anyway",
-                is_flag=True,
-                help="run a configuration that matches a known issue (it may crash the engine process)",
-            ),
-        ]
-    ):
-        fn = opt(fn)
-    return fn
 
 
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
@@ -251,6 +204,7 @@ def run(
     regime,
     seed,
     run_anyway,
+    cache,
     peers,
     autotune,
     check,
@@ -269,7 +223,7 @@ def run(
     regime = regime or REGIME_BURST
     from .check import follow_up
 
-    options = _run_options(replays, l2_flush, regime, autotune, check, seed, run_anyway, peers)
+    options = _run_options(replays, l2_flush, regime, autotune, check, seed, run_anyway, peers, cache)
     with engine_session() as session:
         result = session.run(config, options)
     if as_json:
@@ -307,7 +261,7 @@ def check_cases(preset_names: tuple[str, ...]) -> list[tuple[str, SdpaConfig]]:
     "--gpus", metavar="all|LIST", help="check these GPUs at once (all, or 0,1), flagging stragglers"
 )
 @history_options(baselines=True)
-def check(replays, l2_flush, regime, seed, run_anyway, preset_names, as_json, gpus, **keep) -> None:
+def check(replays, l2_flush, regime, seed, run_anyway, cache, preset_names, as_json, gpus, **keep) -> None:
     """Sanity-check this GPU box: the smoke set and every built-in preset, one engine process for
     all (restarted after a crash); exit non-zero on any mismatch, failure or unavailable GPU.
     Without a GPU, cuDNN's own validate() still judges every case."""
@@ -319,7 +273,9 @@ def check(replays, l2_flush, regime, seed, run_anyway, preset_names, as_json, gp
 
     def options_for(name: str, env):
         case_regime = regime or regimes.get(name, "") or REGIME_BURST
-        return _run_options(replays, l2_flush, case_regime, False, env.gpu_available, seed, run_anyway)
+        return _run_options(
+            replays, l2_flush, case_regime, False, env.gpu_available, seed, run_anyway, (), cache
+        )
 
     if gpus:
         from .fleet import check_gpus
@@ -442,8 +398,9 @@ if __name__ == "__main__":  # run as a file: the package's own module is the one
 
     package_main()
 else:
+    from .cli_cache import cache as cache_command
     from .cli_explain import explain
     from .sweep_cli import merge, sweep
 
-    for command in (sweep, merge, explain, history, compare):
+    for command in (sweep, merge, explain, history, compare, cache_command):
         main.add_command(command)

@@ -149,6 +149,7 @@ def sweep(
     regime,
     seed,
     run_anyway,
+    cache,
     autotune,
     check,
     peers,
@@ -184,7 +185,7 @@ def sweep(
     if not regime and values.get("preset"):
         regime = cli.preset_regimes().get(values["preset"], "")
     options = cli._run_options(
-        replays, l2_flush, regime or REGIME_BURST, autotune, check, seed, run_anyway, peers
+        replays, l2_flush, regime or REGIME_BURST, autotune, check, seed, run_anyway, peers, cache
     )
     earlier = _earlier_rows(out) if resume else []
     done = {r["key"] for r in earlier}
