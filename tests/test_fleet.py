@@ -52,6 +52,20 @@ def test_every_gpu_runs_every_case_and_a_straggler_is_flagged(monkeypatch):
     assert all(len(e.requests) == 2 for e in engines.values())  # each GPU ran each case
 
 
+def test_every_gpus_cases_are_kept_in_the_history(monkeypatch, tmp_path):
+    from tui.history import History
+
+    monkeypatch.setenv("SDPA_EXPLORER_DATA_DIR", str(tmp_path))
+    simulated(monkeypatch, {}, count=3)
+    assert check("--gpus", "all").exit_code == 0
+    with History() as history:
+        rows = history.runs()
+    assert len(rows) == 3 * 2 and {r.preset for r in rows} == {"gpt2-seed", "llama3-8b-decode"}
+    assert check("--gpus", "all", "--no-history").exit_code == 0
+    with History() as history:
+        assert history.count() == 6
+
+
 def test_within_five_percent_nothing_is_flagged_and_the_table_shows_each_gpu(monkeypatch):
     simulated(monkeypatch, {1: relabelled(slower(RECORDED, 1.04))})
     out = check("--gpus", "0,1")

@@ -280,7 +280,7 @@ def check(replays, l2_flush, regime, seed, run_anyway, cache, preset_names, as_j
     if gpus:
         from .fleet import check_gpus
 
-        sys.exit(check_gpus(gpus, cases, options_for, as_json, seed))
+        sys.exit(check_gpus(gpus, cases, options_for, as_json, seed, recorder.add))
     with engine_session() as session:
         env = session.ready()
         if env is None:

@@ -124,8 +124,11 @@ def run_on_gpus(
     say: Callable[[str], None],
     seed: int,
     session_for: Callable[[int], Any] = gpu_session,
+    on_result: Callable[[str, Any], None] | None = None,
 ) -> list[GpuRun]:
-    """Every case on every GPU, each GPU in a thread of its own with its own engine process."""
+    """Every case on every GPU, each GPU in a thread of its own with its own engine process;
+    `on_result(case, result)` hears each result as it comes, one at a time."""
+    heard = threading.Lock()
     runs = [GpuRun(g) for g in gpus]
 
     def work(run: GpuRun) -> None:
@@ -141,6 +144,9 @@ def run_on_gpus(
                 result = session.run(config, options_for(name, run.environment))
                 run.rows.append(case_row(name, result))
                 say(f"GPU {run.device} {case_line(name, result)}")
+                if on_result is not None:
+                    with heard:
+                        on_result(name, result)
                 follow_up(result, seed, Console(stderr=True), f"GPU {run.device} {name}")
             run.restarts = session.restarts
 
@@ -235,7 +241,9 @@ def fleet_ok(runs: list[GpuRun], slow: list[dict[str, Any]]) -> bool:
     return not slow and all(not r.down and r.passed == len(r.rows) and r.rows for r in runs)
 
 
-def check_gpus(text: str, cases: list, options_for: Callable, as_json: bool, seed: int) -> int:
+def check_gpus(
+    text: str, cases: list, options_for: Callable, as_json: bool, seed: int, on_result: Callable | None = None
+) -> int:
     """`check --gpus`: the exit code (1 on a failure, a GPU that could not start, or a straggler)."""
     import json
 
@@ -252,7 +260,7 @@ def check_gpus(text: str, cases: list, options_for: Callable, as_json: bool, see
             with lock:
                 console.print(line, soft_wrap=True)
 
-    runs = run_on_gpus(gpus, cases, options_for, say, seed, session_for=lambda g: gpu_session(g))
+    runs = run_on_gpus(gpus, cases, options_for, say, seed, lambda g: gpu_session(g), on_result)
     slow = stragglers(runs)
     if as_json:
         print(json.dumps(fleet_json(runs, slow), indent=2))
