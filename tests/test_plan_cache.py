@@ -164,3 +164,19 @@ def test_the_cache_command_lists_and_clears_the_entries(tmp_path, monkeypatch):
     assert data["entries"] == 2 and data["bytes"] == 17 + 1000 and data["folder"] == str(tmp_path)
     result = CliRunner().invoke(main, ["cache", "--clear"])
     assert "removed 2 cached graph(s)" in result.output and PlanCache().entries() == []
+
+
+def test_check_counts_the_graphs_loaded_and_built():
+    from fakes import RECORDED
+
+    from tui.check import plan_cache_counts
+    from tui.engine.results import PhaseTiming
+
+    loaded_phases = (*RECORDED.forward.phases[:2], PhaseTiming("load_plans", 0.004, "loaded"))
+    loaded = dataclasses.replace(
+        RECORDED, passes=(dataclasses.replace(RECORDED.forward, phases=loaded_phases),)
+    )
+    counts = plan_cache_counts([RECORDED, loaded, loaded])
+    assert counts["built"] == 1 and counts["loaded"] == 2
+    assert counts["loaded_seconds"] == pytest.approx(0.008)
+    assert counts["built_seconds"] == pytest.approx(sum(p.seconds for p in RECORDED.forward.phases[2:]))

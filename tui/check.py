@@ -75,6 +75,20 @@ def case_row(name: str, result: RunResult) -> dict[str, Any]:
     }
 
 
+def plan_cache_counts(results: Any) -> dict[str, Any]:
+    """How the check's graphs came to be: loaded from the plan cache, or planned and built, and
+    the seconds each way took (the phases after validate)."""
+    counts: dict[str, Any] = {"loaded": 0, "built": 0, "loaded_seconds": 0.0, "built_seconds": 0.0}
+    for result in results:
+        for p in result.passes:
+            names = {ph.name for ph in p.phases}
+            way = "loaded" if "load_plans" in names else "built" if "build_plans" in names else None
+            if way is not None:
+                counts[way] += 1
+                counts[f"{way}_seconds"] += sum(ph.seconds for ph in p.phases[2:])
+    return counts
+
+
 def case_line(name: str, result: RunResult) -> str:
     """One case for the terminal: PASS or FAIL, then each pass's figures (or why it failed)."""
     ok = result.status == STATUS_OK

@@ -265,7 +265,7 @@ def check(replays, l2_flush, regime, seed, run_anyway, cache, preset_names, as_j
     """Sanity-check this GPU box: the smoke set and every built-in preset, one engine process for
     all (restarted after a crash); exit non-zero on any mismatch, failure or unavailable GPU.
     Without a GPU, cuDNN's own validate() still judges every case."""
-    from .check import run_cases
+    from .check import plan_cache_counts, run_cases
 
     cases = check_cases(preset_names)
     recorder = CheckRecorder(keep, gpus)  # the history, and the baseline: read (or refused) now
@@ -298,6 +298,7 @@ def check(replays, l2_flush, regime, seed, run_anyway, cache, preset_names, as_j
         "passed": passed,
         "failed": failed,
         "restarts": restarts[0],
+        "plan_cache": plan_cache_counts(result for _name, result in recorder.cases),
         **recorder.finish(as_json),
     }
     if not env.gpu_available:
@@ -313,7 +314,9 @@ def check(replays, l2_flush, regime, seed, run_anyway, cache, preset_names, as_j
         )
     else:
         again = f"; the engine process was restarted {restarts[0]} time(s)" if restarts[0] else ""
-        _console().print(f"{passed} passed, {failed} failed{again}")
+        cache = summary["plan_cache"]
+        cached = f"; graphs: {cache['loaded']} loaded from the plan cache, {cache['built']} built"
+        _console().print(f"{passed} passed, {failed} failed{again}{cached}")
     sys.exit(EXIT_OK if failed == 0 and env.gpu_available and recorder.passed else EXIT_FAIL)
 
 
