@@ -4,7 +4,8 @@ FakeEngine keeps EngineClient's contract (tui.engine.process.EngineClientProtoco
 thread of its own, in the engine's order (ready; progress and a result per request; died, then
 ready again), only the newest waiting request answered. What it answers is a script: recordings
 made on the H200 (tests/data), a recording relabelled for whatever was asked, the CPU engine run
-in this process, or a failure (cuDNN's refusal, a crash, a hang). No child process, no torch
+in this process, or a failure (cuDNN's refusal, a crash, a hang). An explanation (`explain`) is
+answered from recordings of `sdpa-explorer explain --json`, or by the engine dying under it. No child process, no torch
 import of its own: a test that needs the real engine process says so and uses EngineClient.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import queue
 import signal
 import threading
@@ -20,9 +22,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tui.engine.config import SdpaConfig
+from tui.engine.explain import Explanation
 from tui.engine.process import (
     EXIT_CONTEXT_LOST,
     EngineDied,
+    EngineExplained,
     EngineProgress,
     EngineReady,
     EngineResult,
@@ -55,6 +59,17 @@ TRAINING = recording("train_v21")  # llama3-8b-train: forward and backward, sust
 FP8 = recording("fp8_v21")  # llama3-70b-fp8-prefill, burst
 # Schema 2.3 (the peers timed beside cuDNN):
 PEERS = recording("peers")  # llama3-8b-prefill with --peers all: FA3 and FlashInfer not installed
+
+
+def explanation(name: str) -> Explanation:
+    """An explanation recorded with `sdpa-explorer explain ... --json` on a machine without a GPU
+    (cuDNN 9.26, frontend 1.32: validate() answers, each verdict says a GPU would know more)."""
+    return Explanation.from_dict(json.loads((DATA / f"explain_{name}_cpu.json").read_text()))
+
+
+EXPLAINED_D65 = explanation("d65")  # explain --d 65: validate() refuses; head dims 64, 72, 128 pass it
+EXPLAINED_HEADS = explanation("heads_6_4")  # explain --h-q 6 --h-kv 4: the tool's rule and validate()'s
+EXPLAINED_SEED = explanation("seed")  # explain: the seed passes validate(), nothing to search
 
 
 def with_peers(result: RunResult, fastest: int | None = None) -> RunResult:
@@ -128,6 +143,13 @@ class Reply:
                                    f"{STEPS[-1]}: asked to stop")  # fmt: skip
         self.fake.on_event(EngineResult(self.request_id, result))
 
+    def explained(self, explanation: Explanation) -> None:
+        self.fake._gate.wait()
+        with self.fake._lock:
+            if self.fake._in_flight == self.request_id:
+                self.fake._in_flight = None
+        self.fake.on_event(EngineExplained(self.request_id, explanation))
+
     def died(self, reason: str, crashed: bool = False) -> None:
         """The process is gone: the client says so, then a fresh one is ready."""
         with self.fake._lock:
@@ -143,6 +165,28 @@ class Reply:
 
 
 Answer = Callable[[Reply, SdpaConfig, object], None]
+Explainer = Callable[[Reply, SdpaConfig], None]
+EXPLAIN = "explain"  # what stands for a request's run options when it asks for an explanation
+
+
+def explained(*recordings: Explanation) -> Explainer:
+    """The recorded explanation of the asked configuration if there is one, else the seed's (it
+    refuses nothing and proposes nothing) relabelled for it."""
+    by_config = {e.config: e for e in recordings or (EXPLAINED_D65, EXPLAINED_HEADS, EXPLAINED_SEED)}
+
+    def answer(reply: Reply, config: SdpaConfig) -> None:
+        reply.explained(by_config.get(config) or dataclasses.replace(EXPLAINED_SEED, config=config))
+
+    return answer
+
+
+def explain_crash(signum: int = signal.SIGSEGV) -> Explainer:
+    """A plan build kills the engine process while it explains."""
+
+    def answer(reply: Reply, config: SdpaConfig) -> None:
+        reply.died(exit_reason(-signum), crashed=True)
+
+    return answer
 
 
 def relabelled(result: RunResult) -> Answer:
@@ -245,8 +289,11 @@ class FakeEngine:
         answer: Answer | None = None,
         environment: Environment | None = None,
         time_limit_s: float = 0.2,
+        explainer: Explainer | None = None,
     ) -> None:
         self.answer = answer or replay()
+        self.explainer = explainer or explained()
+        self.explained: list[SdpaConfig] = []  # the configurations explanations were asked for
         self.environment = environment or RECORDED.environment  # the H200 the recordings came from
         self.time_limit_s = time_limit_s
         self.requests: list[tuple[SdpaConfig, object]] = []
@@ -284,12 +331,18 @@ class FakeEngine:
         self._thread.start()
 
     def submit(self, config: SdpaConfig, options: object) -> int:
-        assert self._thread is not None, "submitted before start (the real client has no pipe yet)"
+        return self._queue(config, options, self.requests, (config, options))
+
+    def explain(self, config: SdpaConfig) -> int:
+        return self._queue(config, EXPLAIN, self.explained, config)
+
+    def _queue(self, config: SdpaConfig, options: object, asked: list, entry: object) -> int:
+        assert self._thread is not None, "asked before start (the real client has no pipe yet)"
         request_id = next(self._ids)
         with self._lock:
             self.overtaken += self._in_flight is not None
             self._in_flight = request_id
-            self.requests.append((config, options))
+            asked.append(entry)
         self._inbox.put((request_id, config, options))
         return request_id
 
@@ -319,5 +372,8 @@ class FakeEngine:
             if item is None or self._closed.is_set():
                 return
             request_id, config, options = item
+            if options is EXPLAIN:
+                self.explainer(Reply(self, request_id), config)
+                continue
             answer = self._script.popleft() if self._script else self.answer
             answer(Reply(self, request_id), config, options)

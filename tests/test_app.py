@@ -253,8 +253,9 @@ async def test_a_crash_a_refusal_and_a_hang_are_each_reported_and_the_next_run_r
         assert app.result.status == STATUS_UNSUPPORTED
         assert (
             status_text(app)
-            == f"{STATUS_UNSUPPORTED} in 0.05 s   validate: hidden_dim should be multiple of 8"
+            == f"{STATUS_UNSUPPORTED} in 0.05 s (why: Alt+0 Explain)   validate: hidden_dim should be multiple of 8"
         )
+        assert fake_engine.explained == []  # the hint points to the pane; the pane, shown, asks
         await set_field(pilot, app, "s_q", "16")  # the next answer is a recording again: the error goes
         await wait_for(pilot, shown(app, SMALL.replace(s_q=16)))
         assert app.status.state.error == "" and status_text(app).startswith(STATUS_OK)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from fakes import FP8, PEERS, RECORDED, TRAINING, FakeEngine, relabelled
+from fakes import EXPLAINED_D65, FP8, PEERS, RECORDED, TRAINING, FakeEngine, refused, relabelled
 from pilot_waits import wait_for
 from pytest_textual_snapshot import SVGImageExtension
 from textual.widgets import Input
@@ -223,4 +223,25 @@ async def test_mask_of_a_paged_prefill_batch_at_80x24(snapshot):
         storage = app.query_one("#mask-storage")
         await wait_for(pilot, lambda: "seq 2 " in str(storage.render()) and storage.size.width > 40)
         shot = await screenshot(pilot, terminal(80, 24))
+    assert snapshot.use_extension(SVGImageExtension) == shot
+
+
+@pytest.mark.asyncio
+async def test_explain_pane(snapshot):
+    """The seed's shape with head dims of 65, refused: the status line points to the pane, which
+    shows the explanation recorded without a GPU (validate() refuses every cell; head dims 64, 72
+    and 128 pass it), the first nearest configuration highlighted, at 120x40."""
+    fake = FakeEngine(refused())
+    app = make_app(EXPLAINED_D65.config, client=fake)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.result is not None and not fake.busy)
+        await pilot.press("alt+0")
+        await wait_for(pilot, lambda: app.query_one("#explain").explanation == EXPLAINED_D65)
+        await pilot.press("f6")
+        words = app.query_one("#explain-nearest-words")
+        await wait_for(
+            pilot, lambda: app.focused is app.query_one("#explain-nearest") and "#1: " in str(words.render())
+        )
+        shot = await screenshot(pilot, pane("explain"))
+    fake.close()
     assert snapshot.use_extension(SVGImageExtension) == shot

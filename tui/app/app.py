@@ -34,6 +34,7 @@ from ..engine.timing import TimingOptions
 from ..presets import Preset, PresetProblem
 from .actions import KeepingActions
 from .commands import ExplorerCommands
+from .explaining import ExplainDriving
 from .messages import ConfigEdited, EngineMessage, TimingChoice
 from .navigation import PaneNavigation, pane_bindings
 from .sweeping import SweepDriving
@@ -52,6 +53,7 @@ from .widgets import (
     SweepPane,
 )
 from .widgets.config_form import PEER_LABELS
+from .widgets.explain import ExplainPane
 from .widgets.status import Status
 
 DEBOUNCE_S = 0.25  # typing "4096" must not start four builds
@@ -63,8 +65,8 @@ def LIVE_TIMING(l2_flush: bool, regime: str) -> TimingOptions:  # noqa: N802 - a
     return TimingOptions(replays=10, target_replay_ms=1.0, l2_flush=l2_flush, regime=regime)
 
 
-# the tabs, in order (a new one goes last: Alt+digit keys stay); all but Environment, Mask and
-# Sweep render the form's RunResult
+# the tabs, in order (a new one goes last: Alt+digit keys stay; the tenth is Alt+0); all but
+# Environment, Mask, Sweep and Explain render the form's RunResult
 TABS = (
     ("Plans", PlansPane),
     ("Peers", PeersPane),
@@ -75,8 +77,11 @@ TABS = (
     ("Environment", EnvironmentPane),
     ("Graph", GraphPane),
     ("Sweep", SweepPane),
+    ("Explain", ExplainPane),
 )
-RESULT_PANES = tuple(pane for _, pane in TABS if pane not in (EnvironmentPane, MaskPane, SweepPane))
+RESULT_PANES = tuple(
+    pane for _, pane in TABS if pane not in (EnvironmentPane, MaskPane, SweepPane, ExplainPane)
+)
 
 
 def measured_as(result: RunResult, timing: TimingChoice) -> TimingChoice:
@@ -91,7 +96,7 @@ def measured_as(result: RunResult, timing: TimingChoice) -> TimingChoice:
     return timing
 
 
-class SdpaExplorerApp(PaneNavigation, KeepingActions, SweepDriving, App[None]):
+class SdpaExplorerApp(PaneNavigation, KeepingActions, SweepDriving, ExplainDriving, App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "cuDNN SDPA Explorer"
     COMMANDS = App.COMMANDS | {ExplorerCommands}
@@ -213,9 +218,10 @@ class SdpaExplorerApp(PaneNavigation, KeepingActions, SweepDriving, App[None]):
 
     def on_engine_message(self, message: EngineMessage) -> None:
         with contextlib.suppress(NoMatches):  # an event that arrives while the screen goes away
-            if not self._sweep_event(message.event):  # a sweep's point is the Sweep pane's alone
+            if not (self._sweep_event(message.event) or self.explain_event(message.event)):  # theirs alone
                 self._engine_event(message.event)
             self._sweep_next()  # the engine may be free for a sweep's next point
+            self.explain_next()  # or for the Explain pane's question
 
     def _engine_event(self, event: EngineEvent) -> None:
         status = self.status
@@ -285,6 +291,7 @@ class SdpaExplorerApp(PaneNavigation, KeepingActions, SweepDriving, App[None]):
     def on_config_edited(self, message: ConfigEdited) -> None:
         with contextlib.suppress(NoMatches):  # a message queued before the screen went away (closing)
             self._config_edited(message)
+        self.explain_next()
 
     def _config_edited(self, message: ConfigEdited) -> None:
         self._cancel_pending_run()
@@ -307,7 +314,8 @@ class SdpaExplorerApp(PaneNavigation, KeepingActions, SweepDriving, App[None]):
             form = self.form
             config, _ = form.read()
             if config is not None and (config, self._options(form.timing)) == self._last_request:
-                return  # edited and edited back within the pause
+                self.explain_next()  # edited and edited back within the pause: nothing runs first
+                return
             self.action_run()
 
     def _cancel_pending_run(self) -> None:

@@ -1,4 +1,4 @@
-"""The command palette's entries: run, every pane, every preset, dtype and layout, toggle causal or
+"""The command palette's entries: run, every pane (Explain among them), every preset, dtype and layout, toggle causal or
 the backward pass, tick or untick every peer, quit."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 from ..engine.fields import FIELD
 from ..engine.layouts import LAYOUTS
 from ..engine.peers import PEER_KEYS
+from .navigation import pane_digit
 
 
 class ExplorerCommands(Provider):
@@ -37,7 +38,11 @@ class ExplorerCommands(Provider):
 
         for i, (title, _) in enumerate(TABS):
             cmds.append(
-                (f"Pane: {title}", partial(app.action_show_pane, i), f"show the {title} pane (Alt+{i + 1})")
+                (
+                    f"Pane: {title}",
+                    partial(app.action_show_pane, i),
+                    f"show the {title} pane (Alt+{pane_digit(i)})",
+                )
             )
         for dtype in FIELD["dtype"].choices:
             cmds.append((f"Dtype: {dtype}", partial(app.set_dtype, dtype), f"q, k, v in {dtype}"))

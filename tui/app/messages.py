@@ -64,3 +64,12 @@ class SweepAsked(Message):
     """Start or Enter in the Sweep pane: its vary inputs as typed, the first first."""
 
     texts: tuple[str, ...]
+
+
+@dataclass
+class NearestChosen(Message):
+    """Enter on a nearest working configuration in the Explain pane: the configuration explained,
+    and the one a small edit away that works (the form takes the edit, and keeps the rest)."""
+
+    explained: SdpaConfig
+    nearest: SdpaConfig

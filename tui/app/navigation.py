@@ -1,7 +1,8 @@
 """Getting around by key: each pane on Alt+its number, F6 between the form and the panes.
 
 Reaching a pane by Tab took 25-30 presses through the form's fields. The keys are priority
-bindings, so they work while a field has focus; a pane added to TABS gets the next number.
+bindings, so they work while a field has focus; a pane added to TABS gets the next number, the
+tenth 0 (the digits as the keyboard's row has them).
 
 Most terminals (xterm, GNOME Terminal, tmux) send Alt+digit as ESC and the digit, which Textual
 reads as the character macOS's Option+digit types ("ª" for 9, after WezTerm on macOS); only
@@ -20,14 +21,14 @@ from textual.widgets import Input, TabbedContent, Tabs
 
 
 def alt_digit_keys() -> dict[int, str]:
-    """The key Textual reads for ESC and each digit 1-9 (from its own table of sequences: the
+    """The key Textual reads for ESC and each digit 0-9 (from its own table of sequences: the
     character's key name, e.g. "pound_sign" for 3)."""
     try:
         from textual._ansi_sequences import ANSI_SEQUENCES_KEYS
         from textual.keys import _character_to_key
     except ImportError:  # a Textual that moved them: alt+digit alone
         return {}
-    read = {d: ANSI_SEQUENCES_KEYS.get(f"\x1b{d}") for d in range(1, 10)}
+    read = {d: ANSI_SEQUENCES_KEYS.get(f"\x1b{d}") for d in range(10)}
     return {d: _character_to_key(c) for d, c in read.items() if isinstance(c, str) and len(c) == 1}
 
 
@@ -42,17 +43,23 @@ class PaneKeysInput(Input):
         return key not in ALT_DIGIT_KEYS.values() and super().check_consume_key(key, character)
 
 
+def pane_digit(index: int) -> int:
+    """The digit whose Alt key shows the pane at `index` (from 0): 1 ... 9, then 0."""
+    return (index + 1) % 10
+
+
 def pane_bindings(titles: list[str]) -> list[Binding]:
-    """Alt+1 ... Alt+n show the panes in their order (and the characters terminals send for
+    """Alt+1 ... Alt+9, Alt+0 show the panes in their order (and the characters terminals send for
     them); the footer names the scheme once."""
     sent = ALT_DIGIT_KEYS
-    keys = {i: ",".join(k for k in (f"alt+{i}", sent.get(i)) if k) for i in range(1, len(titles) + 1)}
+    digits = {i: pane_digit(i - 1) for i in range(1, len(titles) + 1)}
+    keys = {i: ",".join(k for k in (f"alt+{d}", sent.get(d)) if k) for i, d in digits.items()}
     return [
         Binding(
             keys[i],
             f"show_pane({i - 1})",
             "Panes" if i == 1 else title,
-            key_display=f"alt+1…{len(titles)}" if i == 1 else None,
+            key_display=f"alt+1…{digits[len(titles)]}" if i == 1 else None,
             show=i == 1,
             priority=True,
         )

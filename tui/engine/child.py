@@ -72,7 +72,10 @@ def _serve(recv: Any, send: Any, environment_override: dict | None) -> None:
         if msg[0] == "stop":
             return
         try:
-            send.send(("result", msg[1], _answer(engine, msg, cancelled, inbox, send).to_dict()))
+            if msg[0] == "explain":
+                send.send(("explained", msg[1], *_explained(engine, SdpaConfig.from_dict(msg[2]))))
+            else:
+                send.send(("result", msg[1], _answer(engine, msg, cancelled, inbox, send).to_dict()))
         except (EOFError, OSError):
             return
         if engine.lost is not None:  # nothing more can run in this process
@@ -96,6 +99,21 @@ def _answer(engine: Any, msg: tuple, cancelled: bool, inbox: _Inbox, send: Any) 
         inbox.check(request_id)
 
     return engine.run(config, options, progress=progress)
+
+
+def _explained(engine: Any, config: SdpaConfig) -> tuple[dict | None, str]:
+    """Who refuses `config` and what near it works, on this engine's GPU and handle (validate()
+    alone without a GPU), as (explanation dict, ''); or (None, why) when asking failed. It is asked
+    whole, whatever arrives meanwhile: it executes nothing, and a request that came meanwhile runs
+    next."""
+    from .explain import explain
+
+    env = engine.environment()
+    try:
+        handle = engine._cudnn_handle() if env.gpu_available else None  # the engine's own, one a process
+        return explain(config, gpu=env.gpu_available, handle=handle, environment=env).to_dict(), ""
+    except Exception as exc:  # a failure to explain is said in the pane, never the engine's end
+        return None, f"{type(exc).__name__}: {exc}"
 
 
 def engine_main(

@@ -16,13 +16,16 @@ The child (child.py: its loop) is forked from a server that imported torch once 
 CUDA (launcher.py), and talks over two pipes; the UI owns the terminal, so the child's stdout and
 stderr go to a log file. Protocol (pickled tuples, records as plain dicts):
     parent -> child   ("run", request_id, config_dict, options_dict) | ("stop",)
+                      ("explain", request_id, config_dict)   who refuses it, what near it works
                       ("cancel", request_id)   stop that run at its next step (answered: cancelled)
                       ("fault", request_id)   lose the CUDA context on purpose (the soak's test)
     child -> parent   ("ready", environment_dict)
                       ("progress", request_id, text)
                       ("result", request_id, run_result_dict)
+                      ("explained", request_id, explanation_dict | None, error)
 The child runs only the newest waiting request: results for configurations the user
-has already left are never computed.
+has already left are never computed. An explanation builds plans but executes none; it runs in
+the child all the same, since a plan build can crash in native code as a run can.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ EXIT_CONTEXT_LOST = 75  # the child's exit after a run lost the CUDA context (EX
 MAX_FAILED_STARTS = 3  # a child that dies before it is ready this often in a row is left down
 
 if TYPE_CHECKING:
+    from .explain import Explanation
     from .runner import RunOptions
 
 
@@ -71,6 +75,13 @@ class EngineResult:
 
 
 @dataclass(frozen=True)
+class EngineExplained:
+    request_id: int
+    explanation: Explanation | None  # None: asking failed, and `error` says why
+    error: str = ""
+
+
+@dataclass(frozen=True)
 class EngineDied:
     reason: str
     request_id: int | None  # the request lost with the process, if any
@@ -79,7 +90,7 @@ class EngineDied:
     crashed: bool = False  # killed by a signal nobody sent: a crash in native code
 
 
-EngineEvent = EngineReady | EngineProgress | EngineResult | EngineDied
+EngineEvent = EngineReady | EngineProgress | EngineResult | EngineExplained | EngineDied
 EventSink = Callable[[EngineEvent], None]
 
 
@@ -93,6 +104,8 @@ class EngineClientProtocol(Protocol):
     def start(self, on_event: EventSink) -> None: ...
 
     def submit(self, config: SdpaConfig, options: RunOptions) -> int: ...
+
+    def explain(self, config: SdpaConfig) -> int: ...
 
     def cancel(self) -> None: ...
 
@@ -260,6 +273,11 @@ class EngineClient:
         request_id = next(self._ids)
         return self._send_request(("run", request_id, config.to_dict(), options.to_dict()))
 
+    def explain(self, config: SdpaConfig) -> int:
+        """Queue an explanation of `config` (tui.engine.explain); answered by EngineExplained. Like
+        a run it is the newest request: one asked for after it takes its place if it waits."""
+        return self._send_request(("explain", next(self._ids), config.to_dict()))
+
     def cancel(self) -> None:
         """Stop the run in flight at its next step; it is answered with a cancelled result. A
         request not yet delivered (the engine was restarting) is simply dropped."""
@@ -337,12 +355,18 @@ class EngineClient:
         elif kind == "progress":
             if msg[1] == self._in_flight:
                 self.on_event(EngineProgress(msg[1], msg[2]))
-        elif kind == "result":
+        elif kind in ("result", "explained"):
             request_id = msg[1]
             with self._lock:
                 if request_id == self._in_flight:
                     self._in_flight = None
-            self.on_event(EngineResult(request_id, RunResult.from_dict(msg[2])))
+            if kind == "result":
+                self.on_event(EngineResult(request_id, RunResult.from_dict(msg[2])))
+            else:
+                from .explain import Explanation
+
+                explanation = Explanation.from_dict(msg[2]) if msg[2] is not None else None
+                self.on_event(EngineExplained(request_id, explanation, msg[3]))
 
     def _died(self, proc: launcher.EngineProcess, reason: str, crashed: bool = False) -> None:
         if self._closing:

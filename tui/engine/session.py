@@ -14,11 +14,16 @@ from typing import TYPE_CHECKING
 
 from . import process
 from .config import SdpaConfig
-from .process import EngineDied, EngineProgress, EngineReady, EngineResult
+from .process import EngineDied, EngineExplained, EngineProgress, EngineReady, EngineResult
 from .results import STATUS_CRASH, STATUS_ERROR, Crash, Environment, RunResult
 
 if TYPE_CHECKING:
+    from .explain import Explanation
     from .runner import RunOptions
+
+
+class ExplainFailed(RuntimeError):
+    """An explanation that did not come: the engine process died under it, or asking failed."""
 
 
 def died_result(config: SdpaConfig, died: EngineDied, step: str, env: Environment | None) -> RunResult:
@@ -33,6 +38,13 @@ def died_result(config: SdpaConfig, died: EngineDied, step: str, env: Environmen
         device="cuda" if env is not None and env.gpu_available else "",
         crash=crash,
     )
+
+
+def _answers(event: process.EngineEvent, request_id: int) -> bool:
+    """Whether `event` ends the wait for `request_id`: its answer, or the engine's end under it."""
+    if isinstance(event, (EngineResult, EngineExplained)):
+        return event.request_id == request_id
+    return isinstance(event, EngineDied) and (event.request_id == request_id or not event.restarting)
 
 
 class EngineSession:
@@ -70,11 +82,34 @@ class EngineSession:
         """The answer to one run; `watch` hears the engine's progress words as they come."""
         return self._answer(self.client.submit(config, options), config, watch)
 
+    def explain(self, config: SdpaConfig) -> Explanation:
+        """Who refuses `config` and what near it works, asked in the engine process, where a plan
+        build that crashes costs that process alone; ExplainFailed says why none came."""
+        event, _step = self._wait(self.client.explain(config), None)
+        if isinstance(event, EngineDied):
+            raise ExplainFailed(event.reason)
+        if not isinstance(event, EngineExplained) or event.explanation is None:
+            raise ExplainFailed(getattr(event, "error", "") or "the engine answered something else")
+        return event.explanation
+
     def inject_fault(self) -> RunResult:
         """Have the engine lose its CUDA context on purpose (the soak's test); the crash it answers."""
         return self._answer(self.client.inject_fault(), SdpaConfig(), None)
 
     def _answer(self, request_id: int, config: SdpaConfig, watch: Callable[[str], None] | None) -> RunResult:
+        event, step = self._wait(request_id, watch)
+        if isinstance(event, EngineResult):
+            return event.result
+        if isinstance(event, EngineDied):
+            return died_result(config, event, step, self.environment)
+        return RunResult(
+            config=config, status=STATUS_ERROR, message="the engine answered a run with an explanation"
+        )
+
+    def _wait(
+        self, request_id: int, watch: Callable[[str], None] | None
+    ) -> tuple[EngineResult | EngineExplained | EngineDied, str]:
+        """The engine's answer to one request, or its death under it; and the last step it named."""
         step = ""
         while True:
             event = self._events.get()
@@ -83,10 +118,8 @@ class EngineSession:
                 step = event.text
                 if watch is not None:
                     watch(step)
-            elif isinstance(event, EngineResult) and event.request_id == request_id:
-                return event.result
-            elif isinstance(event, EngineDied) and (event.request_id == request_id or not event.restarting):
-                return died_result(config, event, step, self.environment)
+            elif _answers(event, request_id):
+                return event, step
 
     def _note(self, event: process.EngineEvent) -> None:
         if isinstance(event, EngineReady):

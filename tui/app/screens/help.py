@@ -82,6 +82,14 @@ PANES = """\
   plan (`*`) where that is another, each peer that ran and the GPU's dense peak. While it runs,
   edits to the form wait (the form runs when it ends), the other panes keep the form's result,
   and Esc stops it after the point under way (Esc again: that point too).
+- **Explain**: why cuDNN refuses the form's configuration, asked while the pane is shown (after
+  the form's run; the engine process asks, so nothing waits on cuDNN here): a grid of every
+  implementation under every heuristic mode (`✓ n plans`, `✓ validate()` where there is no GPU
+  to ask further, or `✗` who refused and the refusal's number: `rules` this tool's, `validate`
+  the frontend's, `backend` cuDNN's, `open-source` the frontend's Python engines); each refusal in
+  full; the versions and architectures refusals name against what is installed; and the nearest
+  configurations that work, with their run commands. Enter on one puts its edit into the form
+  (the rest of the form stays as it is) and the form runs. A run cuDNN refuses points here.
 """
 
 TRAINING = """\
@@ -114,11 +122,17 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         from ..app import TABS  # the app imports this screen when F1 is first pressed
+        from ..navigation import pane_digit
 
         keys = [
             "| key | does |",
             "| --- | --- |",
-            f"| Alt+1 … Alt+{len(TABS)} | show a pane: {', '.join(title for title, _ in TABS)} |",
+            f"| Alt+1 … Alt+{min(9, len(TABS))} | show a pane: {', '.join(title for title, _ in TABS[:9])} |",
+            *(
+                f"| Alt+{pane_digit(i)} | show the {title} pane |"
+                for i, (title, _) in enumerate(TABS)
+                if i >= 9
+            ),
             "| F6 | from the form to the pane on show, and back to the field you left |",
             "| Esc | stop the running work at its next step; a sweep after its point under way (again: "
             "that point too) |",

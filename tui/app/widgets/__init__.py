@@ -3,6 +3,7 @@
 from .accuracy import AccuracyPane
 from .config_form import ConfigForm
 from .environment import EnvironmentPane
+from .explain import ExplainPane
 from .graph_json import GraphPane
 from .latency import LatencyPane
 from .mask import MaskPane
@@ -17,6 +18,7 @@ __all__ = [
     "AccuracyPane",
     "ConfigForm",
     "EnvironmentPane",
+    "ExplainPane",
     "GraphPane",
     "LatencyPane",
     "MaskPane",

@@ -155,6 +155,16 @@ class ConfigForm(VerticalScroll):
             return None, _by_field(problems)
         return config, {}
 
+    def read_as_typed(self) -> tuple[SdpaConfig | None, dict[str, str]]:
+        """The config the form shows when each field is good by itself; the rules across fields
+        are not asked (Explain reports them as findings). Else None with each bad field's problem."""
+        try:
+            config = from_entries({field.name: self._value(field) for field in FORM_FIELDS})
+        except ConfigError as exc:
+            return None, _by_field(exc.errors)
+        own = [FieldError(f.name, m) for f in FORM_FIELDS if (m := f.problem(getattr(config, f.name)))]
+        return (None, _by_field(own)) if own else (config, {})
+
     def app_gpu_memory(self) -> int | None:
         env = getattr(self.app, "environment", None)
         return env.gpu_memory_bytes if env is not None and env.gpu_available else None

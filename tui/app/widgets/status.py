@@ -36,6 +36,7 @@ RUNNING = frozenset({Phase.QUEUED, Phase.BUILDING, Phase.CHECKING, Phase.TIMING,
 _STEP_PHASES = {"building": Phase.BUILDING, "checking": Phase.CHECKING, "timing": Phase.TIMING}
 # a result whose message is the error to show
 _REFUSALS = (STATUS_ERROR, STATUS_UNSUPPORTED, STATUS_CRASH, STATUS_KNOWN_ISSUE)
+EXPLAIN_HINT = "why: Alt+0 Explain"  # after a refusal: the pane that asks cuDNN who refuses it
 
 
 @dataclass(frozen=True)
@@ -162,7 +163,8 @@ class Status:
             took = time.monotonic() - self.since if self.since else 0.0
             return f"{self.step} ..." + (f" {took:.0f} s" if took >= 1.0 else "")  # a step that lasts says so
         if phase is Phase.DONE:
-            return f"{self.result_status} in {self.wall_s:.2f} s"
+            hint = f" ({EXPLAIN_HINT})" if self.result_status == STATUS_UNSUPPORTED else ""
+            return f"{self.result_status} in {self.wall_s:.2f} s{hint}"
         if self.behind:
             return "the panes show an earlier configuration (stale): Ctrl+R runs the form's"
         return "the form is as you left it; edit or press Ctrl+R to run again"

@@ -1,0 +1,100 @@
+"""The Explain pane's questions: the form's configuration explained (tui.engine.explain) through
+the app's own engine client, so that the UI never waits on cuDNN and a plan build that crashes in
+native code costs the engine process, not the dashboard.
+
+The client answers only the newest waiting request, so an explanation is asked only when the
+engine has nothing of the form's or a sweep's: the form's run comes first, the pane says it waits.
+It is asked while the pane is shown and the form's configuration is not the one it explained. An
+explanation that a later request overtook before the engine took it is never answered: any word
+about a later request says so, and it is asked again. One that crashed the engine is not asked
+again until the configuration changes (it would crash again).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+
+from textual.css.query import NoMatches
+from textual.widgets import TabbedContent
+
+from ..engine.config import SdpaConfig
+from ..engine.process import EngineDied, EngineEvent, EngineExplained
+from .messages import NearestChosen
+from .widgets.explain import ExplainPane
+
+EXPLAIN_TAB = "tab-explain"
+
+
+class ExplainDriving:
+    """Mixed into SdpaExplorerApp, whose client, form, run and sweep state it reads."""
+
+    _explaining: tuple[int, SdpaConfig] | None = None  # the request asked, and for what
+    _explained: SdpaConfig | None = None  # what the pane shows (or failed on): not asked again
+
+    @property
+    def explain_shown(self) -> bool:
+        return self.query_one(TabbedContent).active == EXPLAIN_TAB
+
+    def on_tabbed_content_tab_activated(self, _event: TabbedContent.TabActivated) -> None:
+        self.explain_next()
+
+    def explain_next(self) -> None:
+        """Ask about the form's configuration as typed (the rules across fields are findings here,
+        not a reason to refuse) when the pane is shown and the engine is free for it."""
+        with contextlib.suppress(NoMatches):  # asked as the app closes
+            if not self.explain_shown or self._explaining is not None:
+                return
+            pane = self.query_one(ExplainPane)
+            config, errors = self.form.read_as_typed()
+            if config is None:
+                pane.say(f"Nothing to ask cuDNN until these fields are fixed: {', '.join(sorted(errors))}.")
+                return
+            if config == self._explained:
+                return
+            if self.client is None or not self._client_started:
+                pane.say("No engine runs here (the dashboard was opened to view a saved result).", config)
+            elif self.sweeping:
+                pane.say(f"A sweep runs: {config.label()} is asked about when it ends.", config)
+            elif self._latest is not None or self.run_pending:
+                pane.say(f"The form's run comes first; then cuDNN is asked about {config.label()}.", config)
+            else:
+                self._explaining = (self.client.explain(config), config)
+                pane.say(
+                    f"Asking cuDNN about {config.label()} under every implementation and heuristic mode ...",
+                    config,
+                )
+
+    def explain_event(self, event: EngineEvent) -> bool:
+        """An engine event about the explanation asked: whether it was only the pane's."""
+        if self._explaining is None:
+            return False
+        request_id, config = self._explaining
+        said_of = getattr(event, "request_id", None)
+        pane = self.query_one(ExplainPane)
+        if isinstance(event, EngineExplained) and said_of == request_id:
+            self._explaining, self._explained = None, config
+            if event.explanation is not None:
+                pane.show(event.explanation)
+            else:
+                pane.say(f"Asking about {config.label()} failed: {event.error}", config)
+            return True
+        if isinstance(event, EngineDied) and (said_of == request_id or not event.restarting):
+            self._explaining, self._explained = None, config
+            pane.say(f"The engine process ended while it explained {config.label()}: {event.reason}", config)
+            return False  # the app reports the lost engine too
+        if said_of is not None and said_of > request_id:  # the engine took a later request instead
+            self._explaining = None
+        return False
+
+    def on_nearest_chosen(self, message: NearestChosen) -> None:
+        """Into the form: the edit that made the nearest configuration, over the form as it is now
+        (it may have moved on since the explanation); the timing choices are not configuration."""
+        with contextlib.suppress(NoMatches):
+            current, _ = self.form.read_as_typed()
+            edit = {
+                f.name: getattr(message.nearest, f.name)
+                for f in dataclasses.fields(SdpaConfig)
+                if getattr(message.nearest, f.name) != getattr(message.explained, f.name)
+            }
+            self.form.load((current or message.explained).replace(**edit))

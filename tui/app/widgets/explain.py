@@ -1,0 +1,211 @@
+"""Explain: who refuses the form's configuration and why, under every implementation and heuristic
+mode; the versions that matter; the nearest configurations that work (tui.engine.explain, asked
+in the engine process). Enter on a nearest configuration loads it into the form.
+
+A grid cell is a map, not the reason: it names who refused and the refusal's number, and the
+refusals are listed in full below it, each once. The engine's explain module (and the graph code
+it loads) is imported when the first explanation is drawn, not before the first paint."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.widgets import DataTable, Static
+
+from ...engine.config import SdpaConfig
+from ..messages import NearestChosen
+
+if TYPE_CHECKING:
+    from ...engine.explain import Cell, Explanation, Nearest, Refusal, Requirement
+
+# who refused, as a cell names it (the refusal's own words follow the grid)
+SOURCE_SHORT = {
+    "tool": "rules",
+    "frontend validate()": "validate",
+    "cuDNN backend": "backend",
+    "open-source engine": "open-source",
+}
+SOURCE_STYLE = {"tool": "magenta", "frontend validate()": "yellow", "cuDNN backend": "red"}
+# the verdict of the configuration as given (explain's SUPPORTED, REFUSED, VALID)
+VERDICT_STYLE = {"supported": "bold green", "refused": "bold red", "valid": "bold yellow"}
+VERDICT_WORDS = {"valid": "valid as far as validate() can tell"}
+# the row of the versions a requirement is read against, by its kind
+REQUIREMENT_ROW = {"cuDNN": "cuDNN backend", "architecture": "GPU"}
+MET = {True: ("met", "green"), False: ("NOT met", "bold red"), None: ("cannot be told here", "yellow")}
+ENTER_WORDS = "Enter loads the highlighted configuration into the form (the rest of the form stays as it is)"
+
+
+def cell_text(cell: Cell, numbers: dict[Refusal, int]) -> Text:
+    """A grid cell: the plans cuDNN offers, validate()'s pass, or who refused (#n in the list)."""
+    from ...engine.explain import SOURCE_TOOL, SUPPORTED, VALID
+
+    if cell.status == SUPPORTED:
+        backward = f" +{len(cell.backward_plan_names)} bwd" if cell.backward_plan_names else ""
+        return Text(f"✓ {len(cell.plan_names)} plans{backward}", style="green")
+    if cell.status == VALID:
+        return Text("✓ validate()", style="green dim")
+    # cuDNN's words first; the tool's rules are in every cell, so they are counted only alone
+    theirs = [r for r in cell.refusals if r.source != SOURCE_TOOL] or list(cell.refusals)
+    first = theirs[0]
+    text = Text("✗ ", style="red")
+    text.append(SOURCE_SHORT.get(first.source, first.source), style=SOURCE_STYLE.get(first.source, "cyan"))
+    text.append(f" #{numbers[first]}")
+    return text.append(f" +{len(theirs) - 1}" if len(theirs) > 1 else "", style="dim")
+
+
+def refusal_lines(e: Explanation) -> Text:
+    """Every refusal once, numbered as the grid names them, with the cells it refused."""
+    out = Text("Refusals\n", style="bold")
+    if not e.refusals():
+        return out.append("none: every cell passed what was asked\n", style="green")
+    everywhere = len(e.cells)
+    for n, (r, cells) in enumerate(e.refusals(), 1):
+        at = (
+            "every cell"
+            if len(cells) == everywhere
+            else ", ".join(f"{c.implementation}/{c.heuristic_mode}" for c in cells)
+        )
+        out.append(f"#{n} ").append(f"[{r.source}]", style=SOURCE_STYLE.get(r.source, "cyan"))
+        field = f", field {r.field}" if r.field else ""
+        out.append(f" {r.graph} graph at {r.step}{field} ({at}):\n    {r.message}\n")
+    return out
+
+
+def needs_text(requirements: list[Requirement]) -> Text:
+    """What refusals name as needed, each with whether this machine has it."""
+    out = Text()
+    for i, req in enumerate(requirements):
+        words, style = MET[req.met]
+        out.append(", " if i else "").append(f"{req.needed} ").append(words, style=style)
+    return out
+
+
+def versions_table(e: Explanation) -> Table:
+    """What is installed, a row each; beside it what a refusal names as needed of it (a newer
+    cuDNN, another architecture) and whether that is met; the GPU note under it."""
+    needs: dict[str, list[Requirement]] = {}
+    for req in e.requirements:
+        needs.setdefault(REQUIREMENT_ROW.get(req.kind, req.kind), []).append(req)
+    table = Table(title="Versions that matter", title_justify="left", title_style="bold", box=None)
+    table.add_column("")
+    table.add_column("installed", overflow="fold")
+    if needs:
+        table.add_column("a refusal needs")
+    installed = dict(e.versions)
+    for what in dict.fromkeys([*installed, *needs]):
+        table.add_row(what, installed.get(what, "-"), *([needs_text(needs.get(what, []))] if needs else []))
+    if e.gpu_note:
+        table.caption, table.caption_justify, table.caption_style = e.gpu_note, "left", "yellow"
+    return table
+
+
+def nearest_words(e: Explanation) -> str:
+    """What stands in place of the nearest configurations when there are none to list."""
+    from ...engine.explain import SUPPORTED, VALID
+
+    if e.verdict == SUPPORTED:
+        return "the configuration as given is supported: nothing to search"
+    if e.verdict == VALID:
+        return "cuDNN's validate() accepts it as given; a GPU would tell whether cuDNN plans it"
+    if not e.nearest:
+        return f"none found among {e.searched} edits (one or two fields changed)"
+    return f"{e.searched} edits judged, the smallest first. {ENTER_WORDS}"
+
+
+class NearestTable(DataTable):
+    """The nearest working configurations, a row each, keyed by their place in the explanation;
+    the highlighted one's run command is written in full under it, to copy."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
+        self.nearest: tuple[Nearest, ...] = ()
+        self.add_columns("#", "edit", "checked")
+
+    def show_nearest(self, nearest: tuple[Nearest, ...]) -> None:
+        self.nearest = nearest
+        self.clear()
+        for i, n in enumerate(nearest):
+            edit = ", ".join(f"{name} {was} → {now}" for name, was, now in n.changes)
+            checked = f"{len(n.plan_names)} plans" if n.checked == "plans" else "validate()"
+            self.add_row(str(i + 1), edit, checked, key=str(i))
+
+
+class ExplainPane(VerticalScroll, can_focus=False):
+    """Shows one explanation; the app says when it asks for another and what it waits for. Not
+    focusable itself: F6 lands on the nearest configurations, one Enter from the form."""
+
+    explanation: Explanation | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(
+            "Explain shows who refuses the form's configuration once it is asked.", id="explain-head"
+        )
+        cells = DataTable(id="explain-cells", cursor_type="none", zebra_stripes=True)
+        cells.can_focus = False  # a map to read: F6 goes on to the nearest configurations
+        yield cells
+        yield Static("", id="explain-refusals")
+        yield Static("", id="explain-versions")
+        yield Static("Nearest working configurations", id="explain-nearest-head")
+        yield NearestTable(id="explain-nearest")
+        yield Static("", id="explain-nearest-words")
+
+    def on_mount(self) -> None:
+        for widget in self.query("#explain-cells, #explain-nearest, #explain-nearest-head"):
+            widget.display = False
+
+    # ---- what the app says --------------------------------------------------------------------
+    def say(self, words: str, config: SdpaConfig | None = None) -> None:
+        """The head line: what is asked or awaited; an explanation below of another configuration
+        is named, so that it is never taken for the form's."""
+        text = Text(words)
+        shown = self.explanation
+        if shown is not None and shown.config != config:
+            text.append(f"\nbelow: the explanation of {shown.config.label()}", style="dim")
+        self.query_one("#explain-head", Static).update(text)
+
+    def show(self, e: Explanation) -> None:
+        self.explanation = e
+        head = Text(f"{e.config.label()}: ")
+        head.append(VERDICT_WORDS.get(e.verdict, e.verdict), style=VERDICT_STYLE.get(e.verdict, ""))
+        head.append(f"   (asked in {e.seconds:.2f} s)", style="dim")
+        self.query_one("#explain-head", Static).update(head)
+        numbers = {r: n for n, (r, _cells) in enumerate(e.refusals(), 1)}
+        cells = self.query_one("#explain-cells", DataTable)
+        cells.clear(columns=True)
+        cells.add_columns("implementation", *e.modes)
+        for impl in e.implementations:
+            cells.add_row(impl, *(cell_text(e.cell(impl, mode), numbers) for mode in e.modes))
+        cells.display = True
+        self.query_one("#explain-refusals", Static).update(refusal_lines(e))
+        self.query_one("#explain-versions", Static).update(versions_table(e))
+        table = self.query_one(NearestTable)
+        table.show_nearest(e.nearest)
+        table.display = bool(e.nearest)
+        self.query_one("#explain-nearest-head").display = True
+        self.query_one("#explain-nearest-words", Static).update(nearest_words(e))
+
+    # ---- the user's choice --------------------------------------------------------------------
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        """The highlighted configuration's run command."""
+        table = event.data_table
+        if (
+            isinstance(table, NearestTable)
+            and self.explanation is not None
+            and event.row_key.value is not None
+        ):
+            n = int(event.row_key.value)
+            words = Text(nearest_words(self.explanation) + f"\n#{n + 1}: ")
+            words.append(table.nearest[n].command, style="cyan")
+            self.query_one("#explain-nearest-words", Static).update(words)
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        table = event.data_table
+        if not isinstance(table, NearestTable) or event.row_key.value is None or self.explanation is None:
+            return
+        event.stop()
+        chosen = table.nearest[int(event.row_key.value)]
+        self.post_message(NearestChosen(self.explanation.config, chosen.config))
