@@ -95,3 +95,17 @@ def test_plans_say_where_they_come_from(engine):
     r = engine.run(config, RunOptions(autotune=False))
     sources = {p.source for p in r.forward.plans}
     assert "backend engine" in sources, r.forward.plans
+
+
+def test_the_engine_process_explains_an_fp8_refusal_on_its_gpu():
+    """The dashboard's Explain pane asks the engine process, where a plan build that crashes costs
+    that process alone: on Hopper, FP8 with half output is refused (Blackwell only) and FP8 output
+    is the nearest configuration that builds."""
+    from tui.engine.session import EngineSession
+
+    with EngineSession() as session:
+        assert session.ready() is not None and session.environment.gpu_available
+        e = session.explain(SdpaConfig(dtype="fp8_e4m3", out_dtype="fp16"))
+    assert e.gpu and e.verdict == "refused"
+    assert any("Blackwell" in r.message for r in e.refusals())
+    assert any(n.changes and n.plan_names for n in e.nearest), e.nearest
