@@ -175,16 +175,16 @@ class ExplainPane(VerticalScroll, can_focus=False):
         self.query_one("#explain-head", Static).update(head)
         numbers = {r: n for n, (r, _cells) in enumerate(e.refusals(), 1)}
         cells = self.query_one("#explain-cells", DataTable)
+        cells.display = True  # before it is filled: a hidden table's new height is not laid out
         cells.clear(columns=True)
         cells.add_columns("implementation", *e.modes)
         for impl in e.implementations:
             cells.add_row(impl, *(cell_text(e.cell(impl, mode), numbers) for mode in e.modes))
-        cells.display = True
         self.query_one("#explain-refusals", Static).update(refusal_lines(e))
         self.query_one("#explain-versions", Static).update(versions_table(e))
         table = self.query_one(NearestTable)
-        table.show_nearest(e.nearest)
         table.display = bool(e.nearest)
+        table.show_nearest(e.nearest)
         self.query_one("#explain-nearest-head").display = True
         self.query_one("#explain-nearest-words", Static).update(nearest_words(e))
 
