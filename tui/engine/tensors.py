@@ -23,7 +23,9 @@ def dump_dropout_mask(check: SdpaGraph, data: dict[str, Any], ws: Any, handle: A
     import torch
 
     config = check.config
-    dump = torch.empty((config.b, config.h_q, config.s_q, config.s_kv), dtype=torch.float32, device="cuda")
+    # zeros, not empty: the graph writes only the positions the masks keep, and memory a poisoned
+    # output once held would put NaN where the reference multiplies a masked weight by the mask
+    dump = torch.zeros((config.b, config.h_q, config.s_q, config.s_kv), dtype=torch.float32, device="cuda")
     data = {**data, "o": torch.empty_like(data["o"]), "rng_dump": dump}
     if "stats" in data:
         data["stats"] = torch.empty_like(data["stats"])

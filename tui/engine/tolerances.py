@@ -75,8 +75,8 @@ def compare(out: Any, ref: Any, atol: float, rtol: float, rows: Any = None) -> E
             o, ref = o[selected], ref[selected]
         finite = torch.isfinite(o)
         nonfinite = int((~finite).sum().item())
-        err = (o - ref).abs()
-        err = torch.where(finite, err, torch.full_like(err, float("inf")))
+        err = (o - ref).abs()  # a reference that is not finite cannot vouch for anything: a mismatch
+        err = torch.where(finite & torch.isfinite(ref), err, torch.full_like(err, float("inf")))
         aref = ref.abs()
         significant = aref >= atol
         rel = torch.where(significant, err / aref.clamp_min(atol), torch.zeros_like(err))
