@@ -131,3 +131,16 @@ def test_the_cpu_mode_checks_a_one_key_backward_as_passing(cpu_engine):
         ((peer, metrics),) = c.peers.items()
         assert metrics.mismatched == 0, (c.output, peer, metrics, c.atol)
         assert c.atol > 1e-7  # the floor, not 1e-32
+
+
+def test_a_reference_that_is_not_finite_is_a_mismatch_never_a_pass():
+    """NaN in a reference (a mask read from memory nothing wrote) once compared as no error at all."""
+    import torch
+
+    from tui.engine.tolerances import compare
+
+    out, ref = torch.ones(4, 4), torch.ones(4, 4)
+    ref[1, 2] = float("nan")
+    e = compare(out, ref, 1e-3, 1e-3)
+    assert e.mismatched == 1 and not e.passed and e.nonfinite == 0
+    assert compare(out, torch.ones(4, 4), 1e-3, 1e-3).passed
