@@ -80,7 +80,7 @@ def compare(out: Any, ref: Any, atol: float, rtol: float, rows: Any = None) -> E
         aref = ref.abs()
         significant = aref >= atol
         rel = torch.where(significant, err / aref.clamp_min(atol), torch.zeros_like(err))
-        mismatched = int((err > atol + rtol * aref).sum().item())
+        mismatched = int(((err > atol + rtol * aref) | ~torch.isfinite(ref)).sum().item())
         finite_err = torch.where(finite, err, torch.zeros_like(err))
         return ErrorMetrics(
             max_abs=float(err.max().item()) if err.numel() else 0.0,
