@@ -192,6 +192,10 @@ def test_paged_and_packed_count_the_bytes_they_hold():
     assert storage.kv_bytes_read(decode) == (5 + 1 + 2) * 64 * per_token + 2 * 3 * 5 * 4
     dense = decode.replace(page_size=None)
     assert storage.forward_bytes(dense) == dense.io_bytes()
+    train = PACKED.replace(layout="BSHD", backward=True)
+    assert storage.backward_bytes(train) == train.backward_io_bytes()  # padded: every position
+    packed = PACKED.replace(backward=True)
+    assert storage.backward_bytes(packed) < train.backward_io_bytes()  # real tokens only
     packed, padded = storage.packing_saves(PACKED)
     assert packed < padded and padded == 3 * (40 * 4 * (16 + 8) * 2 + 50 * 2 * 24 * 2)
     assert math.isclose(packed / padded, (48 * 4 * 24 + 62 * 2 * 24) / (120 * 4 * 24 + 150 * 2 * 24))

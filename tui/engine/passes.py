@@ -307,7 +307,7 @@ class Backward(Pass):
         return config.backward_flops()
 
     def io_bytes(self, config: SdpaConfig) -> int:
-        return config.backward_io_bytes()
+        return storage.backward_bytes(config)
 
     def output_keys(self, config: SdpaConfig) -> dict[str, str]:
         return {**self.outputs, "dSink": "dSink_token"} if config.sink else dict(self.outputs)

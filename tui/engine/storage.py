@@ -180,6 +180,20 @@ def forward_bytes(config: SdpaConfig) -> int:
     return q + o + kv_bytes_read(config)
 
 
+def backward_bytes(config: SdpaConfig) -> int:
+    """Least DRAM traffic of the backward as stored: Q, K, V, O and dO read, dQ, dK, dV written,
+    for the tokens held (packed: real ones only), and the stats (padded in every layout)."""
+    size, out = DTYPE_BYTES.get(config.dtype, 2), DTYPE_BYTES.get(config.o_dtype, 2)
+    q_tokens, kv_tokens = (
+        (config.real_tokens(0), config.real_tokens(1))
+        if config.packed
+        else (config.b * config.s_q, config.b * config.s_kv)
+    )
+    qkv = q_tokens * config.h_q * config.d_qk + kv_tokens * config.h_kv * (config.d_qk + config.d_v)
+    o = q_tokens * config.h_q * config.d_v
+    return 2 * qkv * size + 2 * o * out + config.b * config.h_q * config.s_q * 4
+
+
 def packing_saves(config: SdpaConfig) -> tuple[int, int]:
     """(bytes of q, k, v and o packed, bytes padded to s_q and s_kv): what THD saves."""
     size, out = DTYPE_BYTES.get(config.dtype, 2), DTYPE_BYTES.get(config.o_dtype, 2)
