@@ -202,3 +202,15 @@ def test_a_check_of_only_some_presets_counts_the_baseline_cases_it_did_not_run(t
     path = baseline_of(tmp_path, monkeypatch)
     out = CliRunner().invoke(main, ["check", "--preset", "gpt2-seed", "--baseline", path])
     assert out.exit_code == 0 and "1 baseline case(s) not run by this check" in out.output
+
+
+def test_check_quick_runs_the_smoke_set_over_few_replays(monkeypatch):
+    from tui.check import QUICK_REPLAYS, SMOKE_CASES
+
+    fake = answering(monkeypatch)
+    out = CliRunner().invoke(main, ["check", "--quick"])
+    assert out.exit_code == 0, out.output
+    assert [config for config, _options in fake.requests] == list(SMOKE_CASES)
+    assert all(options.timing.replays == QUICK_REPLAYS for _config, options in fake.requests)
+    refused_combination = check("--quick")  # CASES names presets
+    assert refused_combination.exit_code == 2 and "--quick" in refused_combination.output

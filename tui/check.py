@@ -23,6 +23,7 @@ from .engine.results import (
 from .format import regime_note, regime_style, us, versions_words
 
 SMOKE = "smoke"  # the name of the smoke set's cases (the others are named by their preset)
+QUICK_REPLAYS = 5  # check --quick: enough replays for a median, the fewest for a sanity check
 SMOKE_CASES: tuple[SdpaConfig, ...] = (
     SdpaConfig(),
     SdpaConfig(layout="BHSD"),

@@ -14,6 +14,7 @@ import sys
 import click
 from rich.markup import escape
 
+from .check import QUICK_REPLAYS, SMOKE, SMOKE_CASES
 from .cli_common import (
     EXIT_FAIL,
     EXIT_OK,
@@ -256,18 +257,28 @@ def check_cases(preset_names: tuple[str, ...]) -> list[tuple[str, SdpaConfig]]:
 @main.command()
 @timing_options
 @click.option("--preset", "preset_names", multiple=True, help="check only this preset (repeatable)")
+@click.option(
+    "--quick",
+    is_flag=True,
+    help=f"the smoke set only, timed over {QUICK_REPLAYS} replays: a box's check in seconds",
+)
 @click.option("--json", "as_json", is_flag=True, help="print the results as JSON")
 @click.option(
     "--gpus", metavar="all|LIST", help="check these GPUs at once (all, or 0,1), flagging stragglers"
 )
 @history_options(baselines=True)
-def check(replays, l2_flush, regime, seed, run_anyway, cache, preset_names, as_json, gpus, **keep) -> None:
+def check(
+    replays, l2_flush, regime, seed, run_anyway, cache, preset_names, quick, as_json, gpus, **keep
+) -> None:
     """Sanity-check this GPU box: the smoke set and every built-in preset, one engine process for
     all (restarted after a crash); exit non-zero on any mismatch, failure or unavailable GPU.
     Without a GPU, cuDNN's own validate() still judges every case."""
     from .check import plan_cache_counts, run_cases
 
-    cases = check_cases(preset_names)
+    if quick and preset_names:
+        _fail_usage(["--quick checks the smoke set only: leave out --preset"])
+    cases = [(SMOKE, c) for c in SMOKE_CASES] if quick else check_cases(preset_names)
+    replays = min(replays, QUICK_REPLAYS) if quick else replays
     recorder = CheckRecorder(keep, gpus)  # the history, and the baseline: read (or refused) now
     regimes = preset_regimes()  # read once, not once a case
 
