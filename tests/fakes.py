@@ -377,3 +377,15 @@ class FakeEngine:
                 continue
             answer = self._script.popleft() if self._script else self.answer
             answer(Reply(self, request_id), config, options)
+
+
+def slowed(result: RunResult, times: float) -> RunResult:
+    """`result` with every kernel time of its forward `times` as long (a run after a regression)."""
+    p = result.forward
+
+    def longer(timing):
+        return timing and dataclasses.replace(timing, median_us=timing.median_us * times)
+
+    plans = tuple(dataclasses.replace(x, timing=longer(x.timing)) for x in p.plans)
+    forward = dataclasses.replace(p, timing=longer(p.timing), plans=plans)
+    return dataclasses.replace(result, passes=tuple(forward if x is p else x for x in result.passes))

@@ -10,9 +10,11 @@ that compare them).
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+import time
 
 import pytest
-from fakes import EXPLAINED_D65, FP8, PEERS, RECORDED, TRAINING, FakeEngine, refused, relabelled
+from fakes import EXPLAINED_D65, FP8, PEERS, RECORDED, TRAINING, FakeEngine, refused, relabelled, slowed
 from pilot_waits import wait_for
 from pytest_textual_snapshot import SVGImageExtension
 from textual.widgets import Input
@@ -22,6 +24,7 @@ from tui.app.widgets import sweep as sweep_view
 from tui.app.widgets.status import Phase
 from tui.engine.config import SdpaConfig
 from tui.engine.peers import PEER_KEYS
+from tui.history import History
 
 
 def recorded_app():
@@ -244,4 +247,33 @@ async def test_explain_pane(snapshot):
         )
         shot = await screenshot(pilot, pane("explain"))
     fake.close()
+    assert snapshot.use_extension(SVGImageExtension) == shot
+
+
+@pytest.mark.asyncio
+async def test_history_pane(snapshot, tmp_path, monkeypatch):
+    """Three kept runs (the seed, the seed 25% slower, a training step) at a fixed time in UTC, the
+    two seeds marked and compared, at 120x40."""
+    monkeypatch.setenv("SDPA_EXPLORER_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    with History() as history:
+        history.record_many([(RECORDED, "seed", "run"), (slowed(RECORDED, 1.25), "seed", "check"),
+                             (TRAINING, "llama3-8b-train", "dashboard")])  # fmt: skip
+    with sqlite3.connect(history.path) as db:
+        db.execute("UPDATE runs SET recorded_at = 1767225600 + 3600 * id")  # 2026-01-01, an hour apart
+    app = make_app(RECORDED.config, start_engine=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await show_recorded(pilot)
+        await pilot.press("f2")
+        history_pane = app.query_one("#history")
+        await wait_for(pilot, lambda: len(history_pane.rows) == 3)
+        table = app.query_one("#history-table")
+        table.focus()
+        table.move_cursor(row=1)
+        await pilot.press("space", "down", "space", "c")
+        await wait_for(pilot, lambda: history_pane.has_class("-comparing"))
+        shot = await screenshot(pilot, pane("history"))
+    monkeypatch.delenv("TZ")
+    time.tzset()
     assert snapshot.use_extension(SVGImageExtension) == shot

@@ -35,6 +35,7 @@ from ..presets import Preset, PresetProblem
 from .actions import KeepingActions
 from .commands import ExplorerCommands
 from .explaining import ExplainDriving
+from .historying import HistoryKeeping
 from .messages import ConfigEdited, EngineMessage, TimingChoice
 from .navigation import PaneNavigation, pane_bindings
 from .sweeping import SweepDriving
@@ -54,6 +55,7 @@ from .widgets import (
 )
 from .widgets.config_form import PEER_LABELS
 from .widgets.explain import ExplainPane
+from .widgets.history import HistoryPane
 from .widgets.status import Status
 
 DEBOUNCE_S = 0.25  # typing "4096" must not start four builds
@@ -78,9 +80,10 @@ TABS = (
     ("Graph", GraphPane),
     ("Sweep", SweepPane),
     ("Explain", ExplainPane),
+    ("History", HistoryPane),  # the eleventh: F2 (and the palette)
 )
 RESULT_PANES = tuple(
-    pane for _, pane in TABS if pane not in (EnvironmentPane, MaskPane, SweepPane, ExplainPane)
+    pane for _, pane in TABS if pane not in (EnvironmentPane, MaskPane, SweepPane, ExplainPane, HistoryPane)
 )
 
 
@@ -96,7 +99,9 @@ def measured_as(result: RunResult, timing: TimingChoice) -> TimingChoice:
     return timing
 
 
-class SdpaExplorerApp(PaneNavigation, KeepingActions, SweepDriving, ExplainDriving, App[None]):
+class SdpaExplorerApp(
+    PaneNavigation, KeepingActions, SweepDriving, ExplainDriving, HistoryKeeping, App[None]
+):
     CSS_PATH = "app.tcss"
     TITLE = "cuDNN SDPA Explorer"
     COMMANDS = App.COMMANDS | {ExplorerCommands}
@@ -110,7 +115,7 @@ class SdpaExplorerApp(PaneNavigation, KeepingActions, SweepDriving, ExplainDrivi
         Binding("f1", "help", "Help", priority=True),
         Binding("ctrl+q", "quit", "Quit", priority=True),
         Binding("escape", "stop", "Stop", show=False),  # a dialog's own Esc comes first
-        *pane_bindings([title for title, _ in TABS]),
+        *pane_bindings([title for title, _ in TABS]),  # Alt+1 ... Alt+0, then F2 for History
     ]
 
     def __init__(
@@ -184,9 +189,7 @@ class SdpaExplorerApp(PaneNavigation, KeepingActions, SweepDriving, ExplainDrivi
         self.reload_presets()
         self.query_one(MaskPane).show_config(self.initial_config, self._options(self.form.timing).seed)
         if self.opened is not None:
-            self.show_result(self.opened)
-            self.form.load_timing(measured_as(self.opened, self.form.timing))  # Ctrl+R measures it so
-            self._last_request = (self.opened.config, self._options(self.form.timing))  # shown: not to run
+            self.open_saved(self.opened)  # shown, not to run, nor kept in the history again
         if self._start_engine_on_mount:
             self.call_after_refresh(self.start_engine)
 
@@ -242,6 +245,7 @@ class SdpaExplorerApp(PaneNavigation, KeepingActions, SweepDriving, ExplainDrivi
                 status.state = status.state.halted(event.result.message, behind)
                 return
             self.show_result(event.result)
+            self.keep_run(event.result)  # into the run history, off the UI thread
             self.edit_to_result_s.append((event.result.cache_hit, time.perf_counter() - self._submitted_at))
             if event.result.status == STATUS_CRASH:
                 self._keep_crash(event.result)

@@ -10,7 +10,7 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 from ..engine.fields import FIELD
 from ..engine.layouts import LAYOUTS
 from ..engine.peers import PEER_KEYS
-from .navigation import pane_digit
+from .navigation import pane_key
 
 
 class ExplorerCommands(Provider):
@@ -41,7 +41,7 @@ class ExplorerCommands(Provider):
                 (
                     f"Pane: {title}",
                     partial(app.action_show_pane, i),
-                    f"show the {title} pane (Alt+{pane_digit(i)})",
+                    f"show the {title} pane ({pane_key(i)})",
                 )
             )
         for dtype in FIELD["dtype"].choices:

@@ -12,7 +12,7 @@ from textual.message import Message
 
 from ..engine.config import SdpaConfig
 from ..engine.process import EngineEvent, EngineProgress
-from ..engine.results import REGIME_BURST
+from ..engine.results import REGIME_BURST, RunResult
 
 
 @dataclass
@@ -73,3 +73,11 @@ class NearestChosen(Message):
 
     explained: SdpaConfig
     nearest: SdpaConfig
+
+
+@dataclass
+class HistoryOpened(Message):
+    """Enter on a run in the History pane: its result, read back, to show in the panes."""
+
+    run_id: int
+    result: RunResult

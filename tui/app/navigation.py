@@ -43,23 +43,33 @@ class PaneKeysInput(Input):
         return key not in ALT_DIGIT_KEYS.values() and super().check_consume_key(key, character)
 
 
+DIGIT_PANES = 10  # Alt+1 ... Alt+9, Alt+0; the panes after them have keys of their own
+LATER_KEYS = ("f2",)  # the eleventh pane's (History)
+
+
 def pane_digit(index: int) -> int:
     """The digit whose Alt key shows the pane at `index` (from 0): 1 ... 9, then 0."""
     return (index + 1) % 10
+
+
+def pane_key(index: int) -> str:
+    """The key that shows the pane at `index`, as help and the palette name it."""
+    return f"Alt+{pane_digit(index)}" if index < DIGIT_PANES else LATER_KEYS[index - DIGIT_PANES].upper()
 
 
 def pane_bindings(titles: list[str]) -> list[Binding]:
     """Alt+1 ... Alt+9, Alt+0 show the panes in their order (and the characters terminals send for
     them); the footer names the scheme once."""
     sent = ALT_DIGIT_KEYS
-    digits = {i: pane_digit(i - 1) for i in range(1, len(titles) + 1)}
+    digits = {i: pane_digit(i - 1) for i in range(1, min(len(titles), DIGIT_PANES) + 1)}
     keys = {i: ",".join(k for k in (f"alt+{d}", sent.get(d)) if k) for i, d in digits.items()}
+    keys |= {i: LATER_KEYS[i - 1 - DIGIT_PANES] for i in range(DIGIT_PANES + 1, len(titles) + 1)}
     return [
         Binding(
             keys[i],
             f"show_pane({i - 1})",
             "Panes" if i == 1 else title,
-            key_display=f"alt+1…{digits[len(titles)]}" if i == 1 else None,
+            key_display=f"alt+1…{digits[len(digits)]}" if i == 1 else None,
             show=i == 1,
             priority=True,
         )

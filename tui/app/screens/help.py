@@ -92,6 +92,13 @@ PANES = """\
   (the rest of the form stays as it is) and the form runs. A run cuDNN refuses points here.
 """
 
+HISTORY = """\
+- **History**: every run kept (the dashboard's and the CLI's), newest first; type to filter by
+  label, preset, status, GPU or version. Enter reopens a run into the panes (nothing runs until
+  you edit or press Ctrl+R); space marks a run, and `c` compares the two marked: each plan's
+  kernel time with the change in %, errors, and the versions that differ.
+"""
+
 TRAINING = """\
 ## Training step and FP8
 - **out dtype**: O's dtype; `auto` is the inputs'. Only FP8 inputs may choose another
@@ -122,17 +129,13 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         from ..app import TABS  # the app imports this screen when F1 is first pressed
-        from ..navigation import pane_digit
+        from ..navigation import pane_key
 
         keys = [
             "| key | does |",
             "| --- | --- |",
             f"| Alt+1 … Alt+{min(9, len(TABS))} | show a pane: {', '.join(title for title, _ in TABS[:9])} |",
-            *(
-                f"| Alt+{pane_digit(i)} | show the {title} pane |"
-                for i, (title, _) in enumerate(TABS)
-                if i >= 9
-            ),
+            *(f"| {pane_key(i)} | show the {title} pane |" for i, (title, _) in enumerate(TABS) if i >= 9),
             "| F6 | from the form to the pane on show, and back to the field you left |",
             "| Esc | stop the running work at its next step; a sweep after its point under way (again: "
             "that point too) |",
@@ -149,7 +152,7 @@ class HelpScreen(ModalScreen[None]):
         ]
         focused = ["", "## Keys of the focused field", "", "| key | does |", "| --- | --- |"]
         focused += [f"| {k} | {d} |" for k, d in self.focused_bindings]
-        text = INTRO + "\n".join(keys) + "\n\n" + HELP + PANES + TRAINING
+        text = INTRO + "\n".join(keys) + "\n\n" + HELP + PANES + HISTORY + TRAINING
         if self.focused_bindings:
             text += "\n".join(focused)
         with VerticalScroll(id="help-body"):

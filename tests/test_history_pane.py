@@ -1,0 +1,146 @@
+"""The History pane: the dashboard keeps every result it receives in the run history (off the UI
+thread, with the preset it came from while the form still holds it), the pane lists the runs
+newest first, narrows them as you type, reads 10,000 a page at a time, reopens one into the
+panes, and compares two marked runs with the change in % of each plan's kernel time."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+
+import pytest
+from fakes import RECORDED, TRAINING, FakeEngine, relabelled, slowed
+from pilot_waits import wait_for
+from rich.console import Console
+from textual.widgets import Input, Static
+
+from tui.app import make_app
+from tui.app.widgets.history import PAGE, HistoryPane
+from tui.engine.config import SdpaConfig
+from tui.history import History
+
+SMALL = SdpaConfig(b=1, h_q=2, h_kv=2, s_q=64, s_kv=64, d_qk=64, d_v=64)
+
+
+@pytest.fixture(autouse=True)
+def own_history(tmp_path, monkeypatch):
+    """A history of this test's own (the session's is shared by the tests of one worker)."""
+    monkeypatch.setenv("SDPA_EXPLORER_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("SDPA_EXPLORER_PRESET_DIR", str(tmp_path / "presets"))
+
+
+def rendered(renderable) -> str:
+    console = Console(width=160, record=True, file=io.StringIO())
+    console.print(renderable)
+    return console.export_text()
+
+
+def pane(app) -> HistoryPane:
+    return app.query_one(HistoryPane)
+
+
+def shown_ids(app) -> list[int]:
+    return [r.id for r in pane(app).rows]
+
+
+async def show_history(app, pilot) -> None:
+    await pilot.press("f2")
+    await wait_for(pilot, lambda: app.query_one("#tabs").active == "tab-history")
+
+
+@pytest.mark.asyncio
+async def test_runs_of_the_dashboard_are_kept_and_listed_newest_first():
+    fake = FakeEngine(relabelled(RECORDED))
+    app = make_app(SMALL, client=fake)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.result is not None and len(pane(app).rows) == 1)
+        app.load_preset(app.presets["bert-base"])  # its run is kept under its name
+        await wait_for(pilot, lambda: len(pane(app).rows) == 2)
+        await show_history(app, pilot)
+        newest, first = pane(app).rows
+        assert (newest.source, newest.preset, newest.label) == (
+            "dashboard",
+            "bert-base",
+            app.result.config.label(),
+        )
+        assert (first.preset, first.label, first.status) == (None, SMALL.label(), RECORDED.status)
+        assert newest.id > first.id and pane(app).total == 2
+        assert "2 of 2 runs" in str(app.query_one("#history-note").render())
+
+
+@pytest.mark.asyncio
+async def test_the_filter_narrows_the_list_as_you_type():
+    with History() as history:
+        history.record_many([(RECORDED, "seed", "run"), (TRAINING, "llama3-8b-train", "check"),
+                             (RECORDED, None, "run")])  # fmt: skip
+    app = make_app(SMALL, client=FakeEngine(relabelled(RECORDED)), start_engine=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await show_history(app, pilot)
+        await wait_for(pilot, lambda: shown_ids(app) == [3, 2, 1])
+        app.query_one("#history-filter", Input).focus()
+        await pilot.press(*"llama")
+        await wait_for(pilot, lambda: shown_ids(app) == [2] and not pane(app).filter_pending)
+        assert pane(app).total == 1 and "matching “llama”" in str(app.query_one("#history-note").render())
+        await pilot.press(*"-nothing")
+        await wait_for(pilot, lambda: shown_ids(app) == [] and not pane(app).filter_pending)
+        app.query_one("#history-filter", Input).value = ""
+        await wait_for(pilot, lambda: shown_ids(app) == [3, 2, 1] and not pane(app).filter_pending)
+
+
+@pytest.mark.asyncio
+async def test_enter_reopens_a_run_into_the_panes_and_nothing_runs():
+    with History() as history:
+        kept = history.record(TRAINING, "llama3-8b-train", "check")
+        history.record(RECORDED, None, "run")
+    fake = FakeEngine(relabelled(RECORDED))
+    app = make_app(SMALL, client=fake)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.result is not None and not fake.busy and len(pane(app).rows) == 3)
+        await show_history(app, pilot)
+        table = app.query_one("#history-table")
+        table.focus()
+        table.move_cursor(row=shown_ids(app).index(kept))
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.result is not None and app.result.config == TRAINING.config)
+        await wait_for(pilot, lambda: app.form.read()[0] == TRAINING.config and not app.run_pending)
+        assert len(fake.requests) == 1  # shown as kept: nothing ran
+        assert TRAINING.config.label() in str(app.query_one("#summary").render())
+        with History() as history:
+            assert history.count() == 3  # and not kept again
+
+
+@pytest.mark.asyncio
+async def test_two_marked_runs_compare_with_the_change_in_percent():
+    with History() as history:
+        history.record_many([(RECORDED, "seed", "run"), (slowed(RECORDED, 1.25), "seed", "run"),
+                             (TRAINING, None, "run")])  # fmt: skip
+    app = make_app(SMALL, client=FakeEngine(relabelled(RECORDED)), start_engine=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await show_history(app, pilot)
+        await wait_for(pilot, lambda: shown_ids(app) == [3, 2, 1])
+        table = app.query_one("#history-table")
+        table.focus()
+        table.move_cursor(row=1)
+        await pilot.press("space", "down", "space", "c")
+        await wait_for(pilot, lambda: pane(app).has_class("-comparing"))
+        assert pane(app).marked == [2, 1]
+        shown = rendered(app.query_one("#history-comparison", Static).content)
+        assert "A #1" in shown and "B #2" in shown and "+25.0%" in shown
+
+
+@pytest.mark.asyncio
+async def test_ten_thousand_runs_load_a_page_at_a_time():
+    bare = dataclasses.replace(RECORDED, passes=())  # a small row: 10,000 whole results take 35 s to write
+    runs = (dataclasses.replace(bare, config=dataclasses.replace(SMALL, b=1 + i % 8)) for i in range(10_000))
+    with History() as history:
+        history.record_many((result, None, "run") for result in runs)
+    app = make_app(SMALL, client=FakeEngine(relabelled(RECORDED)), start_engine=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await show_history(app, pilot)
+        await wait_for(pilot, lambda: len(pane(app).rows) == PAGE)
+        assert pane(app).total == 10_000 and shown_ids(app)[0] == 10_000
+        table = app.query_one("#history-table")
+        table.focus()
+        await pilot.press("ctrl+end")  # the end of the first page reads the next
+        await wait_for(pilot, lambda: len(pane(app).rows) == 2 * PAGE)
+        assert shown_ids(app)[-1] == 10_000 - 2 * PAGE + 1

@@ -1,0 +1,68 @@
+"""The dashboard's runs kept in the run history (tui/history.py), and kept runs opened again.
+
+Every result the engine sends for the form is appended in a thread worker, never on the UI
+thread and never failing the UI (a problem is a warning toast); the History pane then reads its
+list again. A saved result opened (--open, or Enter in the History pane) is shown as it was, its
+configuration in the form, and is not recorded again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from textual.css.query import NoMatches
+
+from ..engine.results import RunResult
+from ..presets import Preset
+from .messages import HistoryOpened
+from .widgets.history import HistoryPane
+
+
+class HistoryKeeping:
+    """A mixin of the App: `form`, `show_result`, `notify`, `run_worker`, `call_from_thread`."""
+
+    loaded_preset: Preset | None = None  # the preset last loaded into the form
+
+    def preset_of(self, result: RunResult) -> str | None:
+        """The preset the form holds, if the run's configuration is still that preset's."""
+        preset = self.loaded_preset
+        return preset.name if preset is not None and preset.config == result.config else None
+
+    def keep_run(self, result: RunResult) -> None:
+        preset = self.preset_of(result)
+        self.run_worker(lambda: self._keep(result, preset), thread=True, group="history-record")  # type: ignore[attr-defined]
+
+    def _keep(self, result: RunResult, preset: str | None) -> None:
+        from ..history import record
+
+        def warn(line: str) -> None:
+            self._from_thread(self.notify, line, title="History", severity="warning", markup=False)  # type: ignore[attr-defined]
+
+        if record(result, preset, source="dashboard", warn=warn) is not None:
+            self._from_thread(self._kept)
+
+    def _from_thread(self, callback, *args, **kwargs) -> None:
+        with contextlib.suppress(RuntimeError):  # the app closed meanwhile
+            self.call_from_thread(callback, *args, **kwargs)  # type: ignore[attr-defined]
+
+    def _kept(self) -> None:
+        with contextlib.suppress(NoMatches):
+            self.query_one(HistoryPane).reload()  # type: ignore[attr-defined]
+
+    def open_saved(self, result: RunResult) -> None:
+        """Show a saved result in the panes with its configuration and timing in the form: nothing
+        runs until the user edits or presses Ctrl+R."""
+        from .app import measured_as
+
+        self.show_result(result)  # type: ignore[attr-defined]
+        form = self.form  # type: ignore[attr-defined]
+        if form.read()[0] != result.config:
+            form.load(result.config)
+        form.load_timing(measured_as(result, form.timing))  # Ctrl+R measures it so
+        self._last_request = (result.config, self._options(form.timing))  # type: ignore[attr-defined]
+
+    def on_history_opened(self, message: HistoryOpened) -> None:
+        with contextlib.suppress(NoMatches):
+            self._cancel_pending_run()  # type: ignore[attr-defined]
+            self.open_saved(message.result)
+            self.notify(f"Run #{message.run_id} as it was kept; Ctrl+R runs it again.", title="History")  # type: ignore[attr-defined]
