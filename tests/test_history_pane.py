@@ -144,3 +144,16 @@ async def test_ten_thousand_runs_load_a_page_at_a_time():
         await pilot.press("ctrl+end")  # the end of the first page reads the next
         await wait_for(pilot, lambda: len(pane(app).rows) == 2 * PAGE)
         assert shown_ids(app)[-1] == 10_000 - 2 * PAGE + 1
+
+
+@pytest.mark.asyncio
+async def test_a_saved_result_opened_is_not_kept_again():
+    fake = FakeEngine(relabelled(RECORDED))
+    app = make_app(client=fake, opened=TRAINING)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.result is TRAINING and fake.requests == [])
+        app.query_one("#f-b", Input).value = "2"  # an edit runs, and only its result is kept
+        await wait_for(pilot, lambda: len(fake.requests) == 1 and len(pane(app).rows) == 1)
+        assert pane(app).rows[0].label == dataclasses.replace(TRAINING.config, b=2).label()
+        with History() as history:
+            assert history.count() == 1
