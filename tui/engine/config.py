@@ -148,8 +148,8 @@ class SdpaConfig:
     )
     page_size: int | None = field(
         default=None,
-        metadata={"kind": "int", "min": 1, "max": MAX_LENGTH, "none": "not paged", "group": "inference",
-                  "label": "page size", "form_label": "KV page size",
+        metadata={"kind": "int", "min": 1, "max": MAX_LENGTH, "none": "none", "group": "inference",
+                  "label": "page size",
                   "help": "paged KV cache: K and V live in pools of pages of this many tokens, found through "
                           "a page table per sequence (as vLLM and SGLang serve)", "tag": " paged{}"},
     )
