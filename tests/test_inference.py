@@ -189,13 +189,18 @@ def test_row_outputs_of_the_forward_are_checked_beside_o():
 def test_paged_and_packed_count_the_bytes_they_hold():
     decode = PAGED.replace(seq_lens_q=(1, 1, 1), seq_lens_kv=(300, 17, 128))
     per_token = 2 * 16 * 2 * 2  # h_kv, d_qk + d_v, fp16
-    assert storage.kv_bytes_read(decode) == (5 + 1 + 2) * 64 * per_token + 2 * 3 * 5 * 4
+    assert decode.kv_bytes_read() == (5 + 1 + 2) * 64 * per_token + 2 * 3 * 5 * 4
     dense = decode.replace(page_size=None)
-    assert storage.forward_bytes(dense) == dense.io_bytes()
+    assert (
+        decode.io_bytes() - decode.kv_bytes_read() == dense.io_bytes() - dense.kv_bytes_read()
+    )  # Q and O alike
     train = PACKED.replace(layout="BSHD", backward=True)
-    assert storage.backward_bytes(train) == train.backward_io_bytes()  # padded: every position
+    assert (
+        train.backward_io_bytes() == 2 * (120 * 4 * 16 + 150 * 2 * 24) * 2 + 2 * 120 * 4 * 8 * 2 + 120 * 4 * 4
+    )
     packed = PACKED.replace(backward=True)
-    assert storage.backward_bytes(packed) < train.backward_io_bytes()  # real tokens only
+    assert packed.backward_io_bytes() < train.backward_io_bytes()  # real tokens only
+    assert packed.io_bytes() < PACKED.replace(layout="BSHD").io_bytes()
     packed, padded = storage.packing_saves(PACKED)
     assert packed < padded and padded == 3 * (40 * 4 * (16 + 8) * 2 + 50 * 2 * 24 * 2)
     assert math.isclose(packed / padded, (48 * 4 * 24 + 62 * 2 * 24) / (120 * 4 * 24 + 150 * 2 * 24))

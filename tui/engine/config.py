@@ -256,6 +256,10 @@ class SdpaConfig:
     def pages_per_sequence(self) -> int:
         return -(-self.s_kv // self.page_size) if self.page_size else 0
 
+    def pages_needed(self) -> list[int]:
+        """Pages each sequence of a paged cache holds: enough for its real key/value length."""
+        return [-(-self.lengths(i)[1] // (self.page_size or 1)) for i in range(self.b)]
+
     def real_tokens(self, side: int) -> int:
         """Real tokens of the query side (0) or the key/value side (1), summed over the batch."""
         return sum(self.lengths(i)[side] for i in range(self.b))
@@ -301,21 +305,32 @@ class SdpaConfig:
         against two, one of them recomputing the scores)."""
         return int(2.5 * self.flops())
 
+    def _tokens(self) -> tuple[int, int]:
+        """(query, key/value) tokens the tensors hold: packed, the real ones only; else every position."""
+        if self.packed:
+            return self.real_tokens(0), self.real_tokens(1)
+        return self.b * self.s_q, self.b * self.s_kv
+
+    def kv_bytes_read(self) -> int:
+        """Bytes of K and V a forward reads: a paged cache's whole pages and its tables, or the tokens held."""
+        per_token = self.h_kv * (self.d_qk + self.d_v) * DTYPE_BYTES.get(self.dtype, 2)
+        if not self.paged:
+            return self._tokens()[1] * per_token
+        tables = 2 * self.b * self.pages_per_sequence() * 4  # int32 page tables, one for K, one for V
+        return sum(self.pages_needed()) * (self.page_size or 1) * per_token + tables
+
     def io_bytes(self) -> int:
-        """Minimum DRAM traffic of the forward: read Q, K, V once and write O once."""
-        qkv = self.b * self.h_q * self.s_q * self.d_qk + self.b * self.h_kv * self.s_kv * (
-            self.d_qk + self.d_v
-        )
-        o = self.b * self.h_q * self.s_q * self.d_v
-        return qkv * DTYPE_BYTES.get(self.dtype, 2) + o * DTYPE_BYTES.get(self.o_dtype, 2)
+        """Minimum DRAM traffic of the forward: read Q, K, V once and write O once (as stored)."""
+        q_tokens = self._tokens()[0] * self.h_q
+        size, out = DTYPE_BYTES.get(self.dtype, 2), DTYPE_BYTES.get(self.o_dtype, 2)
+        return q_tokens * (self.d_qk * size + self.d_v * out) + self.kv_bytes_read()
 
     def backward_io_bytes(self) -> int:
         """Minimum DRAM traffic of the backward: read Q, K, V, O, dO and the stats; write dQ, dK, dV."""
         size = DTYPE_BYTES.get(self.dtype, 2)
-        qkv = self.b * self.h_q * self.s_q * self.d_qk + self.b * self.h_kv * self.s_kv * (
-            self.d_qk + self.d_v
-        )
-        o = self.b * self.h_q * self.s_q * self.d_v
+        q_tokens, kv_tokens = self._tokens()
+        qkv = q_tokens * self.h_q * self.d_qk + kv_tokens * self.h_kv * (self.d_qk + self.d_v)
+        o = q_tokens * self.h_q * self.d_v
         return 2 * qkv * size + 2 * o * DTYPE_BYTES.get(self.o_dtype, 2) + self.b * self.h_q * self.s_q * 4
 
     def memory_estimate(self) -> int:
@@ -341,19 +356,9 @@ class SdpaConfig:
         torch_mask = (
             self.b * self.h_q * scores * 2 if (self.window or self.padded or self.alibi or bias) else 0
         )
-        dump = (
-            self.b * self.h_q * scores * 4 if self.dropout else 0
-        )  # the dropout mask cuDNN dumps for the check
-        need = (
-            elems * 2
-            + elems * 4
-            + out_elems * (4 + 2)
-            + gqa
-            + bias
-            + torch_mask
-            + dump
-            + REFERENCE_CHUNK_BYTES
-        )
+        dump = self.b * self.h_q * scores * 4 if self.dropout else 0  # the dropout mask cuDNN dumps
+        extras = gqa + bias + torch_mask + dump + REFERENCE_CHUNK_BYTES
+        need = elems * 2 + elems * 4 + out_elems * (4 + 2) + extras
         if self.backward:
             # dO, dQ/dK/dV (cuDNN's, torch's and the fp32 reference's), the stats, and the
             # reference's autograd: one chunk's scores kept for its backward, plus GQA copies

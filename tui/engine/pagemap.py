@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .config import SdpaConfig, format_bytes
-from .storage import kv_bytes_read, packing_saves, page_table, pages_needed
+from .storage import packing_saves, page_table, pages_needed
 
 NOT_HELD = "·"  # a slot past the sequence's real pages: the table repeats its last page, never read
 MORE = "…"  # more slots than the width shows
@@ -33,12 +33,12 @@ class PageTableView:
 def cache_words(config: SdpaConfig, seed: int) -> str:
     """Page size, pages per sequence, pages and bytes held against a dense cache, the order."""
     held, dense = sum(pages_needed(config)), config.b * config.pages_per_sequence()
-    dense_bytes = kv_bytes_read(config.replace(page_size=None, layout="BSHD"))
+    dense_bytes = config.replace(page_size=None, layout="BSHD").kv_bytes_read()
     order = f"shuffled (seed {seed})" if config.page_order == "shuffled" else "ordered"
     return (
         f"pages of {config.page_size} tokens, {config.pages_per_sequence()} a sequence, {order}; "
         f"{held:,} pages held against {dense:,} in a dense cache ({held / dense:.0%}), K and V "
-        f"{format_bytes(kv_bytes_read(config))} against {format_bytes(dense_bytes)}"
+        f"{format_bytes(config.kv_bytes_read())} against {format_bytes(dense_bytes)}"
     )
 
 

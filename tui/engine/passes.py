@@ -232,7 +232,7 @@ class Forward(Pass):
         return config.flops()
 
     def io_bytes(self, config: SdpaConfig) -> int:
-        return storage.forward_bytes(config)
+        return config.io_bytes()
 
     def output_keys(self, config: SdpaConfig) -> dict[str, str]:
         keys = dict(self.outputs)
@@ -307,7 +307,7 @@ class Backward(Pass):
         return config.backward_flops()
 
     def io_bytes(self, config: SdpaConfig) -> int:
-        return storage.backward_bytes(config)
+        return config.backward_io_bytes()
 
     def output_keys(self, config: SdpaConfig) -> dict[str, str]:
         return {**self.outputs, "dSink": "dSink_token"} if config.sink else dict(self.outputs)

@@ -25,8 +25,7 @@ PAGE_TABLES = {"k": "paged_attention_k_table", "v": "paged_attention_v_table"}
 # ---- a paged KV cache ----------------------------------------------------------------------
 def pages_needed(config: SdpaConfig) -> list[int]:
     """Pages each sequence holds: enough for its real key/value length, no more."""
-    size = config.page_size or 1
-    return [-(-config.lengths(i)[1] // size) for i in range(config.b)]
+    return config.pages_needed()
 
 
 def page_table(config: SdpaConfig, seed: int = 0) -> list[list[int]]:
@@ -157,43 +156,7 @@ def logical(config: SdpaConfig, data: dict[str, Any], name: str) -> Any:
     return values
 
 
-# ---- what the storage costs ------------------------------------------------------------------
-def kv_bytes_read(config: SdpaConfig) -> int:
-    """Bytes of K and V a forward reads: whole pages of a paged cache (and its table), the real
-    tokens of packed ones, every position otherwise."""
-    size = DTYPE_BYTES.get(config.dtype, 2)
-    per_token = config.h_kv * (config.d_qk + config.d_v) * size
-    if config.paged:
-        pages = sum(pages_needed(config))
-        return pages * (config.page_size or 1) * per_token + 2 * config.b * config.pages_per_sequence() * 4
-    if config.packed:
-        return config.real_tokens(1) * per_token
-    return config.b * config.s_kv * per_token
-
-
-def forward_bytes(config: SdpaConfig) -> int:
-    """Least DRAM traffic of the forward as stored: Q read and O written for the tokens held
-    (packed: real ones only), and the K and V bytes read (kv_bytes_read)."""
-    tokens = config.real_tokens(0) if config.packed else config.b * config.s_q
-    q = tokens * config.h_q * config.d_qk * DTYPE_BYTES.get(config.dtype, 2)
-    o = tokens * config.h_q * config.d_v * DTYPE_BYTES.get(config.o_dtype, 2)
-    return q + o + kv_bytes_read(config)
-
-
-def backward_bytes(config: SdpaConfig) -> int:
-    """Least DRAM traffic of the backward as stored: Q, K, V, O and dO read, dQ, dK, dV written,
-    for the tokens held (packed: real ones only), and the stats (padded in every layout)."""
-    size, out = DTYPE_BYTES.get(config.dtype, 2), DTYPE_BYTES.get(config.o_dtype, 2)
-    q_tokens, kv_tokens = (
-        (config.real_tokens(0), config.real_tokens(1))
-        if config.packed
-        else (config.b * config.s_q, config.b * config.s_kv)
-    )
-    qkv = q_tokens * config.h_q * config.d_qk + kv_tokens * config.h_kv * (config.d_qk + config.d_v)
-    o = q_tokens * config.h_q * config.d_v
-    return 2 * qkv * size + 2 * o * out + config.b * config.h_q * config.s_q * 4
-
-
+# ---- what the storage saves ----------------------------------------------------------------
 def packing_saves(config: SdpaConfig) -> tuple[int, int]:
     """(bytes of q, k, v and o packed, bytes padded to s_q and s_kv): what THD saves."""
     size, out = DTYPE_BYTES.get(config.dtype, 2), DTYPE_BYTES.get(config.o_dtype, 2)
