@@ -22,12 +22,12 @@ from tui.engine.fields import (
     Lengths,
     Modes,
     Number,
+    Plan,
     Switch,
     Whole,
     from_entries,
-    option_table,
-    with_option_table,
 )
+from tui.engine.option_table import option_table, with_option_table
 from tui.presets import to_toml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,6 +48,7 @@ RICH = SdpaConfig(
     causal="bottom_right",
     attn_scale=0.125,
     heuristics=("B", "A"),
+    plan="1 KERNEL_CFG=27",
     window=64,
     seq_lens_q=(3, 512),
     seq_lens_kv=(5, 2048),
@@ -78,6 +79,8 @@ def sample(field: Field):
         return tuple(range(1, SdpaConfig().b + 1))
     if isinstance(field, Number):
         return 0.5
+    if isinstance(field, Plan):
+        return "1 KERNEL_CFG=27 SPLIT_KV=2"
     return field.meta.get("min", 0) + 1 if field.default is None else field.default + 1
 
 
@@ -85,7 +88,7 @@ def test_the_declaration_is_complete():
     assert [f.name for f in dataclasses.fields(SdpaConfig)] == IDS
     for f in FIELDS:
         assert f.label and f.help and f.group in GROUPS, f.name
-        assert isinstance(f, Switch | Choice | Modes | Lengths | Number | Whole)
+        assert isinstance(f, Switch | Choice | Modes | Lengths | Number | Whole | Plan)
     assert all(len(names) >= 2 and all(n in FIELD for n in names) for names in SHORTHANDS.values())
 
 
@@ -211,7 +214,7 @@ def test_label_tags_come_from_the_declaration():
         changed = base.replace(**{f.name: sample(f)}).label() != base.label()
         assert changed == (f.name in shape or "tag" in f.meta), f.name
     assert RICH.label() == (
-        "b2 h8/4 s512x2048 d128/96 fp8_e4m3 SBHD causal-br win64 varlen alibi bias1xh unified paged16 ordered "
+        "b2 h8/4 s512x2048 d128/96 fp8_e4m3 SBHD causal-br plan[1 KERNEL_CFG=27] win64 varlen alibi bias1xh unified paged16 ordered "
         "sink +stats drop0.25 out-bf16 +bwd-det"
     )
     assert SdpaConfig(dtype="fp8_e4m3", out_dtype="fp8_e4m3", deterministic=True).label().endswith("causal")
@@ -219,7 +222,9 @@ def test_label_tags_come_from_the_declaration():
 
 def test_the_readme_table_is_the_declaration():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert with_option_table(readme) == readme, "regenerate it: uv run python -m tui.engine.fields README.md"
+    assert with_option_table(readme) == readme, (
+        "regenerate it: uv run python -m tui.engine.option_table README.md"
+    )
     for f in FIELDS:
         assert f"| `{f.name}` |" in option_table()
 

@@ -129,8 +129,8 @@ class FakeTensor:
 
 def test_save_serializes_each_built_plan_selected_then_selects_the_pick_again(tmp_path):
     plans = [PlanResult(index=i, name=f"eng{i}", built=i != 1) for i in range(4)]
-    g = dataclasses.make_dataclass("G", ["plans", "graph", "tensors", "heuristic_index"])(
-        plans, FakeFrontendGraph(refuse=(3,)), {"q": FakeTensor(1), "o": FakeTensor(4)}, 2
+    g = dataclasses.make_dataclass("G", ["plans", "graph", "tensors", "heuristic_index", "chosen"])(
+        plans, FakeFrontendGraph(refuse=(3,)), {"q": FakeTensor(1), "o": FakeTensor(4)}, 2, 2
     )
     cache = PlanCache(tmp_path)
     plan_cache.save(cache, "key", g, 0.5)

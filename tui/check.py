@@ -47,7 +47,7 @@ def builtin_cases(problems_out: list[str]) -> list[tuple[str, SdpaConfig]]:
 def pass_figures(p: PassResult) -> dict[str, Any]:
     """A pass's line of the check: kernel time, TFLOPS, the worst output error, the heuristic's plan."""
     errors = [c.cudnn.max_abs for c in p.checks if c.cudnn is not None]
-    pick = p.plan(p.heuristic_plan)
+    pick = p.plan(p.pinned_plan if p.pinned_plan is not None else p.heuristic_plan)
     return {
         "kind": p.kind,
         "status": p.status,

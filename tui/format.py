@@ -18,6 +18,7 @@ from .engine.results import (
     GpuState,
     PassResult,
     PeerResult,
+    PlanResult,
     RunResult,
     Telemetry,
     TimingStats,
@@ -25,6 +26,8 @@ from .engine.results import (
 
 __all__ = [
     "PEER_COLUMNS",
+    "plan_mark",
+    "plan_marks",
     "finding_rows",
     "format_bytes",
     "gpu_rows",
@@ -339,3 +342,18 @@ def peer_standing(p: PassResult) -> str:
         f"{multiple(x)} {peer.short}" for peer in p.field_peers if (x := peer_speedup(p, peer)) is not None
     ]
     return f"cuDNN {', '.join(parts)}" if parts else ""
+
+
+def plan_marks(plans: tuple[PlanResult, ...]) -> str:
+    """What a plan table's marks mean; the pinned plan's only where one is shown."""
+    pinned = ", P: the pinned plan" if any(p.is_pinned for p in plans) else ""
+    return f"H: the heuristic's pick{pinned}, *: fastest measured"
+
+
+def plan_mark(plan: PlanResult) -> str:
+    """A plan's marks in a table, as PLAN_MARKS spells them out."""
+    return (
+        ("H" if plan.is_heuristic_pick else "")
+        + ("P" if plan.is_pinned else "")
+        + ("*" if plan.is_fastest else "")
+    )

@@ -36,6 +36,8 @@ from .format import (
     peer_speedup,
     peer_standing,
     peers_unrun,
+    plan_mark,
+    plan_marks,
     regime_note,
     regime_style,
     repeat_words,
@@ -103,7 +105,7 @@ def plans_table(p: PassResult) -> Table:
         f"; max abs err: the largest of {', '.join(c.output for c in p.checks)}" if len(p.checks) > 1 else ""
     )
     regime = f"; kernel time {p.timing.regime}" if p.timing is not None and p.timing.regime else ""
-    title = f"{pass_title(p.kind)} plans (H: the heuristic's pick, *: fastest measured{what}{regime})"
+    title = f"{pass_title(p.kind)} plans ({plan_marks(p.plans)}{what}{regime})"
     legend = f"from: {plan_source_legend(p.plans)}"
     table = Table(title=title, title_justify="left", caption=legend, caption_justify="left")
     for col, justify in (
@@ -113,7 +115,7 @@ def plans_table(p: PassResult) -> Table:
     ):  # fmt: skip
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
     for plan in p.plans:
-        mark = ("H" if plan.is_heuristic_pick else "") + ("*" if plan.is_fastest else "")
+        mark = plan_mark(plan)
         err = sci(plan.max_abs_error)
         if plan.matches is False:
             err = f"[red]{err} FAIL[/red]"

@@ -112,6 +112,13 @@ class SdpaConfig:
         metadata={"kind": "modes", "choices": HEURISTIC_MODES, "group": "plans", "label": "heuristic modes",
                   "form_id": "heur", "help": "cuDNN heuristic modes whose plans are listed"},
     )
+    plan: str | None = field(
+        default=None,
+        metadata={"kind": "plan", "none": "the heuristic's pick", "group": "plans", "label": "pinned plan",
+                  "help": "run the forward with this plan, its engine id and knobs as `1 KERNEL_CFG=27` (what "
+                          "`search` finds); the run says whether it still exists and how it compares",
+                  "tag": " plan[{}]"},
+    )
     window: int | None = field(  # query i sees keys j > i + alignment - window
         default=None,
         metadata={"kind": "int", "min": 1, "max": MAX_LENGTH, "none": "none", "group": "attention",
@@ -344,14 +351,8 @@ class SdpaConfig:
         # low-precision tensors + fp32 copies of q/k/v/o + reference out (fp32) + torch out
         gqa = self.b * self.h_q * self.s_kv * (self.d_qk + self.d_v) * 4 if self.h_q != self.h_kv else 0
         scores = self.s_q * self.s_kv
-        bias = 0
-        if self.bias in BIAS_SHAPES and self.bias != "none":
-            bias = (
-                scores
-                * (self.b if self.bias[0] == "b" else 1)
-                * (self.h_q if self.bias[-1] == "h" else 1)
-                * 2
-            )
+        bias = 0 if self.bias not in BIAS_SHAPES[1:] else scores * 2 * (self.b if self.bias[0] == "b" else 1)
+        bias *= self.h_q if self.bias[-1] == "h" else 1
         # torch's own SDPA is given an explicit mask when the mask is more than plain causal
         torch_mask = (
             self.b * self.h_q * scores * 2 if (self.window or self.padded or self.alibi or bias) else 0

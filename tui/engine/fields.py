@@ -7,7 +7,7 @@ round trip of presets and results, and the option table of the README. The CLI b
 options and the form its widgets from `FIELDS`. Rules that involve several fields live in
 validation.py. The metadata keys:
 
-  kind          how the value is entered: int, float, choice, flag, lengths, modes
+  kind          how the value is entered: int, float, choice, flag, lengths, modes, plan
   label, help   the field in words, as messages name it; what it means
   group         where the form shows it (one of GROUPS)
   min, max, above, below   limits: inclusive, inclusive, exclusive, exclusive
@@ -20,7 +20,7 @@ validation.py. The metadata keys:
   form_label, form_id   the form's words and widget id where they differ from label and name
   tag, tag_needs, tag_unless   what SdpaConfig.label() says of the field (see there)
 
-Regenerate the README's table with `python -m tui.engine.fields README.md`.
+Regenerate the README's table with `python -m tui.engine.option_table README.md`.
 """
 
 from __future__ import annotations
@@ -29,16 +29,14 @@ import dataclasses
 import math
 import operator
 import reprlib
-import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, ClassVar
 
 from .config import ConfigError, FieldError, SdpaConfig
 from .lengths import format_lengths, parse_lengths, with_lengths
+from .pins import canonical
 
 GROUPS = ("shape", "precision", "attention", "inference", "training", "plans")  # the form's order
-README_START, README_END = "<!-- fields:start -->", "<!-- fields:end -->"
 
 # limit key -> (the words of a message, the sign in the README, the test a value passes)
 _LIMITS = {
@@ -340,7 +338,44 @@ class Modes(Field):
         return f"{', '.join(self.choices)}: one or more, comma-separated"
 
 
-_KINDS = {kind.kind: kind for kind in (Whole, Number, Choice, Switch, Lengths, Modes)}
+class Plan(Field):
+    """A pinned plan: an engine id and its knobs (pins.py), kept as its canonical text."""
+
+    kind = "plan"
+
+    def coerce(self, value: Any) -> Any:
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            raise TypeError(self.must("text such as 1 KERNEL_CFG=27", value))
+        return self.parse(value)
+
+    def parse(self, text: str, config: SdpaConfig | None = None) -> Any:
+        if not text.strip():
+            return None
+        try:
+            return canonical(text)
+        except ValueError as exc:
+            raise ValueError(f"{self.label}: {exc}") from None
+
+    def problem(self, value: Any) -> str | None:
+        if value is None:
+            return None
+        try:
+            if isinstance(value, str) and canonical(value) != value:
+                return self.must(f"written {canonical(value)!r}", value)
+            return None if isinstance(value, str) else self.must("text such as 1 KERNEL_CFG=27", value)
+        except ValueError as exc:
+            return f"{self.label}: {exc}"
+
+    def format(self, value: Any) -> str:
+        return value or ""
+
+    def accepts(self) -> str:
+        return "an engine id, then its knobs as NAME=VALUE"
+
+
+_KINDS = {kind.kind: kind for kind in (Whole, Number, Choice, Switch, Lengths, Modes, Plan)}
 FIELDS: tuple[Field, ...] = tuple(
     _KINDS[f.metadata["kind"]](
         f.name, f.default, f.metadata, *(f.metadata[k] for k in ("label", "help", "group"))
@@ -401,50 +436,3 @@ def _counts_first(config: SdpaConfig) -> None:
     errors = [FieldError(n, message) for n in names if (message := FIELD[n].problem(getattr(config, n)))]
     if errors:
         raise ConfigError(errors)
-
-
-# ---- the README's option table ----------------------------------------------------------
-def option_table() -> str:
-    """The `run` options as a Markdown table, one row a field, then the shorthands."""
-
-    def cell(text: str) -> str:
-        return text.replace("|", "\\|")
-
-    rows = [
-        "| option | field | values | default | what it means |",
-        "|---|---|---|---|---|",
-    ]
-    for f in FIELDS:
-        option = f.option_pair if isinstance(f, Switch) else f.option
-        default = f.default_text()
-        rows.append(
-            f"| `{option}` | `{f.name}` | {cell(f.accepts())} | {f'`{default}`' if default else ''} "
-            f"| {cell(f.help)} |"
-        )
-    shorthands = "; ".join(
-        f"`--{short}` sets {' and '.join(f'`{n}`' for n in names)}" for short, names in SHORTHANDS.items()
-    )
-    return "\n".join([*rows, "", f"Shorthands: {shorthands}."])
-
-
-def with_option_table(readme: str) -> str:
-    """`readme` with the text between its field markers replaced by the current table."""
-    head, start, rest = readme.partition(README_START)
-    _old, end, tail = rest.partition(README_END)
-    if not start or not end:
-        raise ValueError(f"no {README_START} ... {README_END} markers")
-    return f"{head}{start}\n{option_table()}\n{end}{tail}"
-
-
-def main(argv: list[str]) -> int:
-    """Print the option table, or rewrite it in the Markdown files named."""
-    if not argv:
-        print(option_table())
-    for name in argv:
-        path = Path(name)
-        path.write_text(with_option_table(path.read_text(encoding="utf-8")), encoding="utf-8")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

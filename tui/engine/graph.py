@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import fp8, plan_cache
+from . import fp8, pins, plan_cache
 from .config import SdpaConfig
 from .keywords import FP8_BACKWARD_SCALES, FP8_FORWARD_SCALES, UnsupportedOption, op_name, sdpa_kwargs
 from .layouts import strides
@@ -79,6 +79,13 @@ class SdpaGraph:
     workspace_bytes: int = 0
     loaded: dict[int, Any] = field(default_factory=dict)  # plan index -> its graph, from the plan cache
     uids: dict[str, int] = field(default_factory=dict)  # what a loaded graph's tensors are, by name
+    pinned_index: int | None = None  # the config's pinned plan (`plan`), when it built
+    pin_error: str = ""  # why the pinned plan did not build
+
+    @property
+    def chosen(self) -> int | None:
+        """The plan this pass runs: the pinned one where it built, else the heuristic's pick."""
+        return self.pinned_index if self.pinned_index is not None else self.heuristic_index
 
     def json(self) -> str:
         try:
@@ -97,7 +104,7 @@ class SdpaGraph:
             graph, pack = self.loaded[index], {self.uids[name]: data[name] for name in self.tensors}
             return lambda: graph.execute(pack, ws, handle=handle)
         pack = self.variant_pack(data)
-        if index == self.heuristic_index:
+        if index == self.chosen:
             return lambda: self.graph.execute(pack, ws, handle=handle)
         return lambda: self.graph.execute_plan_at_index(pack, ws, index=index, handle=handle)
 
@@ -314,13 +321,16 @@ def build(
 
     g = define_and_validate(config, handle, rng_dump, backward)
     key, started = None, time.perf_counter()
+    pinning = bool(config.plan) and not backward and every_plan  # a pin is the forward's
     if cache is not None and every_plan:
-        key = plan_cache.entry_key(g.json(), g.kind, config.heuristics, machine)
+        modes = (*config.heuristics, *((f"plan {config.plan}",) if pinning else ()))
+        key = plan_cache.entry_key(g.json(), g.kind, modes, machine)
         t0 = time.perf_counter()
         built_in = plan_cache.restore(cache, key, g, handle)
         if built_in is not None:
             note = f"{PHASE_NOTES['load_plans']} (building them took {built_in:.2f} s)"
             g.phases.append(PhaseTiming("load_plans", time.perf_counter() - t0, note))
+            _pinned(g, next((p.index for p in g.plans if p.is_pinned), None))
             return g
     phases = g.phases
     graph = g.graph
@@ -331,28 +341,62 @@ def build(
         lambda: graph.create_execution_plans(heuristic_modes(cudnn, config.heuristics)),
         g.json,
     )
+    pin_at = _append_pin(g, cudnn) if pinning else None
     _timed(phases, "check_support", graph.check_support, g.json)
     _timed(phases, "build_plans", graph.build_plans, g.json)
     if not every_plan:  # execute() runs the plan build_plans() selected
         g.workspace_bytes = graph.get_workspace_size()
         return g
-    g.plans = _enumerate_plans(graph, phases[-1].seconds)
+    g.plans = _enumerate_plans(graph, phases[-1].seconds, pin_at)
     built = [p for p in g.plans if p.built]
-    if not built:
+    if not any(p.index != pin_at for p in built):
         raise GraphBuildError("build_plans", "no plan could be built", True, phases, g.json())
-    g.heuristic_index = built[0].index
-    g.plans = [_replace(p, is_heuristic_pick=(p.index == g.heuristic_index)) for p in g.plans]
+    g.heuristic_index = next(p.index for p in built if p.index != pin_at)
+    g.plans = [
+        _replace(p, is_heuristic_pick=(p.index == g.heuristic_index), is_pinned=(p.index == pin_at))
+        for p in g.plans
+    ]
+    _pinned(g, pin_at)
     g.workspace_bytes = max((p.workspace_bytes or 0) for p in built)
-    graph.build_plan_at_index(g.heuristic_index)  # already built: re-selects it for execute()
-    if key is not None:
+    graph.build_plan_at_index(g.chosen)  # already built: re-selects it for execute()
+    if key is not None and not g.pin_error.startswith(PIN_NOT_MADE):
         plan_cache.save(cache, key, g, time.perf_counter() - started)
     return g
 
 
-def _enumerate_plans(graph: Any, heuristic_build_seconds: float) -> list[PlanResult]:
+PIN_NOT_MADE = "cuDNN would not make it"
+
+
+def _append_pin(g: SdpaGraph, cudnn: Any) -> int | None:
+    """Append the config's pinned plan after the heuristic's list; its index, or None (with
+    `pin_error`) when cuDNN will not make it (an engine or knob this cuDNN does not have)."""
+    pin = pins.parse(g.config.plan or "")
+    try:
+        g.graph.create_execution_plan(pin.engine_id, pin.knob_types(cudnn))
+    except Exception as exc:
+        g.pin_error = (
+            f"{PIN_NOT_MADE}: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}"
+        )
+        return None
+    return g.graph.get_execution_plan_count() - 1
+
+
+def _pinned(g: SdpaGraph, index: int | None) -> None:
+    """Record where the pinned plan is: run it when it built, else say why not."""
+    plan = next((p for p in g.plans if p.index == index), None)
+    if plan is not None and plan.built:
+        g.pinned_index = index
+    elif plan is not None:
+        g.pin_error = plan.build_error or "it did not build"
+
+
+def _enumerate_plans(
+    graph: Any, heuristic_build_seconds: float, pin_at: int | None = None
+) -> list[PlanResult]:
     """Describe and build each candidate. build_plans() walked the list from index 0 and
     kept the first plan that builds, so the first success here is the heuristic's pick,
-    already compiled; its build time is the build_plans phase."""
+    already compiled; its build time is the build_plans phase. The pinned plan (at `pin_at`,
+    after the heuristic's) is built here, its time its own."""
     plans: list[PlanResult] = []
     first_built_seen = False
     for i in range(graph.get_execution_plan_count()):
@@ -369,7 +413,7 @@ def _enumerate_plans(graph: Any, heuristic_build_seconds: float) -> list[PlanRes
         seconds = time.perf_counter() - t0
         # a plan knows its workspace once built
         workspace = _ask(lambda i=i: graph.get_workspace_size_plan_at_index(i), None)
-        if built and not first_built_seen:
+        if built and not first_built_seen and i != pin_at:
             seconds, first_built_seen = heuristic_build_seconds, True
         plans.append(
             PlanResult(

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import faults, fp8
+from . import faults, fp8, pins
 from .config import SdpaConfig
 from .graph import GraphBuildError
 from .passes import FORWARD_PASS, BuiltPass, Inputs, Pass
@@ -39,6 +39,7 @@ class Bench:
     l2_bytes: int | None
     progress: Callable[[str], None]
     gpu: Any = None
+    cudnn_version: str = ""  # the backend's, as a pinned plan's note names it
 
 
 def counts(spec: Pass, config: SdpaConfig) -> dict[str, Any]:
@@ -113,7 +114,7 @@ class Measurement:
         """FP8 outputs: set their scales from a warm-up execution's amax (once per built pass)."""
         if self.spec.needs_scaling(self.config):
             self.bench.progress(f"scaling the {self.spec.kind}")
-            index = self.built.graph.heuristic_index
+            index = self.built.graph.chosen
             fp8.delayed_scaling(
                 lambda: self.execute_once(index, "the first execution (FP8 scaling)"),
                 self.built.data,
@@ -174,8 +175,8 @@ class Measurement:
         )
 
     def repeatable(self) -> bool:
-        """Whether two executions of the heuristic's plan write identical bits."""
-        index = self.built.graph.heuristic_index
+        """Whether two executions of the plan the pass runs write identical bits."""
+        index = self.built.graph.chosen
         first = {name: t.clone() for name, t in self.outputs_of(index).items()}
         second = self.outputs_of(index)
         return all(bool((first[n] == second[n]).all().item()) for n in first)
@@ -193,17 +194,17 @@ def measure(
         bench.progress(f"checking the {spec.kind}")
         if built.reference is None:
             m.prepare_check()
-        checks = m.check(m.outputs_of(g.heuristic_index))
+        checks = m.check(m.outputs_of(g.chosen))
     repeatable = m.repeatable() if options.check and spec.repeat_check else None
 
     def check_plan(index: int) -> tuple[float, bool]:
-        plan_checks = checks if index == g.heuristic_index else m.check(m.outputs_of(index))
+        plan_checks = checks if index == g.chosen else m.check(m.outputs_of(index))
         return max(c.cudnn.max_abs for c in plan_checks), all(c.passed for c in plan_checks)
 
     what = "plan" if spec.kind == FORWARD else f"{spec.kind} plan"
     plans, fastest = time_plans(
         g.plans,
-        g.heuristic_index,
+        {g.heuristic_index, g.chosen},
         m.run_plan,
         options,
         spec.flops(config),
@@ -211,7 +212,11 @@ def measure(
         bench,
         what,
     )
-    timing = next((p.timing for p in plans if p.index == g.heuristic_index), None)
+    timing = next((p.timing for p in plans if p.index == g.chosen), None)
+    pin_notes = ()
+    if config.plan and spec.kind == FORWARD:
+        version = bench.cudnn_version
+        pin_notes = (pins.note(config.plan, plans, g.heuristic_index, g.pinned_index, g.pin_error, version),)
     field_peers: tuple = ()
     if options.peers:
         from .peer_runs import measure_peers
@@ -225,8 +230,9 @@ def measure(
         plans=tuple(plans),
         heuristic_plan=g.heuristic_index,
         fastest_plan=fastest,
+        pinned_plan=g.pinned_index,
         timing=timing,
-        host_overhead_us=host_overhead_us(m.run_plan(g.heuristic_index)) if timing else None,
+        host_overhead_us=host_overhead_us(m.run_plan(g.chosen)) if timing else None,
         tflops=tflops(spec.flops(config), timing.median_us) if timing else None,
         bandwidth_gbs=bandwidth_gbs(spec.io_bytes(config), timing.median_us) if timing else None,
         reference=spec.reference_name if checks else "",
@@ -238,7 +244,7 @@ def measure(
         fp8=fp8.scaling(built.data, spec.fp8_scales, spec.fp8_amax, amax_references(spec, built))
         if config.fp8
         else None,
-        notes=(*((*spec.notes(config), *built.peer_notes) if checks else ()), *built.cache_notes),
+        notes=(*pin_notes, *((*spec.notes(config), *built.peer_notes) if checks else ()), *built.cache_notes),
         graph_json=g.json(),
         **counts(spec, config),
     )
@@ -276,7 +282,7 @@ def verdict(result: PassResult) -> dict[str, str]:
 
 def time_plans(
     candidates: list[PlanResult],
-    heuristic: int | None,
+    always: set[int | None],
     run_plan: Callable[[int], Callable[[], None]],
     options: Any,
     flops: int,
@@ -284,13 +290,13 @@ def time_plans(
     bench: Bench,
     what: str,
 ) -> tuple[list[PlanResult], int | None]:
-    """Kernel time (and, when checking, the error) of every plan that built, or of the
-    heuristic's pick only without autotune; the index of the fastest."""
+    """Kernel time (and, when checking, the error) of every plan that built, or without autotune
+    only of those `always` names (the heuristic's pick and the pinned plan); the index of the fastest."""
     plans: list[PlanResult] = []
     timings: dict[int, TimingStats] = {}
     opts: TimingOptions = options.timing
     for plan in candidates:
-        if not plan.built or not (options.autotune or plan.index == heuristic):
+        if not plan.built or not (options.autotune or plan.index in always):
             plans.append(plan)
             continue
         changes: dict[str, Any] = {}

@@ -267,7 +267,7 @@ def save(cache: PlanCache, key: str, g: Any, build_seconds: float) -> None:
             blobs[plan.index] = bytes(g.graph.serialize(as_bytes=True))
         except Exception as exc:  # a plan that cannot be serialized is built again next time
             cache.notes.append(f"plan {plan.name} is not cached: {type(exc).__name__}: {exc}")
-    g.graph.build_plan_at_index(g.heuristic_index)
+    g.graph.build_plan_at_index(g.chosen)
     uids = {name: int(t.get_uid()) for name, t in g.tensors.items()}
     plans = [dataclasses.asdict(p) for p in g.plans]
     cache.store(key, plans, blobs, uids, g.heuristic_index, build_seconds)

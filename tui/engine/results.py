@@ -17,7 +17,7 @@ from typing import Any
 
 from .config import SdpaConfig
 
-SCHEMA_VERSION = "2.4"  # 2.4: where a plan comes from; 2.3: peers timed beside cuDNN; 2.2: a crash as a finding, known issues; 2.1: timing regime, samples,
+SCHEMA_VERSION = "2.5"  # 2.5: a pinned plan; 2.4: where a plan comes from; 2.3: peers timed beside cuDNN; 2.2: a crash as a finding, known issues; 2.1: timing regime, samples,
 # stability, GPU telemetry, the peer's backend
 # 2.0: a run is a list of passes; 1.1 (fp8, backward) and 1.0 files still read
 
@@ -153,6 +153,7 @@ class PlanResult:
     tflops: float | None = None
     is_heuristic_pick: bool = False
     is_fastest: bool = False
+    is_pinned: bool = False  # the config's pinned plan (`plan`), appended after the heuristic's list
     max_abs_error: float | None = None  # the worst of this plan's outputs against the fp32 reference
     matches: bool | None = None  # every output within its tolerance
 
@@ -233,7 +234,8 @@ class PassResult:
     plans: tuple[PlanResult, ...] = ()
     heuristic_plan: int | None = None  # index of the plan cuDNN's heuristic would run
     fastest_plan: int | None = None  # index of the fastest plan measured
-    timing: TimingStats | None = None  # kernel time of the heuristic's plan
+    pinned_plan: int | None = None  # index of the pinned plan, when it built: the plan this pass ran
+    timing: TimingStats | None = None  # kernel time of the plan the pass ran (the pin, else the heuristic's)
     host_overhead_us: float | None = None  # host time of one execute() call
     flops: int = 0
     flops_rule: str = ""  # how the FLOPs are counted, when by convention

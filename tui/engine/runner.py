@@ -142,7 +142,14 @@ class Engine:
 
     def _bench(self) -> Bench:
         env = self.environment()
-        return Bench(self._cudnn_handle(), self._set_stream, env.l2_bytes, self._progress, self.gpu())
+        return Bench(
+            self._cudnn_handle(),
+            self._set_stream,
+            env.l2_bytes,
+            self._progress,
+            self.gpu(),
+            env.cudnn_backend_version,
+        )
 
     # ---- run -------------------------------------------------------------------------
     def run(
@@ -249,7 +256,7 @@ class Engine:
                 bench = self._bench()
                 results.append(measure(spec, this, built, options, bench))
                 if spec is not specs[-1]:  # the next pass reads what the heuristic's plan writes (o, stats)
-                    Measurement(spec, this, built, bench).run_plan(this.graph.heuristic_index)()
+                    Measurement(spec, this, built, bench).run_plan(this.graph.chosen)()
             except GraphBuildError as exc:
                 results.append(refused(spec, config, exc))
             except Exception as exc:  # a failure is a result to show, not a crash
@@ -331,7 +338,7 @@ class Engine:
         built = self._cache[config]
         if kind not in built:
             raise KeyError(f"no {kind} graph was run for {config.label()}")
-        return self._measurement(config, kind).run_plan(built[kind].graph.heuristic_index)
+        return self._measurement(config, kind).run_plan(built[kind].graph.chosen)
 
     def output(self, config: SdpaConfig, name: str = "o") -> Any:
         """A tensor (logical b, h, s, d) the last execution of a config already run wrote:

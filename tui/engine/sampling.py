@@ -16,7 +16,7 @@ import random
 from typing import Any, NamedTuple
 
 from .config import FP8_DTYPES, SdpaConfig
-from .fields import FIELD, FIELDS, Choice, Field, Modes, Switch
+from .fields import FIELD, FIELDS, Choice, Field, Modes, Plan, Switch
 
 MAX_ELEMENTS = 1 << 27  # the scores b*h_q*s_q*s_kv and each b*h*s*d tensor: 512 MiB in fp32
 MAX_ATTEMPTS = 100  # draws before random_config gives up
@@ -149,6 +149,7 @@ def _inference(rng: random.Random, v: Values, shares: Shares) -> Values:
     )
 
 
+PIN_ENGINES = (0, 1, 2, 8)  # engine ids SDPA plans carry on Hopper; a pin is drawn with default knobs
 DRAWERS = (_precision, _training, _masks, _inference)  # each (rng, the values so far, Shares) -> more values
 
 
@@ -160,6 +161,10 @@ def _by_kind(rng: random.Random, f: Field) -> Any:
         return rng.random() < FEATURE_SHARE
     if isinstance(f, Modes) and rng.random() < 0.5:
         return tuple(c for c in f.choices if rng.random() < 0.5) or (rng.choice(f.choices),)
+    if (
+        isinstance(f, Plan) and rng.random() < FEATURE_SHARE / 4
+    ):  # an engine's default knobs: built or declined
+        return str(rng.choice(PIN_ENGINES))
     return f.default
 
 

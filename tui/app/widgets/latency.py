@@ -14,13 +14,22 @@ from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
 from ...engine.results import PassResult, PlanResult, RunResult
-from ...format import gpu_rows, l2_words, no_telemetry_words, no_timing_words, pass_short, sample_rows, us
+from ...format import (
+    gpu_rows,
+    l2_words,
+    no_telemetry_words,
+    no_timing_words,
+    pass_short,
+    plan_mark,
+    sample_rows,
+    us,
+)
 
 MIN_CHART_ROWS = 10  # below this a chart's ticks crowd out its data (app.tcss: .latency-row)
 
 
 def plan_label(p: PlanResult, prefix: str = "") -> str:
-    return f"{prefix}{p.index}{'H' if p.is_heuristic_pick else ''}{'*' if p.is_fastest else ''} {p.name}"
+    return f"{prefix}{p.index}{plan_mark(p)} {p.name}"
 
 
 def strip_label(p: PlanResult, prefix: str = "") -> str:
@@ -149,7 +158,7 @@ class LatencyPane(VerticalScroll):
                 start += len(plans)
             plt.yticks(at, labels)
         if groups:
-            plt.xlabel("µs (H heuristic's pick, * fastest)")
+            plt.xlabel("µs (H heuristic's pick, P pinned, * fastest)")
         plot.refresh()
 
     def _draw_samples(self, result: RunResult | None) -> None:

@@ -9,11 +9,11 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
 from ...engine.results import PASS_KINDS, PassResult, PlanResult, RunResult
-from ...format import format_bytes, ms, sci, timing_text, us
+from ...format import format_bytes, ms, plan_mark, sci, timing_text, us
 from ...report import plan_source_short, plan_source_words
 from .sections import show_passes
 
-LEGEND = "H: the heuristic's pick   *: fastest measured   from: where the plan comes from   select a row for details"
+LEGEND = "H: the heuristic's pick   P: pinned   *: fastest measured   from: where the plan comes from   select a row for details"
 
 
 class PlanTable(DataTable):
@@ -43,7 +43,7 @@ class PlanTable(DataTable):
         self.plans = plans
         self.clear()
         for p in plans:
-            mark = ("H" if p.is_heuristic_pick else "") + ("*" if p.is_fastest else "")
+            mark = plan_mark(p)
             err = Text(sci(p.max_abs_error), style="red" if p.matches is False else "")
             self.add_row(
                 str(p.index),
@@ -116,6 +116,7 @@ class PlansPane(Vertical):
         lines = [
             f"{p.kind} plan {plan.index}: {plan.name}"
             + ("  (heuristic's pick)" if plan.is_heuristic_pick else "")
+            + ("  (pinned)" if plan.is_pinned else "")
             + ("  (fastest)" if plan.is_fastest else "")
         ]
         workspace = "-" if plan.workspace_bytes is None else format_bytes(plan.workspace_bytes)
