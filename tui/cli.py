@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+from typing import Any
 
 import click
 from rich.markup import escape
@@ -52,11 +53,12 @@ def _option(field: Field):
     return click.option(field.option, field.name, type=kind, metavar=metavar, help=helptext)
 
 
-def config_options(fn):
+def config_options(fn, preset: Any = None):
     """One option per configuration field, as the field declares it, plus the seed's
-    shorthands (--h sets h_q and h_kv, ...) and --preset to start from."""
+    shorthands (--h sets h_q and h_kv, ...) and --preset to start from (or `preset`, another)."""
     opts = [
-        click.option(
+        preset
+        or click.option(
             "--preset", help="start from this preset (see `sdpa-explorer presets`); options override it"
         ),
         *(
@@ -414,7 +416,8 @@ if __name__ == "__main__":  # run as a file: the package's own module is the one
 else:
     from .cli_cache import cache as cache_command
     from .cli_explain import explain
+    from .cli_search import search
     from .sweep_cli import merge, sweep
 
-    for command in (sweep, merge, explain, history, compare, cache_command):
+    for command in (sweep, merge, explain, history, compare, cache_command, search):
         main.add_command(command)

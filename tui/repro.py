@@ -22,6 +22,7 @@ from .bundle import PAGE, BundleError, bundle
 from .engine.config import SdpaConfig
 from .engine.graph import define, heuristic_modes
 from .engine.measure import poison
+from .engine.pins import append_plan
 from .engine.tensors import dump_dropout_mask, workspace
 from .engine.timing import TimingOptions, kernel_time
 from .engine.tolerances import compare, tolerance
@@ -36,6 +37,7 @@ GLUE = (
     "storage",
     "open_handle",
     "build_plan",
+    "build_pinned_plan",
     "executor",
     "run_once",
     "checked",
@@ -101,6 +103,23 @@ def build_plan(g):
     return workspace(torch, g)
 
 
+def build_pinned_plan(g):
+    """The heuristic's phases, then the pinned plan (CONFIG.plan) made with create_execution_plan
+    and built, so execute() runs it (the label printed names it); exits where this cuDNN lacks it."""
+    import cudnn
+    import torch
+
+    build_plan(g)
+    try:
+        g.graph.build_plan_at_index(append_plan(g.graph, cudnn, g.config.plan))  # selects it for execute()
+    except Exception as exc:
+        raise SystemExit(
+            f"pinned plan {g.config.plan} is not in cuDNN {cudnn.backend_version()}: {exc}"
+        ) from exc
+    g.workspace_bytes = g.graph.get_workspace_size()  # the pinned plan's
+    return workspace(torch, g)
+
+
 def executor(g, data, ws, handle):
     """One execute() of the chosen plan on these tensors, as a user's code calls it."""
     pack = g.variant_pack(data)
@@ -150,6 +169,7 @@ def drawn_dropout_mask(config, data, handle):
 _COPIED_GLUE = (
     open_handle,
     build_plan,
+    build_pinned_plan,
     executor,
     run_once,
     checked,
@@ -190,7 +210,7 @@ def _forward_glue(c: SdpaConfig) -> list[str]:
         "The forward: its graph and the plan the heuristic picks, its tensors drawn as the engine "
         "draws them, then checked and timed.",
         "g = define(CONFIG, handle)",
-        "ws = build_plan(g)",
+        "ws = build_pinned_plan(g)" if c.plan else "ws = build_plan(g)",
         'data = device_tensors(CONFIG, "cuda", SEED)',
         "run = executor(g, data, ws, handle)",
         "fp8.delayed_scaling(run, data, fp8.FORWARD_DELAYED)  # O's scale: 448 / the amax of a warm-up"

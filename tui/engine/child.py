@@ -74,6 +74,8 @@ def _serve(recv: Any, send: Any, environment_override: dict | None) -> None:
         try:
             if msg[0] == "explain":
                 send.send(("explained", msg[1], *_explained(engine, SdpaConfig.from_dict(msg[2]))))
+            elif msg[0] == "search":
+                send.send(("searched", msg[1], _searched(engine, msg, cancelled, inbox, send)))
             else:
                 send.send(("result", msg[1], _answer(engine, msg, cancelled, inbox, send).to_dict()))
         except (EOFError, OSError):
@@ -99,6 +101,24 @@ def _answer(engine: Any, msg: tuple, cancelled: bool, inbox: _Inbox, send: Any) 
         inbox.check(request_id)
 
     return engine.run(config, options, progress=progress)
+
+
+def _searched(engine: Any, msg: tuple, cancelled: bool, inbox: _Inbox, send: Any) -> dict:
+    """A knob search, its progress said at each candidate; a cancel or a newer request stops it
+    there, with what it found so far."""
+    from .search_results import SearchOptions, SearchResult
+
+    request_id, config = msg[1], SdpaConfig.from_dict(msg[2])
+    if cancelled:
+        return SearchResult(
+            config=config, status=STATUS_CANCELLED, message="stopped before it started"
+        ).to_dict()
+
+    def progress(text: str) -> None:
+        send.send(("progress", request_id, text))
+        inbox.check(request_id)
+
+    return engine.search(config, SearchOptions.from_dict(msg[3]), progress=progress).to_dict()
 
 
 def _explained(engine: Any, config: SdpaConfig) -> tuple[dict | None, str]:

@@ -330,7 +330,7 @@ def build(
         if built_in is not None:
             note = f"{PHASE_NOTES['load_plans']} (building them took {built_in:.2f} s)"
             g.phases.append(PhaseTiming("load_plans", time.perf_counter() - t0, note))
-            _pinned(g, next((p.index for p in g.plans if p.is_pinned), None))
+            pins.record_pinned(g, next((p.index for p in g.plans if p.is_pinned), None))
             return g
     phases = g.phases
     graph = g.graph
@@ -341,7 +341,7 @@ def build(
         lambda: graph.create_execution_plans(heuristic_modes(cudnn, config.heuristics)),
         g.json,
     )
-    pin_at = _append_pin(g, cudnn) if pinning else None
+    pin_at = pins.append_pinned(g, cudnn) if pinning else None
     _timed(phases, "check_support", graph.check_support, g.json)
     _timed(phases, "build_plans", graph.build_plans, g.json)
     if not every_plan:  # execute() runs the plan build_plans() selected
@@ -356,38 +356,12 @@ def build(
         _replace(p, is_heuristic_pick=(p.index == g.heuristic_index), is_pinned=(p.index == pin_at))
         for p in g.plans
     ]
-    _pinned(g, pin_at)
+    pins.record_pinned(g, pin_at)
     g.workspace_bytes = max((p.workspace_bytes or 0) for p in built)
     graph.build_plan_at_index(g.chosen)  # already built: re-selects it for execute()
-    if key is not None and not g.pin_error.startswith(PIN_NOT_MADE):
+    if key is not None and not g.pin_error.startswith(pins.NOT_MADE):
         plan_cache.save(cache, key, g, time.perf_counter() - started)
     return g
-
-
-PIN_NOT_MADE = "cuDNN would not make it"
-
-
-def _append_pin(g: SdpaGraph, cudnn: Any) -> int | None:
-    """Append the config's pinned plan after the heuristic's list; its index, or None (with
-    `pin_error`) when cuDNN will not make it (an engine or knob this cuDNN does not have)."""
-    pin = pins.parse(g.config.plan or "")
-    try:
-        g.graph.create_execution_plan(pin.engine_id, pin.knob_types(cudnn))
-    except Exception as exc:
-        g.pin_error = (
-            f"{PIN_NOT_MADE}: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}"
-        )
-        return None
-    return g.graph.get_execution_plan_count() - 1
-
-
-def _pinned(g: SdpaGraph, index: int | None) -> None:
-    """Record where the pinned plan is: run it when it built, else say why not."""
-    plan = next((p for p in g.plans if p.index == index), None)
-    if plan is not None and plan.built:
-        g.pinned_index = index
-    elif plan is not None:
-        g.pin_error = plan.build_error or "it did not build"
 
 
 def _enumerate_plans(

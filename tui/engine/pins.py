@@ -66,6 +66,13 @@ def parse(text: str) -> Pin:
     return Pin.of(int(engine), knobs)
 
 
+def append_plan(graph: Any, cudnn: Any, text: str) -> int:
+    """Append the plan `text` names after a graph's list, with create_execution_plan(): its index."""
+    pin = parse(text)
+    graph.create_execution_plan(pin.engine_id, pin.knob_types(cudnn))
+    return graph.get_execution_plan_count() - 1
+
+
 def canonical(text: str) -> str:
     return parse(text).text()
 
@@ -88,3 +95,28 @@ def note(
     change = (b - a) / b * 100 if b else 0.0
     words = f"{change:.1f}% faster than" if change >= 0 else f"{-change:.1f}% slower than"
     return f"pinned plan {pin_text} ran {under}: {a:.2f} µs, {words} the heuristic's pick {pick.name} ({b:.2f} µs)"
+
+
+# ---- a graph's pinned plan (graph.build) ------------------------------------------------------
+NOT_MADE = "cuDNN would not make it"
+
+
+def append_pinned(g: Any, cudnn: Any) -> int | None:
+    """Append the config's pinned plan after the heuristic's list of `g` (an SdpaGraph); its index,
+    or None (with `g.pin_error`) when cuDNN will not make it (an engine or knob it does not have)."""
+    from .faults import first_line
+
+    try:
+        return append_plan(g.graph, cudnn, g.config.plan or "")
+    except Exception as exc:
+        g.pin_error = f"{NOT_MADE}: {first_line(exc) or type(exc).__name__}"
+        return None
+
+
+def record_pinned(g: Any, index: int | None) -> None:
+    """Where the pinned plan is in `g`: run it when it built, else say why not."""
+    plan = next((p for p in g.plans if p.index == index), None)
+    if plan is not None and plan.built:
+        g.pinned_index = index
+    elif plan is not None:
+        g.pin_error = plan.build_error or "it did not build"

@@ -17,12 +17,14 @@ CUDA (launcher.py), and talks over two pipes; the UI owns the terminal, so the c
 stderr go to a log file. Protocol (pickled tuples, records as plain dicts):
     parent -> child   ("run", request_id, config_dict, options_dict) | ("stop",)
                       ("explain", request_id, config_dict)   who refuses it, what near it works
+                      ("search", request_id, config_dict, search_options_dict)   a knob search
                       ("cancel", request_id)   stop that run at its next step (answered: cancelled)
                       ("fault", request_id)   lose the CUDA context on purpose (the soak's test)
     child -> parent   ("ready", environment_dict)
                       ("progress", request_id, text)
                       ("result", request_id, run_result_dict)
                       ("explained", request_id, explanation_dict | None, error)
+                      ("searched", request_id, search_result_dict)
 The child runs only the newest waiting request: results for configurations the user
 has already left are never computed. An explanation builds plans but executes none; it runs in
 the child all the same, since a plan build can crash in native code as a run can.
@@ -51,6 +53,7 @@ MAX_FAILED_STARTS = 3  # a child that dies before it is ready this often in a ro
 if TYPE_CHECKING:
     from .explain import Explanation
     from .runner import RunOptions
+    from .search_results import SearchOptions, SearchResult
 
 
 # ---- events the client reports (plain records: the UI turns them into its messages) ----------
@@ -82,6 +85,12 @@ class EngineExplained:
 
 
 @dataclass(frozen=True)
+class EngineSearched:
+    request_id: int
+    result: SearchResult
+
+
+@dataclass(frozen=True)
 class EngineDied:
     reason: str
     request_id: int | None  # the request lost with the process, if any
@@ -90,7 +99,7 @@ class EngineDied:
     crashed: bool = False  # killed by a signal nobody sent: a crash in native code
 
 
-EngineEvent = EngineReady | EngineProgress | EngineResult | EngineExplained | EngineDied
+EngineEvent = EngineReady | EngineProgress | EngineResult | EngineExplained | EngineSearched | EngineDied
 EventSink = Callable[[EngineEvent], None]
 
 
@@ -278,6 +287,11 @@ class EngineClient:
         a run it is the newest request: one asked for after it takes its place if it waits."""
         return self._send_request(("explain", next(self._ids), config.to_dict()))
 
+    def search(self, config: SdpaConfig, options: SearchOptions) -> int:
+        """Queue a knob search of `config` (tui.engine.knob_trials); answered by EngineSearched. Its
+        progress comes at each candidate, and a cancel stops it there with what it found."""
+        return self._send_request(("search", next(self._ids), config.to_dict(), options.to_dict()))
+
     def cancel(self) -> None:
         """Stop the run in flight at its next step; it is answered with a cancelled result. A
         request not yet delivered (the engine was restarting) is simply dropped."""
@@ -355,13 +369,17 @@ class EngineClient:
         elif kind == "progress":
             if msg[1] == self._in_flight:
                 self.on_event(EngineProgress(msg[1], msg[2]))
-        elif kind in ("result", "explained"):
+        elif kind in ("result", "explained", "searched"):
             request_id = msg[1]
             with self._lock:
                 if request_id == self._in_flight:
                     self._in_flight = None
             if kind == "result":
                 self.on_event(EngineResult(request_id, RunResult.from_dict(msg[2])))
+            elif kind == "searched":
+                from .search_results import SearchResult
+
+                self.on_event(EngineSearched(request_id, SearchResult.from_dict(msg[2])))
             else:
                 from .explain import Explanation
 

@@ -411,12 +411,12 @@ def pass_from_dict(d: dict[str, Any]) -> PassResult:
     d = dict(d)
     d["phases"] = tuple(PhaseTiming(**p) for p in d.get("phases", ()))
     d["plans"] = tuple(_plan_from_dict(p) for p in d.get("plans", ()))
-    d["timing"] = _timing(d.get("timing"))
+    d["timing"] = timing_from_dict(d.get("timing"))
     d["checks"] = tuple(_check_from_dict(c) for c in d.get("checks", ()))
     d["fp8"] = Fp8Scaling(**d["fp8"]) if d.get("fp8") else None
     d["notes"] = tuple(d.get("notes", ()))
     d["field_peers"] = tuple(
-        PeerResult(**{**p, "timing": _timing(p.get("timing"))}) for p in d.get("field_peers", ())
+        PeerResult(**{**p, "timing": timing_from_dict(p.get("timing"))}) for p in d.get("field_peers", ())
     )
     return PassResult(**d)
 
@@ -428,7 +428,7 @@ def _check_from_dict(d: dict[str, Any]) -> OutputCheck:
     return OutputCheck(**d)
 
 
-def _timing(d: dict[str, Any] | None) -> TimingStats | None:
+def timing_from_dict(d: dict[str, Any] | None) -> TimingStats | None:
     if not d:
         return None
     d = dict(d)
@@ -444,6 +444,6 @@ def _timing(d: dict[str, Any] | None) -> TimingStats | None:
 
 def _plan_from_dict(d: dict[str, Any]) -> PlanResult:
     d = dict(d)
-    d["timing"] = _timing(d.get("timing"))
+    d["timing"] = timing_from_dict(d.get("timing"))
     d["behavior_notes"] = tuple(d.get("behavior_notes", ()))
     return PlanResult(**d)

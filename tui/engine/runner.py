@@ -213,6 +213,17 @@ class Engine:
             **base,
         )
 
+    def search(
+        self, config: SdpaConfig, options: Any = None, progress: Callable[[str], None] | None = None
+    ) -> Any:
+        """A knob search of the forward of `config` (knob_trials.py): a SearchResult, never a raise."""
+        from .knob_trials import run_search
+        from .search_results import SearchOptions
+
+        return run_search(
+            self, config, options or SearchOptions(), self._remembering(progress or (lambda _t: None))
+        )
+
     def _remembering(self, progress: Callable[[str], None]) -> Callable[[str], None]:
         """Report progress, and keep the words: they say what a crash interrupted."""
 

@@ -14,12 +14,13 @@ from typing import TYPE_CHECKING
 
 from . import process
 from .config import SdpaConfig
-from .process import EngineDied, EngineExplained, EngineProgress, EngineReady, EngineResult
+from .process import EngineDied, EngineExplained, EngineProgress, EngineReady, EngineResult, EngineSearched
 from .results import STATUS_CRASH, STATUS_ERROR, Crash, Environment, RunResult
 
 if TYPE_CHECKING:
     from .explain import Explanation
     from .runner import RunOptions
+    from .search_results import SearchOptions, SearchResult
 
 
 class ExplainFailed(RuntimeError):
@@ -42,7 +43,7 @@ def died_result(config: SdpaConfig, died: EngineDied, step: str, env: Environmen
 
 def _answers(event: process.EngineEvent, request_id: int) -> bool:
     """Whether `event` ends the wait for `request_id`: its answer, or the engine's end under it."""
-    if isinstance(event, (EngineResult, EngineExplained)):
+    if isinstance(event, (EngineResult, EngineExplained, EngineSearched)):
         return event.request_id == request_id
     return isinstance(event, EngineDied) and (event.request_id == request_id or not event.restarting)
 
@@ -92,6 +93,22 @@ class EngineSession:
             raise ExplainFailed(getattr(event, "error", "") or "the engine answered something else")
         return event.explanation
 
+    def search(
+        self, config: SdpaConfig, options: SearchOptions, watch: Callable[[str], None] | None = None
+    ) -> SearchResult:
+        """A knob search's answer; a process that died under it is answered by a result that says
+        which candidate it was trying (the last progress words)."""
+        from .search_results import SearchResult
+
+        event, step = self._wait(self.client.search(config, options), watch)  # type: ignore[attr-defined]
+        if isinstance(event, EngineSearched):
+            return event.result
+        died = event if isinstance(event, EngineDied) else None
+        words = died.reason if died else "the engine answered a search with something else"
+        status = STATUS_CRASH if died and died.crashed else STATUS_ERROR
+        return SearchResult(config=config, status=status, message=f"{words} ({step or 'starting'})",
+                            stopped=step, environment=self.environment)  # fmt: skip
+
     def inject_fault(self) -> RunResult:
         """Have the engine lose its CUDA context on purpose (the soak's test); the crash it answers."""
         return self._answer(self.client.inject_fault(), SdpaConfig(), None)
@@ -108,7 +125,7 @@ class EngineSession:
 
     def _wait(
         self, request_id: int, watch: Callable[[str], None] | None
-    ) -> tuple[EngineResult | EngineExplained | EngineDied, str]:
+    ) -> tuple[EngineResult | EngineExplained | EngineSearched | EngineDied, str]:
         """The engine's answer to one request, or its death under it; and the last step it named."""
         step = ""
         while True:

@@ -1,0 +1,190 @@
+"""The knob search's strategy against a fake engine: small spaces tried whole, large ones drawn
+and refined around the best, the budget kept, a wrong plan never the winner, a cancel keeping
+what was found; and the search's record through JSON and CSV."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tui.engine.config import SdpaConfig
+from tui.engine.knob_search import (
+    BUILD_FAILED,
+    BUILT,
+    CHECK_FAILED,
+    EXHAUSTIVE_MAX,
+    HEURISTIC,
+    STOP_BUDGET,
+    STOP_SPACE,
+    Budget,
+    EngineSpace,
+    KnobAxis,
+    Trial,
+    fastest,
+    search,
+)
+from tui.engine.pins import Pin
+from tui.engine.results import PeerResult, TimingStats
+from tui.engine.search_results import SearchOptions, SearchResult
+
+
+class FakeEngine:
+    """Builds a candidate when `builds` says so, times it by `cost`, and spends `seconds` of a
+    fake clock on each: what the GPU side does, without a GPU."""
+
+    def __init__(self, cost, builds=lambda pin: True, wrong=lambda pin: False, seconds=1.0):
+        self.cost, self.builds, self.wrong, self.seconds = cost, builds, wrong, seconds
+        self.now = 0.0
+        self.tried: list[Pin] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    def try_plan(self, pin: Pin) -> Trial:
+        self.tried.append(pin)
+        self.now += self.seconds
+        if not self.builds(pin):
+            return Trial(pin.text(), BUILD_FAILED, error="CUDNN_STATUS_NOT_SUPPORTED")
+        status = CHECK_FAILED if self.wrong(pin) else BUILT
+        return Trial(
+            pin.text(), status, median_us=self.cost(pin), max_abs_error=1.0 if self.wrong(pin) else 1e-3
+        )
+
+
+def cfg(pin: Pin) -> int:
+    return pin.knob_dict().get("KERNEL_CFG", 0)
+
+
+def test_an_axis_counts_its_values_by_stride():
+    axis = KnobAxis("SPLIT_KV", 2, 10, 4)
+    assert axis.count == 3 and [axis.value(i) for i in range(3)] == [2, 6, 10]
+    assert axis.position(6) == 1 and axis.position(7) is None and axis.position(14) is None
+
+
+def test_a_small_space_is_tried_whole_and_the_search_ends_there():
+    space = EngineSpace(1, (KnobAxis("KERNEL_CFG", 0, 63),))
+    fake = FakeEngine(cost=lambda p: 200 - cfg(p), builds=lambda p: cfg(p) % 3 == 0)
+    trials, stopped = search([space], fake.try_plan, Budget(1e9, fake.clock))
+    assert stopped == STOP_SPACE and len(trials) == 64 == len(set(fake.tried))
+    assert sum(t.status == BUILD_FAILED for t in trials) == 42
+    assert fastest(trials).plan == "1 KERNEL_CFG=63"
+
+
+def test_the_budget_is_kept_no_candidate_starts_after_it():
+    space = EngineSpace(1, (KnobAxis("KERNEL_CFG", 0, 63),))
+    fake = FakeEngine(cost=lambda p: 100.0, seconds=2.5)
+    trials, stopped = search([space], fake.try_plan, Budget(10.0, fake.clock))
+    assert stopped == STOP_BUDGET and len(trials) == 4  # started at 0, 2.5, 5 and 7.5 s
+
+
+def test_known_plans_are_not_tried_again_and_seed_the_refinement():
+    space = EngineSpace(1, (KnobAxis("A", 0, 999), KnobAxis("B", 0, 999)))
+    assert not space.exhaustive and space.size > EXHAUSTIVE_MAX
+    pick = Trial("1 A=500 B=500", BUILT, HEURISTIC, median_us=1000.0)
+    fake = FakeEngine(cost=lambda p: 1000.0 - abs(p.knob_dict()["A"] - 500) - abs(p.knob_dict()["B"] - 500))
+    trials, _ = search([space], fake.try_plan, Budget(4.0, fake.clock), known=(pick,))
+    assert Pin.of(1, {"A": 500, "B": 500}) not in fake.tried
+    assert fake.tried[0] in space.neighbours(pick.pin)  # the pick's neighbours come before any draw
+    assert all(abs(p.knob_dict()["A"] - 500) + abs(p.knob_dict()["B"] - 500) <= 4 for p in fake.tried)
+
+
+def test_a_large_space_is_refined_around_each_new_best_to_the_optimum():
+    """Random draws find the slope; one-step moves around each new best climb it."""
+    axes = (KnobAxis("A", 0, 199), KnobAxis("B", 0, 199))
+    space = EngineSpace(3, axes)
+    fake = FakeEngine(cost=lambda p: 50.0 + abs(p.knob_dict()["A"] - 140) + abs(p.knob_dict()["B"] - 30))
+    trials, stopped = search([space], fake.try_plan, Budget(1500.0, fake.clock), seed=4)
+    assert stopped == STOP_BUDGET and len(trials) == 1500
+    assert fastest(trials).plan == "3 A=140 B=30" and fastest(trials).median_us == 50.0
+
+
+def test_a_faster_wrong_plan_is_never_the_winner():
+    space = EngineSpace(1, (KnobAxis("KERNEL_CFG", 0, 9),))
+    fake = FakeEngine(cost=lambda p: 100.0 - cfg(p), wrong=lambda p: cfg(p) == 9)
+    trials, _ = search([space], fake.try_plan, Budget(1e9, fake.clock))
+    assert fastest(trials).plan == "1 KERNEL_CFG=8"
+    assert next(t for t in trials if t.plan == "1 KERNEL_CFG=9").status == CHECK_FAILED
+
+
+def test_engines_are_searched_in_turn_within_one_budget():
+    spaces = [EngineSpace(e, (KnobAxis("A", 0, 10_000),)) for e in (1, 2, 8)]
+    fake = FakeEngine(cost=lambda p: 100.0 + p.engine_id)
+    search(spaces, fake.try_plan, Budget(30.0, fake.clock), seed=1)
+    assert {p.engine_id for p in fake.tried} == {1, 2, 8}
+
+
+def test_progress_names_each_candidate_and_a_cancel_stops_before_the_next():
+    class Stop(BaseException):
+        pass
+
+    said: list[str] = []
+
+    def progress(text: str) -> None:
+        said.append(text)
+        if len(said) == 3:
+            raise Stop
+
+    fake = FakeEngine(cost=lambda p: 100.0 - cfg(p))
+    with pytest.raises(Stop):
+        search(
+            [EngineSpace(1, (KnobAxis("KERNEL_CFG", 0, 63),))],
+            fake.try_plan,
+            Budget(1e9, fake.clock),
+            progress=progress,
+        )
+    assert len(fake.tried) == 2 and said[0].startswith("searching: candidate 1, 1 KERNEL_CFG=0")
+    assert "best 99.00 µs (1 KERNEL_CFG=1)" in said[2]
+
+
+def test_a_space_round_trips_and_its_size_is_the_product():
+    space = EngineSpace(1, (KnobAxis("KERNEL_CFG", 0, 63), KnobAxis("SPLIT_KV", 1, 8, 1)))
+    assert space.size == 512 and not space.exhaustive
+    assert EngineSpace.from_dict(json.loads(json.dumps(space.to_dict()))) == space
+    assert len(list(EngineSpace(2, (KnobAxis("X", 0, 2), KnobAxis("Y", 0, 1))).every())) == 6
+    assert list(EngineSpace(5).every()) == [Pin(5)]
+
+
+def stats(us: float) -> TimingStats:
+    return TimingStats(median_us=us, min_us=us, max_us=us, p10_us=us, p90_us=us, stdev_us=0.0, replays=20,
+                       per_replay=10, l2_flushed=False)  # fmt: skip
+
+
+def recorded() -> SearchResult:
+    trials = (
+        Trial("1 KERNEL_CFG=3", BUILT, HEURISTIC, "eng1_k24=3", 165.0, 164.0, 166.0, 2e-4),
+        Trial("1", BUILT, HEURISTIC, "eng1", 165.5, 165.0, 166.0, 2e-4),
+        Trial("1 KERNEL_CFG=27", BUILT, "searched", "eng1_k24=27", 146.0, 145.5, 147.0, 2.4e-4),
+        Trial("1 KERNEL_CFG=30", CHECK_FAILED, "searched", "eng1_k24=30", 120.0, 119.0, 121.0, 0.5),
+        Trial("1 KERNEL_CFG=40", BUILD_FAILED, "searched", error="not supported"),
+    )
+    confirmed = (
+        Trial("1 KERNEL_CFG=3", BUILT, HEURISTIC, "eng1_k24=3", 164.8, 164.0, 166.0, 2e-4),
+        Trial("1 KERNEL_CFG=27", BUILT, "searched", "eng1_k24=27", 146.2, 145.5, 147.0, 2.4e-4),
+    )
+    peers = (PeerResult("torch FLASH", timing=stats(126.0)), PeerResult("Flex", reason="not installed"))
+    return SearchResult(SdpaConfig(s_q=1, s_kv=8192), "ok", budget_s=60.0, elapsed_s=41.0, stopped=STOP_SPACE,
+                        pick_plan="1 KERNEL_CFG=3", spaces=(EngineSpace(1, (KnobAxis("KERNEL_CFG", 0, 63),)),),
+                        trials=trials, confirmed=confirmed, peers=peers, preset="llama3-8b-decode")  # fmt: skip
+
+
+def test_the_record_names_the_pick_the_best_the_gain_and_the_counts():
+    r = recorded()
+    assert r.pick.median_us == 164.8 and r.best.plan == "1 KERNEL_CFG=27" and r.best.median_us == 146.2
+    assert r.gain_pct == pytest.approx((164.8 - 146.2) / 164.8 * 100)
+    assert r.best_peer.name == "torch FLASH"
+    assert r.counts() == {"tried": 3, "built": 2, "build failed": 1, "check failed": 1, "passed": 1}
+    assert [t.plan for t in r.faster_but_wrong()] == ["1 KERNEL_CFG=30"]
+
+
+def test_the_record_round_trips_through_json_and_writes_csv_rows():
+    r = recorded()
+    again = SearchResult.from_dict(json.loads(r.to_json()))
+    assert again == r
+    rows = r.csv_rows()
+    assert len(rows) == 5 and rows[2]["plan"] == "1 KERNEL_CFG=27" and rows[2]["preset"] == "llama3-8b-decode"
+
+
+def test_options_round_trip():
+    o = SearchOptions(budget_s=30.0, peers=("flash",), seed=3, confirm=2)
+    assert SearchOptions.from_dict(json.loads(json.dumps(o.to_dict()))) == o

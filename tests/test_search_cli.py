@@ -1,0 +1,126 @@
+"""`sdpa-explorer search` on a recorded search (the engine session replaced by one that answers it):
+the report names the pick, the best, the gain and how to pin it; JSON and CSV carry every
+candidate; --save-preset keeps a preset pinned to the best; several presets give one row each.
+And the exported script of a pinned configuration rebuilds that plan."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+
+import pytest
+from click.testing import CliRunner
+from test_knob_search import recorded
+
+from tui.cli import main
+from tui.engine.config import SdpaConfig
+from tui.presets import find
+from tui.repro import script
+
+
+class AnsweringSession:
+    """The engine session a command opens, answering each search with the recorded one."""
+
+    def __init__(self, answer):
+        self.answer, self.asked = answer, []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+    def search(self, config, options, watch=None):
+        self.asked.append((config, options))
+        if watch is not None:
+            watch("searching: candidate 1, 1 KERNEL_CFG=0, 0 of 60 s")
+        return dataclasses.replace(self.answer, config=config)
+
+
+@pytest.fixture
+def session(monkeypatch):
+    s = AnsweringSession(recorded())
+    monkeypatch.setattr("tui.cli_search.engine_session", lambda: s)  # tui.cli loads the module
+    return s
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, ["search", *args])
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("60s", 60), ("2m", 120), ("90", 90), ("1.5min", 90), ("1h", 3600)]
+)
+def test_a_budget_reads_as_seconds(text, seconds):
+    from tui.cli_search import parse_budget
+
+    assert parse_budget(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "0", "-5s", "fast", "10 days"])
+def test_a_bad_budget_names_the_option(text):
+    r = invoke("--budget", text)
+    assert r.exit_code == 2 and "--budget" in r.output and "positive duration" in r.output
+
+
+def test_one_search_reports_the_pick_the_best_and_how_to_pin_it(session):
+    r = invoke("--preset", "llama3-8b-decode", "--budget", "30s", "--peers", "flash")
+    assert r.exit_code == 0, r.output
+    config, options = session.asked[0]
+    assert (
+        config == find("llama3-8b-decode").config and options.budget_s == 30 and options.peers == ("flash",)
+    )
+    assert "engine 1: KERNEL_CFG 0..63 (64 settings, tried whole" in r.output
+    assert "candidates: 3 tried, 2 built, 1 failed to build, 1 failed the check" in r.output
+    assert "+11.3% against the pick" in r.output
+    assert 'pin it: --plan "1 KERNEL_CFG=27"' in r.output
+    assert "finding: 1 KERNEL_CFG=30 runs in 120.00 µs but fails the check" in r.output
+
+
+def test_json_and_csv_carry_every_candidate(session, tmp_path):
+    out = tmp_path / "found.csv"
+    r = invoke("--json", "--save-csv", str(out))
+    assert r.exit_code == 0, r.output
+    data, _end = json.JSONDecoder().raw_decode(r.output[r.output.index("{") :])  # "wrote ..." follows
+    assert data["pick_plan"] == "1 KERNEL_CFG=3" and len(data["trials"]) == 5
+    rows = list(csv.DictReader(out.open()))
+    assert [row["plan"] for row in rows][2] == "1 KERNEL_CFG=27" and rows[4]["status"] == "build failed"
+
+
+def test_save_preset_keeps_the_best_pinned(session):
+    r = invoke("--preset", "llama3-8b-decode", "--save-preset", "decode-pinned")
+    assert r.exit_code == 0, r.output
+    preset = find("decode-pinned")
+    assert preset.config == find("llama3-8b-decode").config.replace(plan="1 KERNEL_CFG=27")
+    assert "pinned to 1 KERNEL_CFG=27 by a knob search" in preset.description
+
+
+def test_several_presets_are_searched_in_turn_one_row_each(session):
+    r = invoke("--preset", "llama3-8b-decode", "--preset", "gpt2-seed", "--budget", "10s")
+    assert r.exit_code == 0, r.output
+    assert [c.label() for c, _ in session.asked] == [
+        find(n).config.label() for n in ("llama3-8b-decode", "gpt2-seed")
+    ]
+    assert "Knob search per preset" in r.output and "11.3%" in r.output
+
+
+def test_save_preset_takes_one_search_only(session):
+    r = invoke("--preset", "gpt2-seed", "--preset", "bert-base", "--save-preset", "x")
+    assert r.exit_code == 2 and "--save-preset keeps the best of one search" in r.output
+
+
+def test_a_search_that_could_not_run_says_why_and_exits_1(monkeypatch):
+    answer = dataclasses.replace(
+        recorded(), status="cpu_only", message="a knob search builds and times plans on a GPU"
+    )
+    monkeypatch.setattr("tui.cli_search.engine_session", lambda: AnsweringSession(answer))
+    r = invoke()
+    assert r.exit_code == 1 and "CPU_ONLY a knob search builds and times plans on a GPU" in r.output
+
+
+def test_the_script_of_a_pinned_configuration_rebuilds_that_plan():
+    pinned = script(SdpaConfig(s_q=1, s_kv=4096, plan="1 KERNEL_CFG=27"))
+    compile(pinned, "repro.py", "exec")
+    assert "ws = build_pinned_plan(g)" in pinned and "def append_plan(" in pinned
+    assert "build_pinned_plan" not in script(SdpaConfig())

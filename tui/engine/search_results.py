@@ -1,0 +1,135 @@
+"""What a knob search found, as a plain record that crosses the engine-process boundary and is
+written as JSON and CSV: every candidate tried, the spaces searched, the heuristic's pick, the
+best found, the fastest peer, and why the search ended."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from .config import SdpaConfig
+from .knob_search import BUILD_FAILED, BUILT, CHECK_FAILED, HEURISTIC, PINNED, EngineSpace, Trial, fastest
+from .results import Environment, PeerResult
+
+SEARCH_SCHEMA = "1.0"
+CSV_COLUMNS = ("preset", "plan", "name", "origin", "status", "median_us", "p10_us", "p90_us", "replay_us",
+               "kernels", "max_abs_error", "seconds", "error")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    budget_s: float = 60.0  # the search's own time: building, checking and timing candidates
+    peers: tuple[str, ...] = ("flash", "efficient")  # peers timed beside, for the comparison
+    seed: int = 0  # the random draws' seed (and the inputs')
+    confirm: int = 3  # the best few found, timed again beside the heuristic's pick at full replays
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SearchOptions:
+        d = dict(d)
+        d["peers"] = tuple(d.get("peers", ()))
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    config: SdpaConfig
+    status: str  # ok, or a RunResult status that says why nothing was searched
+    message: str = ""
+    budget_s: float = 0.0
+    elapsed_s: float = 0.0
+    stopped: str = ""  # why the search ended (knob_search.STOP_*), or the fault that ended it
+    pick_plan: str = ""  # the heuristic's pick, as a pin's text
+    skipped: tuple[str, ...] = ()  # engines not searched, and why (cuDNN's knob query refused them)
+    spaces: tuple[EngineSpace, ...] = ()
+    trials: tuple[Trial, ...] = ()  # the heuristic's plans first, then every candidate in the order tried
+    confirmed: tuple[Trial, ...] = ()  # the pick and the best found, timed again side by side
+    peers: tuple[PeerResult, ...] = ()
+    environment: Environment | None = None
+    preset: str = ""
+    schema_version: str = SEARCH_SCHEMA
+
+    @property
+    def pick(self) -> Trial | None:
+        """The plan a run uses without a pin: the heuristic's first that built (as confirmed)."""
+        found = [
+            t for t in (*self.confirmed, *self.trials) if t.plan == self.pick_plan and t.origin == HEURISTIC
+        ]
+        return found[0] if found else None
+
+    @property
+    def best(self) -> Trial | None:
+        """The fastest that passed: from the confirmation where there was one, else as searched."""
+        return fastest(self.confirmed) or fastest(self.trials)
+
+    @property
+    def gain_pct(self) -> float | None:
+        pick, best = self.pick, self.best
+        if pick is None or best is None or not pick.time_us or best.time_us is None:
+            return None
+        return (pick.time_us - best.time_us) / pick.time_us * 100
+
+    @property
+    def best_peer(self) -> PeerResult | None:
+        ran = [p for p in self.peers if p.ran and p.timing is not None]
+        return min(ran, key=lambda p: p.timing.median_us) if ran else None  # type: ignore[union-attr]
+
+    def searched(self) -> tuple[Trial, ...]:
+        return tuple(t for t in self.trials if t.origin not in (HEURISTIC, PINNED))
+
+    def counts(self) -> dict[str, int]:
+        """Of the candidates searched: tried, built, failed to build, failed the check."""
+        s = self.searched()
+        return {
+            "tried": len(s),
+            "built": sum(t.status != BUILD_FAILED for t in s),
+            "build failed": sum(t.status == BUILD_FAILED for t in s),
+            "check failed": sum(t.status == CHECK_FAILED for t in s),
+            "passed": sum(t.status == BUILT and t.median_us is not None for t in s),
+        }
+
+    def faster_but_wrong(self) -> tuple[Trial, ...]:
+        """Candidates that ran faster than the best right one but failed the check: findings."""
+        best = self.best
+        return tuple(
+            t for t in self.trials
+            if t.status == CHECK_FAILED and t.time_us is not None and best and t.time_us < (best.time_us or 0)
+        )  # fmt: skip
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["config"] = self.config.to_dict()
+        d["spaces"] = [s.to_dict() for s in self.spaces]
+        return d
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SearchResult:
+        from .results import timing_from_dict
+
+        d = dict(data)
+        d["config"] = SdpaConfig.from_dict(d["config"])
+        d["spaces"] = tuple(EngineSpace.from_dict(s) for s in d.get("spaces", ()))
+        d["trials"] = tuple(Trial.from_dict(t) for t in d.get("trials", ()))
+        d["confirmed"] = tuple(Trial.from_dict(t) for t in d.get("confirmed", ()))
+        d["skipped"] = tuple(d.get("skipped", ()))
+        d["peers"] = tuple(
+            PeerResult(**{**p, "timing": timing_from_dict(p.get("timing"))}) for p in d.get("peers", ())
+        )
+        d["environment"] = Environment(**d["environment"]) if d.get("environment") else None
+        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
+    def csv_rows(self) -> list[dict[str, Any]]:
+        return [
+            {"preset": self.preset, **{k: getattr(t, k) for k in CSV_COLUMNS if k != "preset"}}
+            for t in self.trials
+        ]
+
+
+__all__ = ["BUILT", "CSV_COLUMNS", "SearchOptions", "SearchResult"]
