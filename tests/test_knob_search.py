@@ -4,6 +4,7 @@ what was found; and the search's record through JSON and CSV."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -173,7 +174,14 @@ def test_the_record_names_the_pick_the_best_the_gain_and_the_counts():
     assert r.pick.median_us == 164.8 and r.best.plan == "1 KERNEL_CFG=27" and r.best.median_us == 146.2
     assert r.gain_pct == pytest.approx((164.8 - 146.2) / 164.8 * 100)
     assert r.best_peer.name == "torch FLASH"
-    assert r.counts() == {"tried": 3, "built": 2, "build failed": 1, "check failed": 1, "passed": 1}
+    assert r.counts() == {
+        "tried": 3,
+        "built": 2,
+        "build failed": 1,
+        "check failed": 1,
+        "crashed": 0,
+        "passed": 1,
+    }
     assert [t.plan for t in r.faster_but_wrong()] == ["1 KERNEL_CFG=30"]
 
 
@@ -188,3 +196,81 @@ def test_the_record_round_trips_through_json_and_writes_csv_rows():
 def test_options_round_trip():
     o = SearchOptions(budget_s=30.0, peers=("flash",), seed=3, confirm=2)
     assert SearchOptions.from_dict(json.loads(json.dumps(o.to_dict()))) == o
+
+
+# ---- a candidate that crashes the engine process: the search goes on in a fresh one ---------------
+def test_a_lost_context_resumes_with_what_was_found_and_the_crash_marked():
+    from tui.engine.knob_search import CRASHED
+    from tui.engine.search_results import after_crash
+
+    found = recorded().trials + (Trial("1 KERNEL_CFG=19", CRASHED, error="an illegal memory access"),)
+    crashed = dataclasses.replace(recorded(), status="crash", message="crashed the GPU", trials=found)
+    going_on = after_crash(SearchOptions(budget_s=60.0), crashed, "", 12.5)
+    assert going_on.spent_s == 12.5 and going_on.crashes == ("1 KERNEL_CFG=19: an illegal memory access",)
+    assert [t.plan for t in going_on.resume] == [
+        "1 KERNEL_CFG=27",
+        "1 KERNEL_CFG=30",
+        "1 KERNEL_CFG=40",
+        "1 KERNEL_CFG=19",
+    ]
+    assert after_crash(SearchOptions(), recorded(), "", 1.0) is None  # it did not crash
+
+
+def test_a_process_that_died_resumes_without_the_candidate_its_last_words_name():
+    from tui.engine.search_results import MAX_CRASHES, after_crash
+
+    died = SearchResult(SdpaConfig(), "crash", message="killed by SIGSEGV")
+    step = "searching: candidate 7, 5 KERNEL_CFG=2 STAGES=1, 3 of 60 s; best 26.58 µs (2 KERNEL_CFG=7)"
+    earlier = (Trial("1 KERNEL_CFG=1", BUILT, median_us=50.0),)
+    going_on = after_crash(SearchOptions(resume=earlier, spent_s=3.0), died, step, 4.0)
+    assert [t.plan for t in going_on.resume] == ["1 KERNEL_CFG=1", "5 KERNEL_CFG=2 STAGES=1"]
+    assert going_on.resume[-1].status == "crashed" and going_on.spent_s == 7.0
+    assert after_crash(SearchOptions(), died, "checking the forward", 1.0) is None  # no candidate named
+    enough = SearchOptions(crashes=("x",) * MAX_CRASHES)
+    assert after_crash(enough, died, step, 1.0) is None
+
+
+def test_the_session_goes_on_in_a_fresh_process_after_a_crash():
+    from tui.engine.process import EngineDied, EngineProgress, EngineReady, EngineSearched
+    from tui.engine.session import EngineSession
+
+    class CrashingOnce:
+        """The first search dies under a candidate; the next is answered with what it resumed."""
+
+        def __init__(self):
+            self.asked: list[SearchOptions] = []
+
+        def start(self, on_event):
+            self.on_event = on_event
+
+        def search(self, config, options):
+            self.asked.append(options)
+            rid = len(self.asked)
+            if rid == 1:
+                self.on_event(EngineProgress(rid, "searching: candidate 3, 1 KERNEL_CFG=19, 2 of 60 s"))
+                self.on_event(EngineDied("killed by signal 11", rid, crashed=True))
+                self.on_event(EngineReady(recorded().environment or _no_gpu(), 1.0))
+            else:
+                answer = dataclasses.replace(recorded(), config=config, crashes=options.crashes)
+                self.on_event(EngineSearched(rid, answer))
+            return rid
+
+        def close(self):
+            pass
+
+    client = CrashingOnce()
+    said: list[str] = []
+    with EngineSession(client) as session:
+        r = session.search(SdpaConfig(), SearchOptions(budget_s=60.0), watch=said.append)
+    assert r.status == "ok" and len(client.asked) == 2
+    assert [t.plan for t in client.asked[1].resume] == ["1 KERNEL_CFG=19"]
+    assert r.crashes == (
+        "1 KERNEL_CFG=19: killed by signal 11 (searching: candidate 3, 1 KERNEL_CFG=19, 2 of 60 s)",
+    )
+    assert any("going on in a fresh one" in s for s in said)
+
+
+def _no_gpu():
+    from tui.engine.results import Environment
+
+    return Environment(gpu_available=False, unavailable_reason="test")

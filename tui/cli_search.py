@@ -75,6 +75,8 @@ def summary(r: SearchResult) -> Text:
         out.append(f"  engine {s.engine_id}: {axes or 'no knobs'} ({s.size} settings, {how}; {s.source})\n")
     for words in r.skipped:
         out.append(f"  not searched: {words}\n", style="dim")
+    for words in r.crashes:
+        out.append(f"  crashed an engine process (the search went on without it): {words}\n", style="yellow")
     c = r.counts()
     out.append(f"  candidates: {c['tried']} tried, {c['built']} built, {c['build failed']} failed to build, "
                f"{c['check failed']} failed the check\n")  # fmt: skip

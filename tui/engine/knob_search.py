@@ -27,8 +27,12 @@ DRAW_ATTEMPTS = 64  # random draws per candidate before a large space counts as 
 
 # what became of a candidate
 BUILT, BUILD_FAILED, CHECK_FAILED, TIMING_FAILED = "built", "build failed", "check failed", "timing failed"
+CRASHED = (
+    "crashed"  # it lost the CUDA context or killed the engine process: the search went on in a fresh one
+)
 # where a trial comes from
 HEURISTIC, PINNED, SEARCHED = "heuristic", "pinned", "searched"
+CANDIDATE_WORDS = "searching: candidate"  # how progress names the candidate being tried (see trying())
 # why a search ended
 STOP_BUDGET, STOP_SPACE, STOP_CANCELLED, STOP_LIMIT = (
     "budget spent",
@@ -236,7 +240,7 @@ def search(
             return trials, STOP_SPACE
         lead = f"; best {best.time_us:.2f} µs ({best.plan})" if best and best.time_us else ""
         progress(
-            f"searching: candidate {len(trials) + 1}, {pin.text()}, {budget.spent:.0f} of {budget.seconds:.0f} s{lead}"
+            f"{CANDIDATE_WORDS} {len(trials) + 1}, {pin.text()}, {budget.spent:.0f} of {budget.seconds:.0f} s{lead}"
         )
         seen.add(pin)
         trial = try_plan(pin)
@@ -244,6 +248,20 @@ def search(
         if trial.passed and (best is None or (trial.time_us or math.inf) < (best.time_us or math.inf)):
             best = trial
             refine[:0] = [p for p in _refinements(trial, space_of) if p not in seen]
+
+
+def trying(progress_text: str) -> Pin | None:
+    """The candidate a progress report said was being tried, or None: what a search that died
+    with its process was doing when it died."""
+    from .pins import parse
+
+    if not progress_text.startswith(CANDIDATE_WORDS):
+        return None
+    parts = progress_text.split(", ")
+    try:
+        return parse(parts[1]) if len(parts) > 2 else None
+    except ValueError:
+        return None
 
 
 def _refinements(trial: Trial, space_of: dict[int, EngineSpace]) -> list[Pin]:

@@ -22,6 +22,7 @@ from .knob_search import (
     BUILD_FAILED,
     BUILT,
     CHECK_FAILED,
+    CRASHED,
     HEURISTIC,
     PINNED,
     SEARCHED,
@@ -54,7 +55,7 @@ def run_search(
     from .runner import Cancelled, RunOptions
 
     env = engine.environment()
-    base = dict(config=config, environment=env, budget_s=options.budget_s)
+    base = dict(config=config, environment=env, budget_s=options.budget_s, crashes=options.crashes)
     errors = config.validate(env.gpu_memory_bytes if env.gpu_available else None)
     if errors:
         return SearchResult(status=STATUS_INVALID, message="; ".join(e.message for e in errors), **base)
@@ -64,6 +65,7 @@ def run_search(
     started = time.monotonic()
     run_options = RunOptions(timing=SEARCH_TIMING, seed=options.seed, peers=options.peers)
     trials: list[Trial] = []
+    trials_run: Trials | None = None
     forward_config = forward_of(config)
     try:
         result = engine.run(forward_config, run_options, progress=progress)
@@ -72,10 +74,13 @@ def run_search(
             return SearchResult(
                 status=result.status, message=result.message or "the forward did not run", **base
             )
-        trials += [_known(p) for p in forward.plans]
+        trials += [
+            *(_known(p) for p in forward.plans),
+            *options.resume,
+        ]  # resumed: what a crashed process found
         trials_run = Trials(engine, forward_config, progress)
         spaces, skipped = trials_run.spaces(forward.plans)
-        budget = Budget(options.budget_s)
+        budget = Budget(max(options.budget_s - options.spent_s, 0.0))
         found, stopped = search(
             spaces, trials_run.track(trials), budget, tuple(trials), progress, options.seed
         )
@@ -88,6 +93,8 @@ def run_search(
         if faults.sticky(exc):
             lost = engine._context_lost(FORWARD_PASS, config, exc)
             status, words = STATUS_CRASH, lost.message
+            if trials_run is not None and trials_run.current is not None:  # the candidate that crashed
+                trials.append(Trial(trials_run.current.text(), CRASHED, error=faults.first_line(exc)))
         return SearchResult(status=status, message=words, stopped=words, trials=tuple(trials),
                             elapsed_s=time.monotonic() - started, **base)  # fmt: skip
     pick = forward.plan(forward.heuristic_plan)
@@ -145,6 +152,7 @@ class Trials:
         self.graph = SdpaGraph(config, g.graph, g.tensors, g.kind)  # no pick: every plan by its index
         self.workspace = self.forward.workspace
         self.runners: dict[str, Callable[[], None]] = {}
+        self.current: Pin | None = None  # the candidate being tried: the one a crash names
 
     # ---- the spaces ------------------------------------------------------------------------
     def spaces(self, plans: tuple[PlanResult, ...]) -> tuple[list[EngineSpace], list[str]]:
@@ -192,6 +200,12 @@ class Trials:
         return tried
 
     def trial(self, pin: Pin) -> Trial:
+        self.current = pin
+        trial = self._trial(pin)
+        self.current = None
+        return trial
+
+    def _trial(self, pin: Pin) -> Trial:
         t0 = time.perf_counter()
         graph = self.graph.graph
         try:
@@ -206,6 +220,9 @@ class Trials:
                 pin.text(), BUILD_FAILED, error=faults.first_line(exc), seconds=time.perf_counter() - t0
             )
         name = str(_ask(lambda: graph.get_plan_name_at_index(index), ""))
+        self.graph.plans.append(
+            PlanResult(index=index, name=f"{name} ({pin.text()})", built=True)
+        )  # a fault names it
         if need > MAX_WORKSPACE:
             words = f"needs {need} bytes of workspace, over the search's {MAX_WORKSPACE} limit"
             return Trial(pin.text(), BUILD_FAILED, name=name, error=words, seconds=time.perf_counter() - t0)

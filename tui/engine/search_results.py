@@ -10,9 +10,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from .config import SdpaConfig
-from .knob_search import BUILD_FAILED, BUILT, CHECK_FAILED, HEURISTIC, PINNED, EngineSpace, Trial, fastest
-from .results import Environment, PeerResult
+from .knob_search import (
+    BUILD_FAILED,
+    BUILT,
+    CHECK_FAILED,
+    CRASHED,
+    HEURISTIC,
+    PINNED,
+    EngineSpace,
+    Trial,
+    fastest,
+    trying,
+)
+from .results import STATUS_CRASH, Environment, PeerResult
 
+MAX_CRASHES = 3  # candidates that may crash an engine process before a search gives up
 SEARCH_SCHEMA = "1.0"
 CSV_COLUMNS = ("preset", "plan", "name", "origin", "status", "median_us", "p10_us", "p90_us", "replay_us",
                "kernels", "max_abs_error", "seconds", "error")  # fmt: skip
@@ -24,6 +36,10 @@ class SearchOptions:
     peers: tuple[str, ...] = ("flash", "efficient")  # peers timed beside, for the comparison
     seed: int = 0  # the random draws' seed (and the inputs')
     confirm: int = 3  # the best few found, timed again beside the heuristic's pick at full replays
+    # going on after a crash, in a fresh engine process (after_crash): what was found, kept as found
+    resume: tuple[Trial, ...] = ()
+    spent_s: float = 0.0  # of the budget, before
+    crashes: tuple[str, ...] = ()  # each candidate that crashed an engine process, and how
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -32,7 +48,29 @@ class SearchOptions:
     def from_dict(cls, d: dict[str, Any]) -> SearchOptions:
         d = dict(d)
         d["peers"] = tuple(d.get("peers", ()))
+        d["resume"] = tuple(Trial.from_dict(t) for t in d.get("resume", ()))
+        d["crashes"] = tuple(d.get("crashes", ()))
         return cls(**d)
+
+
+def after_crash(
+    options: SearchOptions, result: SearchResult, step: str, elapsed_s: float
+) -> SearchOptions | None:
+    """How a search whose engine process crashed under a candidate goes on in a fresh one: what
+    it found kept, the candidate marked as crashed (never tried again), the budget less the time
+    spent. None when it did not crash, nothing says which candidate it was, or after MAX_CRASHES."""
+    if result.status != STATUS_CRASH or len(options.crashes) >= MAX_CRASHES:
+        return None
+    crashed = next((t for t in reversed(result.trials) if t.status == CRASHED), None)
+    found = result.searched()
+    if crashed is None:  # the process died with what it found: only the candidate is known
+        pin = trying(step)
+        if pin is None:
+            return None
+        crashed = Trial(pin.text(), CRASHED, error=result.message)
+        found = (*options.resume, crashed)
+    return dataclasses.replace(options, resume=tuple(found), spent_s=options.spent_s + elapsed_s,
+                               crashes=(*options.crashes, f"{crashed.plan}: {crashed.error or result.message}"))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -45,6 +83,7 @@ class SearchResult:
     stopped: str = ""  # why the search ended (knob_search.STOP_*), or the fault that ended it
     pick_plan: str = ""  # the heuristic's pick, as a pin's text
     skipped: tuple[str, ...] = ()  # engines not searched, and why (cuDNN's knob query refused them)
+    crashes: tuple[str, ...] = ()  # candidates that crashed an engine process (the search went on)
     spaces: tuple[EngineSpace, ...] = ()
     trials: tuple[Trial, ...] = ()  # the heuristic's plans first, then every candidate in the order tried
     confirmed: tuple[Trial, ...] = ()  # the pick and the best found, timed again side by side
@@ -89,6 +128,7 @@ class SearchResult:
             "built": sum(t.status != BUILD_FAILED for t in s),
             "build failed": sum(t.status == BUILD_FAILED for t in s),
             "check failed": sum(t.status == CHECK_FAILED for t in s),
+            "crashed": sum(t.status == CRASHED for t in s),
             "passed": sum(t.status == BUILT and t.median_us is not None for t in s),
         }
 
@@ -119,6 +159,7 @@ class SearchResult:
         d["trials"] = tuple(Trial.from_dict(t) for t in d.get("trials", ()))
         d["confirmed"] = tuple(Trial.from_dict(t) for t in d.get("confirmed", ()))
         d["skipped"] = tuple(d.get("skipped", ()))
+        d["crashes"] = tuple(d.get("crashes", ()))
         d["peers"] = tuple(
             PeerResult(**{**p, "timing": timing_from_dict(p.get("timing"))}) for p in d.get("peers", ())
         )

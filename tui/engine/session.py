@@ -96,18 +96,36 @@ class EngineSession:
     def search(
         self, config: SdpaConfig, options: SearchOptions, watch: Callable[[str], None] | None = None
     ) -> SearchResult:
-        """A knob search's answer; a process that died under it is answered by a result that says
-        which candidate it was trying (the last progress words)."""
+        """A knob search's answer. A candidate that crashes the engine process costs that process:
+        the search goes on in a fresh one without it, keeping what was found (after_crash), and
+        the answer lists each crash; after MAX_CRASHES it says so."""
+        import time
+
+        from .search_results import after_crash
+
+        while True:
+            started = time.monotonic()
+            result, step = self._search_once(config, options, watch)
+            going_on = after_crash(options, result, step, time.monotonic() - started)
+            if going_on is None:
+                return result
+            options = going_on
+            if watch is not None:
+                watch(f"a candidate crashed the engine ({going_on.crashes[-1]}): going on in a fresh one")
+
+    def _search_once(
+        self, config: SdpaConfig, options: SearchOptions, watch: Callable[[str], None] | None
+    ) -> tuple[SearchResult, str]:
         from .search_results import SearchResult
 
         event, step = self._wait(self.client.search(config, options), watch)  # type: ignore[attr-defined]
         if isinstance(event, EngineSearched):
-            return event.result
+            return event.result, step
         died = event if isinstance(event, EngineDied) else None
         words = died.reason if died else "the engine answered a search with something else"
         status = STATUS_CRASH if died and died.crashed else STATUS_ERROR
-        return SearchResult(config=config, status=status, message=f"{words} ({step or 'starting'})",
-                            stopped=step, environment=self.environment)  # fmt: skip
+        return SearchResult(config=config, status=status, message=f"{words} ({step or 'starting'})", stopped=step,
+                            environment=self.environment, crashes=options.crashes), step  # fmt: skip
 
     def inject_fault(self) -> RunResult:
         """Have the engine lose its CUDA context on purpose (the soak's test); the crash it answers."""
