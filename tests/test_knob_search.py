@@ -274,3 +274,30 @@ def _no_gpu():
     from tui.engine.results import Environment
 
     return Environment(gpu_available=False, unavailable_reason="test")
+
+
+def test_ctrl_c_stops_the_search_at_the_next_candidate_and_keeps_what_it_found():
+    from tui.engine.process import EngineProgress, EngineSearched
+    from tui.engine.session import EngineSession
+
+    class Stoppable:
+        def start(self, on_event):
+            self.on_event = on_event
+
+        def search(self, config, options):
+            self.on_event(EngineProgress(1, "searching: candidate 4, 1 KERNEL_CFG=27, 5 of 60 s"))
+            return 1
+
+        def cancel(self):
+            found = dataclasses.replace(recorded(), status="cancelled", stopped="cancelled")
+            self.on_event(EngineSearched(1, found))
+
+        def close(self):
+            pass
+
+    def ctrl_c(_text):
+        raise KeyboardInterrupt
+
+    with EngineSession(Stoppable()) as session:
+        r = session.search(SdpaConfig(), SearchOptions(), watch=ctrl_c)
+    assert r.status == "cancelled" and len(r.trials) == 5

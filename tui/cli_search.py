@@ -64,9 +64,11 @@ def summary(r: SearchResult) -> Text:
     """The search of one configuration in a few lines: where it looked, what it found."""
     out = Text()
     out.append(f"search {r.config.label()}", style="bold")
-    if r.status != "ok":
+    if r.status != "ok" and not (r.status == "cancelled" and r.trials):
         return out.append(f": {r.status.upper()} {r.message}\n", style="red")
     out.append(f": {r.elapsed_s:.1f} s for a {r.budget_s:.0f} s budget ({r.stopped})\n")
+    if r.status == "cancelled":
+        out.append("  stopped when asked: what it had found so far\n", style="yellow")
     for s in r.spaces:
         axes = ", ".join(
             f"{a.name} {a.lo}..{a.hi}" + (f" step {a.stride}" if a.stride > 1 else "") for a in s.axes

@@ -118,7 +118,12 @@ class EngineSession:
     ) -> tuple[SearchResult, str]:
         from .search_results import SearchResult
 
-        event, step = self._wait(self.client.search(config, options), watch)  # type: ignore[attr-defined]
+        request_id = self.client.search(config, options)  # type: ignore[attr-defined]
+        try:
+            event, step = self._wait(request_id, watch)
+        except KeyboardInterrupt:  # Ctrl+C: stop at the next candidate, keeping what was found
+            self.client.cancel()
+            event, step = self._wait(request_id, None)
         if isinstance(event, EngineSearched):
             return event.result, step
         died = event if isinstance(event, EngineDied) else None
