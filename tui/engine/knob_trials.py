@@ -151,7 +151,7 @@ class Trials:
         g.graph.create_execution_plans(heuristic_modes(cudnn, config.heuristics))  # lowers the graph
         self.graph = SdpaGraph(config, g.graph, g.tensors, g.kind)  # no pick: every plan by its index
         self.workspace = self.forward.workspace
-        self.runners: dict[str, Callable[[], None]] = {}
+        self.built_at: dict[str, int] = {}  # candidate -> its index in the candidates' graph
         self.current: Pin | None = None  # the candidate being tried: the one a crash names
 
     # ---- the spaces ------------------------------------------------------------------------
@@ -211,7 +211,7 @@ class Trials:
         try:
             graph.create_execution_plan(pin.engine_id, pin.knob_types(self.cudnn))
             index = graph.get_execution_plan_count() - 1
-            graph.build_plan_at_index(index)
+            self.select(index)  # built and selected: execute() runs it, as a pinned run does
             need = int(graph.get_workspace_size_plan_at_index(index))
         except Exception as exc:
             if faults.sticky(exc):
@@ -237,12 +237,18 @@ class Trials:
                 raise
             words = f"{type(exc).__name__}: {faults.first_line(exc)}"
             return Trial(pin.text(), TIMING_FAILED, name=name, error=words, seconds=time.perf_counter() - t0)
-        self.runners[pin.text()] = m.run_plan(index)
+        self.built_at[pin.text()] = index
         worst = max((c.cudnn.max_abs for c in checks if c.cudnn is not None), default=None)
         status = BUILT if all(c.passed for c in checks) else CHECK_FAILED
         return Trial(pin.text(), status, SEARCHED, name, stats.median_us, stats.p10_us, stats.p90_us, worst,
                      seconds=time.perf_counter() - t0, replay_us=stats.replay_us,
                      kernels=stats.kernels_per_call)  # fmt: skip
+
+    def select(self, index: int) -> None:
+        """Build (or re-select) the candidate at `index`: the plan the candidates' graph's execute()
+        runs, as a run executes its pick or its pin (execute_plan_at_index is the other plans' way)."""
+        self.graph.graph.build_plan_at_index(index)
+        self.graph.heuristic_index = index
 
     def measurement(self, workspace_bytes: int) -> Measurement:
         """The forward's tensors, reference and tolerances, run through the candidates' graph."""
@@ -267,11 +273,13 @@ class Trials:
         out = []
         for t in chosen:
             self.progress(f"searching: confirming {t.plan}")
-            plan = by_plan.get(t.plan)
-            run = self.runners.get(t.plan)
-            if run is None and plan is not None:
+            plan, index = by_plan.get(t.plan), self.built_at.get(t.plan)
+            if index is not None:
+                self.select(index)
+                run = self.measurement(0).run_plan(index)
+            elif plan is not None:
                 run = Measurement(FORWARD_PASS, self.forward, self.before, self.bench).run_plan(plan.index)
-            if run is None:
+            else:
                 continue
             stats = kernel_time(
                 run, self.bench.set_stream, TimingOptions(), self.bench.l2_bytes, self.bench.gpu
