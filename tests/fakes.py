@@ -5,7 +5,9 @@ thread of its own, in the engine's order (ready; progress and a result per reque
 ready again), only the newest waiting request answered. What it answers is a script: recordings
 made on the H200 (tests/data), a recording relabelled for whatever was asked, the CPU engine run
 in this process, or a failure (cuDNN's refusal, a crash, a hang). An explanation (`explain`) is
-answered from recordings of `sdpa-explorer explain --json`, or by the engine dying under it. No child process, no torch
+answered from recordings of `sdpa-explorer explain --json`, or by the engine dying under it. A knob
+search (`search`) names each candidate as the engine does, then answers a decode search in the
+H200's proportions, or what it had found when cancelled, or dies under a candidate. No child process, no torch
 import of its own: a test that needs the real engine process says so and uses EngineClient.
 """
 
@@ -19,10 +21,22 @@ import signal
 import threading
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+
+from test_knob_search import recorded
 
 from tui.engine.config import SdpaConfig
 from tui.engine.explain import Explanation
+from tui.engine.knob_search import (
+    BUILD_FAILED,
+    BUILT,
+    CHECK_FAILED,
+    HEURISTIC,
+    STOP_CANCELLED,
+    Trial,
+    fastest,
+)
 from tui.engine.process import (
     EXIT_CONTEXT_LOST,
     EngineDied,
@@ -30,6 +44,7 @@ from tui.engine.process import (
     EngineProgress,
     EngineReady,
     EngineResult,
+    EngineSearched,
     exit_reason,
     silence_reason,
 )
@@ -43,6 +58,7 @@ from tui.engine.results import (
     PeerResult,
     RunResult,
 )
+from tui.engine.search_results import SearchOptions, SearchResult
 
 DATA = Path(__file__).parent / "data"
 NO_GPU = Environment(gpu_available=False, unavailable_reason="CPU mode requested by the test")
@@ -118,6 +134,31 @@ def with_peers(result: RunResult, fastest: int | None = None) -> RunResult:
     return dataclasses.replace(result, passes=(forward, *result.passes[1:]))
 
 
+def decode_candidate(cfg: int) -> Trial:
+    """Engine 1 at KERNEL_CFG=cfg for a decode: every eighth (and 40) does not build, 30 and 45 run
+    but fail the check, the rest take longer the further from 27, the best (146 µs)."""
+    plan, name = f"1 KERNEL_CFG={cfg}", f"eng1_k24={cfg}"
+    if cfg == 40 or cfg % 8 == 7:
+        return Trial(plan, BUILD_FAILED, error="CUDNN_STATUS_NOT_SUPPORTED")
+    if cfg in (30, 45):
+        return Trial(plan, CHECK_FAILED, name=name, median_us=120.0 + cfg / 3, max_abs_error=0.5, kernels=1)
+    us = 146.0 + 0.7 * abs(cfg - 27) + ((cfg - 27) * 5 % 7) * 0.4
+    return Trial(plan, BUILT, name=name, median_us=us, p10_us=us - 0.5, p90_us=us + 0.5,
+                 max_abs_error=2.0e-4 + cfg * 1e-6, kernels=1)  # fmt: skip
+
+
+def decode_search() -> SearchResult:
+    """test_knob_search's recording of llama3-8b-decode (the pick, the best confirmed, the peers),
+    every KERNEL_CFG of engine 1 tried besides the pick's: 63 candidates, 9 that do not build, 2
+    that fail the check; engine 8 refused by cuDNN's knob query."""
+    base = recorded()
+    heuristic = tuple(t for t in base.trials if t.origin == HEURISTIC)
+    searched = tuple(decode_candidate(cfg) for cfg in range(64) if cfg != 3)
+    return dataclasses.replace(base, trials=heuristic + searched,
+                               skipped=("engine 8: CUDNN_STATUS_NOT_SUPPORTED",))  # fmt: skip
+
+
+SEARCHED = decode_search()
 STEPS = ("building the forward", "checking the forward", "timing plan 1 of 1")  # the engine's words
 REFUSAL = "validate: hidden_dim should be multiple of 8"  # cuDNN's own words for d=65
 
@@ -144,11 +185,27 @@ class Reply:
         self.fake.on_event(EngineResult(self.request_id, result))
 
     def explained(self, explanation: Explanation) -> None:
+        self._answered()
+        self.fake.on_event(EngineExplained(self.request_id, explanation))
+
+    def searched(self, result: SearchResult) -> None:
+        self._answered()
+        self.fake.on_event(EngineSearched(self.request_id, result))
+
+    def _answered(self) -> None:
         self.fake._gate.wait()
         with self.fake._lock:
             if self.fake._in_flight == self.request_id:
                 self.fake._in_flight = None
-        self.fake.on_event(EngineExplained(self.request_id, explanation))
+
+    def pause(self) -> None:
+        """A held fake waits here: the test sees the words so far, or cancels."""
+        self.fake._gate.wait()
+
+    @property
+    def stopped(self) -> bool:
+        """A cancel came for this request: a search stops at its next candidate."""
+        return self.request_id in self.fake._cancelled
 
     def died(self, reason: str, crashed: bool = False) -> None:
         """The process is gone: the client says so, then a fresh one is ready."""
@@ -166,7 +223,45 @@ class Reply:
 
 Answer = Callable[[Reply, SdpaConfig, object], None]
 Explainer = Callable[[Reply, SdpaConfig], None]
+Searcher = Callable[[Reply, SdpaConfig, SearchOptions], None]
 EXPLAIN = "explain"  # what stands for a request's run options when it asks for an explanation
+
+
+@dataclass(frozen=True)
+class Searching:
+    """What stands for a request's run options when it asks for a knob search."""
+
+    options: SearchOptions
+
+
+def searched(result: SearchResult = SEARCHED, crash_at: str = "", pause_at: int = 1) -> Searcher:
+    """A search as the engine says it: the forward run first, then each candidate named (a held
+    fake pauses at candidate `pause_at` and after), then `result` for the configuration and budget
+    asked. A cancel answers 'cancelled' with the candidates tried so far; `crash_at` kills the
+    engine process when that candidate is tried, unless a crash was already gone on from."""
+
+    def answer(reply: Reply, config: SdpaConfig, options: SearchOptions) -> None:
+        found = dataclasses.replace(result, config=config, budget_s=options.budget_s, crashes=options.crashes)
+        for step in STEPS:
+            reply.progress(step)
+        tried = [t for t in found.trials if t.origin == HEURISTIC]
+        for n, t in enumerate(found.searched(), 1):
+            best = fastest(tried)
+            lead = f"; best {best.time_us:.2f} µs ({best.plan})" if best else ""
+            reply.progress(f"searching: candidate {n}, {t.plan}, {n // 2} of {options.budget_s:.0f} s{lead}")
+            if t.plan == crash_at and not options.crashes:
+                reply.died(exit_reason(-signal.SIGSEGV), crashed=True)
+                return
+            if n >= pause_at:
+                reply.pause()
+            if reply.stopped:
+                reply.searched(SearchResult(config, "cancelled", "stopped: asked to", options.budget_s, n / 2,
+                                            STOP_CANCELLED, trials=tuple(tried), environment=found.environment))  # fmt: skip
+                return
+            tried.append(t)
+        reply.searched(found)
+
+    return answer
 
 
 def explained(*recordings: Explanation) -> Explainer:
@@ -290,10 +385,13 @@ class FakeEngine:
         environment: Environment | None = None,
         time_limit_s: float = 0.2,
         explainer: Explainer | None = None,
+        searcher: Searcher | None = None,
     ) -> None:
         self.answer = answer or replay()
         self.explainer = explainer or explained()
         self.explained: list[SdpaConfig] = []  # the configurations explanations were asked for
+        self.searcher = searcher or searched()
+        self.searches: list[tuple[SdpaConfig, SearchOptions]] = []  # the searches asked for
         self.environment = environment or RECORDED.environment  # the H200 the recordings came from
         self.time_limit_s = time_limit_s
         self.requests: list[tuple[SdpaConfig, object]] = []
@@ -336,6 +434,9 @@ class FakeEngine:
     def explain(self, config: SdpaConfig) -> int:
         return self._queue(config, EXPLAIN, self.explained, config)
 
+    def search(self, config: SdpaConfig, options: SearchOptions) -> int:
+        return self._queue(config, Searching(options), self.searches, (config, options))
+
     def _queue(self, config: SdpaConfig, options: object, asked: list, entry: object) -> int:
         assert self._thread is not None, "asked before start (the real client has no pipe yet)"
         request_id = next(self._ids)
@@ -374,6 +475,9 @@ class FakeEngine:
             request_id, config, options = item
             if options is EXPLAIN:
                 self.explainer(Reply(self, request_id), config)
+                continue
+            if isinstance(options, Searching):
+                self.searcher(Reply(self, request_id), config, options.options)
                 continue
             answer = self._script.popleft() if self._script else self.answer
             answer(Reply(self, request_id), config, options)

@@ -38,6 +38,7 @@ from .explaining import ExplainDriving
 from .historying import HistoryKeeping
 from .messages import ConfigEdited, EngineMessage, TimingChoice
 from .navigation import PaneNavigation, pane_bindings
+from .searching import SearchDriving
 from .sweeping import SweepDriving
 from .widgets import (
     AccuracyPane,
@@ -56,6 +57,7 @@ from .widgets import (
 from .widgets.config_form import PEER_LABELS
 from .widgets.explain import ExplainPane
 from .widgets.history import HistoryPane
+from .widgets.search import SearchPane
 from .widgets.status import Status
 
 DEBOUNCE_S = 0.25  # typing "4096" must not start four builds
@@ -81,10 +83,10 @@ TABS = (
     ("Sweep", SweepPane),
     ("Explain", ExplainPane),
     ("History", HistoryPane),  # the eleventh: F2 (and the palette)
+    ("Search", SearchPane),  # the twelfth: F3
 )
-RESULT_PANES = tuple(
-    pane for _, pane in TABS if pane not in (EnvironmentPane, MaskPane, SweepPane, ExplainPane, HistoryPane)
-)
+OWN_PANES = (EnvironmentPane, MaskPane, SweepPane, ExplainPane, HistoryPane, SearchPane)  # not a RunResult's
+RESULT_PANES = tuple(pane for _, pane in TABS if pane not in OWN_PANES)
 
 
 def measured_as(result: RunResult, timing: TimingChoice) -> TimingChoice:
@@ -100,7 +102,7 @@ def measured_as(result: RunResult, timing: TimingChoice) -> TimingChoice:
 
 
 class SdpaExplorerApp(
-    PaneNavigation, KeepingActions, SweepDriving, ExplainDriving, HistoryKeeping, App[None]
+    PaneNavigation, KeepingActions, SearchDriving, SweepDriving, ExplainDriving, HistoryKeeping, App[None]
 ):
     CSS_PATH = "app.tcss"
     TITLE = "cuDNN SDPA Explorer"
@@ -221,9 +223,11 @@ class SdpaExplorerApp(
 
     def on_engine_message(self, message: EngineMessage) -> None:
         with contextlib.suppress(NoMatches):  # an event that arrives while the screen goes away
-            if not (self._sweep_event(message.event) or self.explain_event(message.event)):  # theirs alone
-                self._engine_event(message.event)
+            event = message.event
+            if not (self._sweep_event(event) or self.search_event(event) or self.explain_event(event)):
+                self._engine_event(event)  # not theirs alone
             self._sweep_next()  # the engine may be free for a sweep's next point
+            self.search_next()  # or for the search asked while the form's run went on
             self.explain_next()  # or for the Explain pane's question
 
     def _engine_event(self, event: EngineEvent) -> None:
@@ -306,10 +310,10 @@ class SdpaExplorerApp(
         options = self._options(message.timing)
         self.query_one(MaskPane).show_config(message.config, options.seed)  # the seed deals its pages
         status.state = status.state.settled()
-        if (message.config, options) != self._last_request and not self.sweeping:
+        if (message.config, options) != self._last_request and not (self.sweeping or self.searching):
             self._debounce = self.set_timer(DEBOUNCE_S, self._typing_paused)
         # else: back to what was last run (or the form's own mount): nothing new to measure; or a
-        # sweep runs, and the form runs when it ends
+        # sweep or a search runs, and the form runs when it ends
 
     def _typing_paused(self) -> None:
         """Run what the form says, unless it is what was last run (Ctrl+R runs it again)."""
@@ -353,6 +357,10 @@ class SdpaExplorerApp(
             self._run_after_sweep = True
             self.notify("The form runs when the sweep ends (Esc stops the sweep).", title="A sweep runs")
             return
+        if self.searching:  # a run now would stop the search
+            self._run_after_search = True
+            self.notify("The form runs when the search ends (Esc stops it).", title="A knob search runs")
+            return
         options = self._options(form.timing)
         self._last_request = (config, options)
         self._submitted_at = time.perf_counter()
@@ -361,10 +369,14 @@ class SdpaExplorerApp(
 
     def action_stop(self) -> None:
         """Esc: stop the running work at its next step (between plans, between reference chunks)
-        and drop what waits; the engine process stays. A sweep stops after its point under way."""
+        and drop what waits; the engine process stays. A sweep stops after its point under way, a
+        knob search at its next candidate."""
         self._cancel_pending_run()
         if self.sweeping:
             self.stop_sweep()
+            return
+        if self.searching:  # at its next candidate, keeping what it found
+            self.stop_search()
             return
         if self.client is not None and self._latest is not None:
             self.client.cancel()

@@ -1,5 +1,6 @@
-"""The command palette's entries: run, every pane (Explain among them), every preset, dtype and layout, toggle causal or
-the backward pass, tick or untick every peer, quit."""
+"""The command palette's entries: run, every pane (Explain and Search among them), a knob search and
+pinning its best, every preset, dtype and layout, toggle causal or the backward pass, tick or untick
+every peer, quit."""
 
 from __future__ import annotations
 
@@ -31,6 +32,16 @@ class ExplorerCommands(Provider):
             ("Export ...", app.action_export, "reproduction script, JSON or CSV"),
             ("Peers: tick all", partial(app.set_peers, PEER_KEYS), "time every peer beside cuDNN (GPU only)"),
             ("Peers: untick all", partial(app.set_peers, ()), "time cuDNN alone"),
+            (
+                "Search: start",
+                app.action_search,
+                "a knob search of the form's configuration (the Search pane)",
+            ),
+            (
+                "Search: pin the best found",
+                app.action_pin_best,
+                "into the form's pinned plan; Ctrl+S keeps it",
+            ),
         ]
         for name, preset in sorted(app.presets.items()):
             cmds.append((f"Preset: {name}", partial(app.load_preset, preset), preset.description))

@@ -81,3 +81,23 @@ class HistoryOpened(Message):
 
     run_id: int
     result: RunResult
+
+
+@dataclass
+class SearchAsked(Message):
+    """Start, or Enter in the budget, in the Search pane: the budget as typed (the app reads it)."""
+
+    budget: str
+
+
+class SearchStopAsked(Message):
+    """Cancel in the Search pane: stop the search at its next candidate, keeping what it found."""
+
+
+@dataclass
+class BestPinned(Message):
+    """Pin best in the Search pane: the best found's plan for the form's pinned plan, and the
+    configuration it was found for (the form may have moved on since)."""
+
+    plan: str
+    searched: SdpaConfig

@@ -97,6 +97,16 @@ HISTORY = """\
   label, preset, status, GPU or version. Enter reopens a run into the panes (nothing runs until
   you edit or press Ctrl+R); space marks a run, and `c` compares the two marked: each plan's
   kernel time with the change in %, errors, and the versions that differ.
+- **Search**: a knob search of the form's configuration, as `search` makes it: within the budget
+  (`60s`, `2m`), every candidate plan beyond the heuristic's list is built, checked against the
+  fp32 reference and timed (a GPU is needed). Start or Enter in the budget; the line names each
+  candidate and the best so far; Esc or Cancel stops it at the next candidate, keeping what it
+  found, and the form's edits wait for its end. Then the heuristic's pick against the best found
+  and the fastest peer (the gain in %), the counts, the engines searched and those cuDNN's knob
+  query refused, a chart of time along the best engine's main knob (`x` failed the check: never
+  the winner; `H` the heuristic's; `◆` the best) and the fastest candidates. `p` or Pin best puts
+  the best found into the form's *pinned plan*, which runs it; Ctrl+S keeps it in a preset. The
+  Plans pane lists the finds that passed after the heuristic's plans, marked `S`.
 """
 
 TRAINING = """\
@@ -138,8 +148,10 @@ class HelpScreen(ModalScreen[None]):
             *(f"| {pane_key(i)} | show the {title} pane |" for i, (title, _) in enumerate(TABS) if i >= 9),
             "| F6 | from the form to the pane on show, and back to the field you left |",
             "| Esc | stop the running work at its next step; a sweep after its point under way (again: "
-            "that point too) |",
+            "that point too); a knob search at its next candidate |",
             "| Enter (in a Sweep vary) | start the sweep: the form's configuration at every point |",
+            "| Enter (in the Search budget) | start a knob search of the form's configuration |",
+            "| p (in the Search pane) | pin the best found into the form's pinned plan |",
             "| Ctrl+R | run the current configuration again (during a sweep: once it ends) |",
             "| Ctrl+O | presets: filter as you type, Enter loads and runs |",
             "| Ctrl+S | save the form as your preset |",

@@ -1,0 +1,236 @@
+"""A knob search from the dashboard: the form's configuration searched (tui.engine.knob_trials)
+through the app's own engine client, so the UI never waits on cuDNN and a candidate that crashes
+native code costs the engine process, not the dashboard.
+
+The client answers only the newest waiting request, and a newer request stops a search at its next
+candidate. So a search starts once the engine has nothing of the form's (the form's run comes
+first), and while it runs the form's edits start nothing, the Explain pane asks nothing and no
+sweep starts: the form runs when the search ends, if it changed or Ctrl+R asked. Esc (or Cancel)
+stops it at the next candidate; the answer keeps what it found. A candidate that crashes the engine
+process costs that process: the search goes on in a fresh one without it (after_crash), as the
+CLI's does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass
+
+from textual.css.query import NoMatches
+from textual.widgets import Input, TabbedContent
+
+from ..engine.config import SdpaConfig
+from ..engine.process import EngineDied, EngineEvent, EngineProgress, EngineSearched
+from ..engine.results import STATUS_CRASH, STATUS_ERROR
+from ..engine.search_results import SearchOptions, SearchResult, after_crash
+from .messages import BestPinned, SearchAsked, SearchStopAsked
+from .widgets.explain import ExplainPane
+from .widgets.plans import PlansPane
+from .widgets.search import SearchPane
+from .widgets.sweep import SweepPane
+
+SEARCH_TAB = "tab-search"
+
+
+@dataclass
+class SearchRun:
+    """A search asked for: what, with which options; its request once the engine has it (None
+    while the form's run goes first); the engine's last words about it and when it was sent (what a
+    crash interrupted, and how much of the budget it spent)."""
+
+    config: SdpaConfig
+    options: SearchOptions
+    request_id: int | None = None
+    step: str = ""
+    sent_at: float = 0.0
+
+
+def search_options(budget_s: float, peers: tuple[str, ...]) -> SearchOptions:
+    """The CLI's defaults, its peers (FLASH, EFFICIENT) and those the form ticks timed beside."""
+    default = SearchOptions()
+    return SearchOptions(budget_s=budget_s, peers=tuple(dict.fromkeys((*default.peers, *peers))))
+
+
+class SearchDriving:
+    """Mixed into SdpaExplorerApp (before SweepDriving and ExplainDriving, whose starts it holds
+    back while a search runs), whose client, form, status line and run state it uses."""
+
+    _search: SearchRun | None = None
+    _run_after_search = False  # Ctrl+R while a search ran: the form runs when it ends
+    search_result: SearchResult | None = None  # the last search's answer
+
+    @property
+    def searching(self) -> bool:
+        return self._search is not None
+
+    def on_search_asked(self, message: SearchAsked) -> None:
+        with contextlib.suppress(NoMatches):  # asked as the app closes
+            self.start_search(message.budget)
+
+    def start_search(self, budget_text: str) -> bool:
+        """Read the budget and the form; ask for the search once the engine is free. Whether it
+        was asked."""
+        from .. import cli  # noqa: F401  first: cli_search, one of its commands, imports it back
+        from ..cli_search import parse_budget  # the budget read as `search --budget` reads it
+
+        pane = self.query_one(SearchPane)
+        if self._search is not None:
+            return False
+        try:
+            budget_s = parse_budget(budget_text)
+        except ValueError as exc:
+            pane.show_budget_error(str(exc))
+            return False
+        pane.show_budget_error("")
+        config, errors = self.form.read()
+        if config is None:
+            pane.say(f"Nothing to search until these fields are fixed: {', '.join(sorted(errors))}.")
+            return False
+        if self.client is None or not self._client_started:
+            pane.say("No engine runs here (the dashboard was opened to view a saved result).")
+            return False
+        if self.sweeping:
+            pane.say("A sweep runs: start the search when it ends (Esc stops the sweep).")
+            return False
+        self._cancel_pending_run()
+        self._search = SearchRun(config, search_options(budget_s, self.form.timing.peers))
+        self.search_next()
+        return True
+
+    def search_next(self) -> None:
+        """Send the search asked for once the engine has nothing of the form's or the Explain pane's."""
+        run = self._search
+        if run is None or run.request_id is not None:
+            return
+        with contextlib.suppress(NoMatches):
+            pane = self.query_one(SearchPane)
+            if self._latest is not None or self._explaining is not None:
+                pane.say(f"The form's run comes first; then {run.config.label()} is searched.", running=True)
+                self._search_said("waiting for the form's run")
+                return
+            self._send_search(run)
+            pane.progress(run.config.label(), f"asked for a {run.options.budget_s:.0f} s search ...")
+
+    def _send_search(self, run: SearchRun) -> None:
+        run.request_id, run.sent_at = self.client.search(run.config, run.options), time.monotonic()
+        self._search_said("asked")
+
+    def _search_said(self, words: str) -> None:
+        """The app's status line: the search, and what happens to an edit meanwhile."""
+        self.status.state = self.status.state.sweeping(
+            f"knob search: {words}; form edits wait for its end (Esc stops it)" if words else ""
+        )
+
+    def search_event(self, event: EngineEvent) -> bool:
+        """An engine event about the search under way: whether it was only the search's."""
+        run = self._search
+        if run is None or run.request_id is None:
+            return False
+        said_of = getattr(event, "request_id", None)
+        if isinstance(event, EngineProgress) and said_of == run.request_id:
+            run.step = event.text
+            self.query_one(SearchPane).progress(run.config.label(), event.text)
+            self._search_said(event.text.removeprefix("searching: "))
+            return True
+        if isinstance(event, EngineSearched) and said_of == run.request_id:
+            self._search_answered(event.result)
+            return True
+        if isinstance(event, EngineDied) and (said_of == run.request_id or not event.restarting):
+            status = STATUS_CRASH if event.crashed else STATUS_ERROR
+            lost = SearchResult(config=run.config, status=status, message=f"{event.reason} ({run.step or 'starting'})",
+                                stopped=run.step, crashes=run.options.crashes)  # fmt: skip
+            self._search_answered(lost, go_on=event.restarting)
+        return False  # the app reports the lost engine too
+
+    def _search_answered(self, result: SearchResult, go_on: bool = True) -> None:
+        """The search's answer, or its loss with the engine process: after a crash under a candidate
+        it goes on in a fresh process without it; else the answer is shown."""
+        run = self._search
+        going_on = (
+            after_crash(run.options, result, run.step, time.monotonic() - run.sent_at) if go_on else None
+        )
+        if going_on is not None:
+            run.options, run.step = going_on, ""
+            self._send_search(run)
+            words = f"a candidate crashed the engine ({going_on.crashes[-1]}): going on in a fresh one"
+            self.query_one(SearchPane).progress(run.config.label(), words)
+            return
+        self._search, self.search_result = None, result
+        self.query_one(SearchPane).show(result)
+        self.query_one(PlansPane).show_search(result)
+        self._search_said("")
+        self._form_after_search()
+
+    def stop_search(self) -> None:
+        """Esc or Cancel: stop at the next candidate (the answer keeps what was found); a search
+        still waiting for the form's run is dropped."""
+        run = self._search
+        if run is None:
+            return
+        if run.request_id is not None:
+            self.client.cancel()
+            self.query_one(SearchPane).progress(run.config.label(), "stopping at the next candidate ...")
+            return
+        self._search = None
+        self.query_one(SearchPane).say("Not started: stopped (Esc) while the form's run went on.")
+        self._search_said("")
+        self._form_after_search()
+
+    def on_search_stop_asked(self, _message: SearchStopAsked) -> None:
+        with contextlib.suppress(NoMatches):
+            self.stop_search()
+
+    def _form_after_search(self) -> None:
+        """The form's edits waited: it runs now if it changed (or Ctrl+R asked)."""
+        config, _ = self.form.read()
+        if self._run_after_search or (
+            config is not None and (config, self._options(self.form.timing)) != self._last_request
+        ):
+            self._run_after_search = False
+            self.action_run()
+
+    def action_search(self) -> None:
+        """The palette's 'Search: start': the Search pane shown, its budget as typed."""
+        with contextlib.suppress(NoMatches):
+            self.query_one(TabbedContent).active = SEARCH_TAB
+            self.start_search(self.query_one(SearchPane).budget_text)
+
+    def action_pin_best(self) -> None:
+        """The palette's 'Search: pin the best found'."""
+        with contextlib.suppress(NoMatches):
+            if self.search_result is None or self.search_result.best is None:
+                self.notify("No search has found a plan yet (F3: the Search pane).", title="Nothing to pin")
+                return
+            self.query_one(SearchPane).action_pin_best()
+
+    def on_best_pinned(self, message: BestPinned) -> None:
+        """The best found into the form's pinned plan; the form runs it, and Ctrl+S keeps it."""
+        with contextlib.suppress(NoMatches):
+            self.query_one("#f-plan", Input).value = message.plan
+            current, _ = self.form.read_as_typed()
+            other = current is not None and current.replace(plan=None) != message.searched.replace(plan=None)
+            words = f"{message.plan} is the form's pinned plan" + (
+                f" (found for {message.searched.label()})" if other else ""
+            )
+            self.notify(f"{words}; Ctrl+S keeps it in a preset.", title="Pinned the best found", markup=False)
+
+    # ---- what others may not start while a search runs ----------------------------------------
+    def explain_next(self) -> None:
+        """The Explain pane asks once the search ends (a request now would stop the search)."""
+        if not self.searching:
+            super().explain_next()  # type: ignore[misc]
+            return
+        with contextlib.suppress(NoMatches):
+            if self.explain_shown:
+                config, _ = self.form.read_as_typed()
+                words = f"A knob search runs: {config.label() if config else 'the form'} is asked about when it ends."
+                self.query_one(ExplainPane).say(words, config)
+
+    def start_sweep(self, texts: tuple[str, ...]) -> bool:
+        if self.searching:
+            self.query_one(SweepPane).show_errors(
+                {1: "a knob search runs: start the sweep when it ends (Esc stops it)"}
+            )
+            return False
+        return super().start_sweep(texts)  # type: ignore[misc]
