@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import json
-import re
 import sys
 
 import click
@@ -21,20 +20,10 @@ from rich.text import Text
 
 from .cli import config_from_options, config_options, engine_session
 from .cli_common import EXIT_FAIL, EXIT_OK, _console, _fail_usage, check_export_paths
-from .engine.search_results import CSV_COLUMNS, SearchOptions, SearchResult
+from .engine.search_results import CSV_COLUMNS, SearchOptions, SearchResult, parse_budget
 from .format import us
 
 TOP = 12  # candidates the table of one search lists, fastest first
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h)?\s*$", re.IGNORECASE)
-
-
-def parse_budget(text: str) -> float:
-    """'60s', '2m', '90' -> seconds; ValueError says what a budget looks like."""
-    m = _DURATION.match(text or "")
-    if m is None or float(m.group(1)) <= 0:
-        raise ValueError(f"a budget is a positive duration such as 60s, 2m or 90 (got {text!r})")
-    unit = (m.group(2) or "s").lower()[0]
-    return float(m.group(1)) * {"s": 1, "m": 60, "h": 3600}[unit]
 
 
 def _budget(_ctx, _param, value: str) -> float:

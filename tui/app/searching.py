@@ -71,8 +71,7 @@ class SearchDriving:
     def start_search(self, budget_text: str) -> bool:
         """Read the budget and the form; ask for the search once the engine is free. Whether it
         was asked."""
-        from .. import cli  # noqa: F401  first: cli_search, one of its commands, imports it back
-        from ..cli_search import parse_budget  # the budget read as `search --budget` reads it
+        from ..engine.search_results import parse_budget  # the budget read as `search --budget` reads it
 
         pane = self.query_one(SearchPane)
         if self._search is not None:

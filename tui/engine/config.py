@@ -114,7 +114,7 @@ class SdpaConfig:
     )
     plan: str | None = field(
         default=None,
-        metadata={"kind": "plan", "none": "the heuristic's pick", "group": "plans", "label": "pinned plan",
+        metadata={"kind": "plan", "none": "the pick", "group": "plans", "label": "pinned plan", "form_label": "plan",
                   "help": "run the forward with this plan, its engine id and knobs as `1 KERNEL_CFG=27` (what "
                           "`search` finds); the run says whether it still exists and how it compares",
                   "tag": " plan[{}]"},

@@ -65,29 +65,34 @@ def run_search(
     started = time.monotonic()
     run_options = RunOptions(timing=SEARCH_TIMING, seed=options.seed, peers=options.peers)
     trials: list[Trial] = []
+    known: dict[str, Any] = {}  # what a stop or a crash still reports: the pick, the spaces, the peers
     trials_run: Trials | None = None
     forward_config = forward_of(config)
     try:
         result = engine.run(forward_config, run_options, progress=progress)
         forward = result.forward if result.passes else None
         if forward is None or forward.status not in ("ok", "mismatch") or forward.heuristic_plan is None:
-            return SearchResult(
-                status=result.status, message=result.message or "the forward did not run", **base
-            )
+            words = result.message or "the forward did not run"
+            return SearchResult(status=result.status, message=words, **base)
+        pick = forward.plan(forward.heuristic_plan)
+        known.update(
+            pick_plan=_known(pick).plan if pick is not None else "", peers=tuple(forward.field_peers)
+        )
         trials += [
             *(_known(p) for p in forward.plans),
             *options.resume,
         ]  # resumed: what a crashed process found
         trials_run = Trials(engine, forward_config, progress)
         spaces, skipped = trials_run.spaces(forward.plans)
+        known.update(spaces=tuple(spaces), skipped=tuple(skipped))
         budget = Budget(max(options.budget_s - options.spent_s, 0.0))
-        found, stopped = search(
+        _found, stopped = search(
             spaces, trials_run.track(trials), budget, tuple(trials), progress, options.seed
         )
         confirmed = trials_run.confirm(trials, forward, options.confirm)
     except Cancelled:
         return SearchResult(status=STATUS_CANCELLED, message="stopped: asked to", stopped=STOP_CANCELLED,
-                            trials=tuple(trials), elapsed_s=time.monotonic() - started, **base)  # fmt: skip
+                            trials=tuple(trials), elapsed_s=time.monotonic() - started, **known, **base)  # fmt: skip
     except Exception as exc:
         status, words = STATUS_ERROR, f"{type(exc).__name__}: {exc}"
         if faults.sticky(exc):
@@ -96,20 +101,9 @@ def run_search(
             if trials_run is not None and trials_run.current is not None:  # the candidate that crashed
                 trials.append(Trial(trials_run.current.text(), CRASHED, error=faults.first_line(exc)))
         return SearchResult(status=status, message=words, stopped=words, trials=tuple(trials),
-                            elapsed_s=time.monotonic() - started, **base)  # fmt: skip
-    pick = forward.plan(forward.heuristic_plan)
-    return SearchResult(
-        status="ok",
-        stopped=stopped,
-        pick_plan=_known(pick).plan if pick is not None else "",
-        skipped=tuple(skipped),
-        spaces=tuple(spaces),
-        trials=tuple(trials),
-        confirmed=confirmed,
-        peers=tuple(forward.field_peers),
-        elapsed_s=time.monotonic() - started,
-        **base,
-    )
+                            elapsed_s=time.monotonic() - started, **known, **base)  # fmt: skip
+    return SearchResult(status="ok", stopped=stopped, trials=tuple(trials), confirmed=confirmed,
+                        elapsed_s=time.monotonic() - started, **known, **base)  # fmt: skip
 
 
 def forward_of(config: Any) -> Any:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +29,18 @@ MAX_CRASHES = 3  # candidates that may crash an engine process before a search g
 SEARCH_SCHEMA = "1.0"
 CSV_COLUMNS = ("preset", "plan", "name", "origin", "status", "median_us", "p10_us", "p90_us", "replay_us",
                "kernels", "max_abs_error", "seconds", "error")  # fmt: skip
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h)?\s*$", re.IGNORECASE)
+
+
+def parse_budget(text: str) -> float:
+    """'60s', '2m', '90' -> seconds; ValueError says what a budget looks like."""
+    m = _DURATION.match(text or "")
+    if m is None or float(m.group(1)) <= 0:
+        raise ValueError(f"a budget is a positive duration such as 60s, 2m or 90 (got {text!r})")
+    unit = (m.group(2) or "s").lower()[0]
+    return float(m.group(1)) * {"s": 1, "m": 60, "h": 3600}[unit]
 
 
 @dataclass(frozen=True)
