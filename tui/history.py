@@ -29,13 +29,16 @@ from .engine.results import Environment, RunResult
 
 DATA_DIR_ENV = "SDPA_EXPLORER_DATA_DIR"  # overrides the user data folder (tests use their own)
 FILE_NAME = "history.sqlite3"
-SCHEMA = 1  # PRAGMA user_version: the table's shape, apart from the results' own schema
+SCHEMA = 2  # PRAGMA user_version: the table's shape, apart from the results' own schema (2: `searched`)
 BUSY_S = 5.0  # how long a write waits for another process's transaction before it gives up
 
 SHAPE_FIELDS = ("b", "h_q", "h_kv", "s_q", "s_kv", "d_qk", "d_v")
 FILTERS = ("preset", "status", "source", "label", "dtype", "layout", "causal", "cudnn", "frontend",
            "torch", "gpu", "driver", "host", *SHAPE_FIELDS)  # fmt: skip
 SEARCHED = ("label", "preset", "status", "gpu", "cudnn", "frontend")  # what `search` looks in
+# ... as one column, computed and indexed: a search reads the index, one LIKE a run, not the table's
+# rows (a result each) with six; char(31) between the fields, so a search never spans two
+SEARCHED_SQL = " || char(31) || ".join(f"coalesce({name}, '')" for name in SEARCHED)
 _SQL_TYPES = {"int": "INTEGER", "bool": "INTEGER", "float": "REAL", "float | None": "REAL"}  # else TEXT
 
 
@@ -184,17 +187,18 @@ class History:
     def runs(self, limit: int = 100, offset: int = 0, search: str = "", **where: Any) -> list[HistoryRow]:
         """Newest first. `where`: a column of FILTERS and the value it must equal (None: any);
         `search`: text found in the label, preset, status, GPU or versions."""
-        sql, args = self._where(search, where)
-        rows = self._read(
-            f"SELECT id, {', '.join(COLUMN_NAMES)} FROM runs{sql} ORDER BY id DESC LIMIT ? OFFSET ?",
-            (*args, limit, offset),
-        )
-        return [_row(r) for r in rows]
+        source, sql, args = self._where(search, where)
+        select, page = f"SELECT id, {', '.join(COLUMN_NAMES)} FROM runs", "ORDER BY id DESC LIMIT ? OFFSET ?"
+        if source != "runs":  # the page's ids from the search's index, then only their rows
+            query = f"{select} WHERE id IN (SELECT id FROM {source}{sql} {page}) ORDER BY id DESC"
+        else:
+            query = f"{select}{sql} {page}"
+        return [_row(r) for r in self._read(query, (*args, limit, offset))]
 
     def count(self, search: str = "", **where: Any) -> int:
         """How many runs match, as `runs` filters them."""
-        sql, args = self._where(search, where)
-        found = self._read(f"SELECT COUNT(*) FROM runs{sql}", args)
+        source, sql, args = self._where(search, where)
+        found = self._read(f"SELECT COUNT(*) FROM {source}{sql}", args)
         return int(found[0][0]) if found else 0
 
     def load(self, run_id: int) -> RunResult:
@@ -210,7 +214,8 @@ class History:
             raise HistoryError(f"{self.path}: run {run_id} cannot be read: {exc}") from exc
 
     @staticmethod
-    def _where(search: str, where: dict[str, Any]) -> tuple[str, tuple]:
+    def _where(search: str, where: dict[str, Any]) -> tuple[str, str, tuple]:
+        """What to read (the table, or for a search alone its index) and the WHERE clause."""
         unknown = sorted(set(where) - set(FILTERS))
         if unknown:
             raise ValueError(f"cannot filter history on {', '.join(unknown)} (only {', '.join(FILTERS)})")
@@ -218,9 +223,10 @@ class History:
         terms = [f"{name} = ?" for name in given]
         args: list[Any] = list(given.values())
         if search:
-            terms.append("(" + " OR ".join(f"{name} LIKE ?" for name in SEARCHED) + ")")
-            args += [f"%{search}%"] * len(SEARCHED)
-        return (" WHERE " + " AND ".join(terms) if terms else ""), tuple(args)
+            terms.append("searched LIKE ?")
+            args.append(f"%{search}%")
+        source = "runs INDEXED BY runs_searched" if search and not given else "runs"
+        return source, (" WHERE " + " AND ".join(terms) if terms else ""), tuple(args)
 
     def _read(self, sql: str, args: tuple) -> list[tuple]:
         if not self.path.exists() and self._conn is None:
@@ -231,12 +237,14 @@ class History:
             raise self._failed(exc) from exc
 
 
+def stored_result(result: RunResult) -> bytes:
+    """The result column of a run: its JSON, zlib-compressed."""
+    return zlib.compress(result.to_json(indent=None).encode("utf-8"))
+
+
 def _insert_values(result: RunResult, preset: str | None, source: str) -> tuple:
     values = row_values(result, preset, source)
-    return (
-        *(values[name] for name in COLUMN_NAMES),
-        zlib.compress(result.to_json(indent=None).encode("utf-8")),
-    )
+    return (*(values[name] for name in COLUMN_NAMES), stored_result(result))
 
 
 def _row(r: tuple) -> HistoryRow:
@@ -245,7 +253,8 @@ def _row(r: tuple) -> HistoryRow:
 
 
 def _prepare(conn: sqlite3.Connection) -> None:
-    """WAL, and the table and its indexes where this file is new."""
+    """WAL, and the table and its indexes where this file is new (the searched column and its index
+    added to a file of schema 1)."""
     mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
     if str(mode).lower() != "wal":
         raise sqlite3.OperationalError(f"the database cannot use WAL mode (it is in {mode} mode)")
@@ -258,6 +267,11 @@ def _prepare(conn: sqlite3.Connection) -> None:
                      f"{columns}, result BLOB NOT NULL)")  # fmt: skip
         for name in FILTERS:  # each with the id, so that a filtered list comes newest first unsorted
             conn.execute(f"CREATE INDEX IF NOT EXISTS runs_{name} ON runs ({name}, id)")
+        if not any(c[1] == "searched" for c in conn.execute("PRAGMA table_xinfo(runs)")):
+            conn.execute(
+                f"ALTER TABLE runs ADD COLUMN searched TEXT GENERATED ALWAYS AS ({SEARCHED_SQL}) VIRTUAL"
+            )
+        conn.execute("CREATE INDEX IF NOT EXISTS runs_searched ON runs (searched)")
         conn.execute(f"PRAGMA user_version = {SCHEMA}")
 
 

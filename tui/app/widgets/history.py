@@ -1,20 +1,29 @@
 """History: the runs kept in the run history (tui/history.py), newest first, filtered as you type
-and read a page at a time (10,000 runs scroll: the next page loads when the cursor reaches the
-end). Enter reopens a run's result into the panes; space marks runs, and `c` compares the two
-marked (each plan's kernel time with the change in %, errors, versions that differ).
+and read a page at a time (10,000 runs scroll: the next page is read as the cursor nears the end
+of what is read). Enter reopens a run's result into the panes; space marks runs, and `c` compares
+the two marked (each plan's kernel time with the change in %, errors, versions that differ).
 
-The database is read in thread workers, never on the UI thread; the app opens a result through
-the message this pane posts (messages.HistoryOpened).
+The database is read in thread workers, never on the UI thread, one first page at a time: a key
+typed while one is read is read next, not queued behind stale ones. The app opens a result
+through the message this pane posts (messages.HistoryOpened).
 """
 
 from __future__ import annotations
 
-from rich.console import Group
+from rich.cells import cell_len
+from rich.console import Console, Group
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.cache import LRUCache
 from textual.containers import Vertical, VerticalScroll
-from textual.timer import Timer
+from textual.geometry import Region, Size, Spacing
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
 from textual.widgets import DataTable, Input, Static
 
 from ...engine.results import RunResult
@@ -23,25 +32,201 @@ from ...history import History, HistoryError, HistoryRow, compare
 from ..messages import HistoryOpened
 
 PAGE = 200  # runs read at a time
-FILTER_PAUSE_S = 0.2  # typing "h200" reads once, not four times
+LINES_KEPT = 200  # lines drawn, kept for the cursor's moves and scrolling back: a few screens
 COLUMNS = ("", "id", "when", "status", "kernel", "GPU, cuDNN", "preset: configuration")  # the figures first
 HINT = "Enter: open · space: mark · c: compare two"
+MARK, UNMARKED = Text("●"), Text()
 
 
-def row_cells(r: HistoryRow, marked: bool) -> tuple:
-    """One run as the table shows it (the configuration last: the one column that may run off)."""
+def row_words(r: HistoryRow) -> tuple[str, ...]:
+    """One run as the table shows it, after its mark (the configuration last: the one column that
+    may run off)."""
     timed = "-" if r.kernel_us is None else f"{us(r.kernel_us)} {r.regime}".rstrip()
     gpu = " ".join(part for part in (r.gpu.removeprefix("NVIDIA "), r.cudnn) if part) or "-"
+    return str(r.id), r.when[2:16], r.status, timed, gpu, f"{r.preset}: {r.label}" if r.preset else r.label
+
+
+def row_cells(r: HistoryRow) -> list[Text]:
+    """row_words in their styles: the status's colour, the preset in bold."""
+    number, when, status, timed, gpu, _named = row_words(r)
     named = Text.assemble((f"{r.preset}: ", "bold") if r.preset else "", r.label)
-    return ("●" if marked else "", str(r.id), r.when[2:16], Text(r.status, style=status_style(r.status)),
-            timed, gpu, named)  # fmt: skip
+    return [Text(number), Text(when), Text(status, style=status_style(status)), Text(timed), Text(gpu), named]
 
 
-class HistoryTable(DataTable):
+def cell_segments(console: Console, cell: Text) -> list[tuple[str, Style | None]]:
+    """A cell's text and styles, its own style included where it has no spans (Text.render
+    leaves that to __rich_console__)."""
+    if not cell.spans:
+        return [(cell.plain, console.get_style(cell.style) if cell.style else None)]
+    return [(segment.text, segment.style) for segment in cell.render(console, end="")]
+
+
+class HistoryTable(ScrollView, can_focus=True):
+    """The runs, a line each, drawn from the rows read and only the lines on screen: a DataTable
+    renders every cell through Rich and measures every row it is given (a filtered page cost
+    150 ms of each key). It looks and answers as a DataTable with a row cursor and zebra stripes:
+    its styles, its keys, a click opens a run."""
+
+    COMPONENT_CLASSES = DataTable.COMPONENT_CLASSES
+    DEFAULT_CSS = DataTable.DEFAULT_CSS.replace("DataTable", "HistoryTable")
     BINDINGS = [
+        Binding("enter", "select", "Open", show=False),
+        Binding("up", "move(-1)", show=False),
+        Binding("down", "move(1)", show=False),
+        Binding("pageup", "page(-1)", show=False),
+        Binding("pagedown", "page(1)", show=False),
+        Binding("ctrl+home", "move_to(0)", show=False),
+        Binding("ctrl+end", "move_to(-1)", show=False),
+        Binding("home", "scroll_home", show=False),
+        Binding("end", "scroll_end", show=False),
         Binding("space", "mark", "Mark", show=False),
         Binding("c", "compare", "Compare", show=False),
     ]
+    cursor_row: reactive[int] = reactive(0, always_update=True)
+    hover_row: reactive[int | None] = reactive(None)
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.labels = [Text.from_markup(name) for name in COLUMNS]
+        self.widths = [1, *(label.cell_len for label in self.labels[1:])]  # each only grows, as a DataTable's
+        self.rows: list[HistoryRow] = []
+        self.marked: set[int] = set()
+        self._lines: LRUCache[tuple, Strip] = LRUCache(
+            LINES_KEPT
+        )  # (row, cursor, hover, marked, x): as drawn
+        self._base: Style | None = None
+
+    @property
+    def pane(self) -> HistoryPane:
+        return next(a for a in self.ancestors if isinstance(a, HistoryPane))
+
+    @property
+    def row_count(self) -> int:
+        return len(self.rows)
+
+    # ---- rows -----------------------------------------------------------------------------------
+    def show_rows(self, rows: list[HistoryRow], append: bool = False) -> None:
+        """The rows read (a first page, or `append`: the next); only lines drawn are styled."""
+        self.rows = self.rows + rows if append else rows
+        widths = list(self.widths)
+        for words in map(row_words, rows):
+            widths[1:] = map(max, widths[1:], map(cell_len, words))
+        if widths != self.widths or not append:
+            self.widths = widths
+            self._lines.clear()
+        self.virtual_size = Size(sum(w + 2 for w in self.widths), len(self.rows) + 1)
+        if not append:
+            self.scroll_to(0, 0, animate=False, force=True)
+            self.cursor_row = 0
+        self.refresh()
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._lines.clear()
+        self._base = None
+
+    def on_resize(self) -> None:
+        self._lines.clear()  # the line's filler depends on the width
+
+    # ---- drawing --------------------------------------------------------------------------------
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        if self._base is None:
+            self._base = self.rich_style
+        row = y - 1 + int(self.scroll_y) if y else -1
+        if row >= len(self.rows):
+            return Strip.blank(width, self._base)
+        marked = row >= 0 and self.rows[row].id in self.marked
+        key = (row, row == self.cursor_row, row == self.hover_row, marked, int(self.scroll_x))
+        line = self._lines.get(key)
+        if line is None:  # its equal segments joined, then cropped: as a DataTable's after its crop
+            x = key[-1]
+            line = self._lines[key] = Strip(Segment.simplify(self._line(*key[:-1]))).crop(x, x + width)
+        return line
+
+    def _line(self, row: int, cursor: bool, hover: bool, marked: bool) -> list[Segment]:
+        """A row's segments as a DataTable draws them: each cell padded by one on either side in the
+        row's style (the header's, or a zebra stripe's), the cursor's colour over the cell's own."""
+        get = self.get_component_rich_style
+        if row < 0:
+            row_style, cells = get("datatable--header"), self.labels
+        else:
+            row_style = get("datatable--odd-row" if row % 2 else "datatable--even-row")
+            cells = [MARK if marked else UNMARKED, *row_cells(self.rows[row])]
+        lit = Style()
+        if hover:
+            lit += get("datatable--hover")
+        if cursor:
+            lit += get("datatable--cursor")
+        post = Style.from_color(
+            color=lit.color
+        )  # the cursor's colour over the cell's (a null style elsewhere)
+        console, segments, lined = self.app.console, [], row_style + lit
+        for column, (cell, width) in enumerate(zip(cells, self.widths, strict=True)):
+            pre = lined + Style.from_meta({"row": row, "column": column})
+            edge = pre + post
+            segments.append(Segment(" ", edge))
+            for text, style in cell_segments(console, cell):
+                segments.append(Segment(text, pre + style + post if style else edge))
+            segments.append(Segment(" " * (width - cell_len(cell.plain) + 1), edge))
+        filler = max(0, self.size.width - sum(w + 2 for w in self.widths))
+        outside = Style.from_meta({"row": row, "column": 0, "out_of_bounds": True})
+        segments.append(Segment(" " * filler, lined + outside))
+        return segments
+
+    def _refresh_row(self, row: int | None) -> None:
+        if row is not None:
+            self.refresh(Region(0, row + 1 - int(self.scroll_y), self.size.width, 1))
+
+    # ---- the cursor -----------------------------------------------------------------------------
+    def validate_cursor_row(self, row: int) -> int:
+        return max(0, min(row, len(self.rows) - 1))
+
+    def watch_cursor_row(self, old: int, new: int) -> None:
+        self._refresh_row(old)
+        self._refresh_row(new)
+        width = max(self.size.width, self.virtual_size.width)
+        self.scroll_to_region(
+            Region(int(self.scroll_x), new + 1, width, 1),
+            animate=False,
+            spacing=Spacing(1, 0, 0, 0),
+            force=True,
+        )
+        if self.rows:
+            self.pane.cursor_moved(new)
+
+    def watch_hover_row(self, old: int | None, new: int | None) -> None:
+        self._refresh_row(old)
+        self._refresh_row(new)
+
+    def move_cursor(self, *, row: int) -> None:
+        self.cursor_row = row
+
+    def action_move(self, step: int) -> None:
+        self.hover_row = None
+        self.cursor_row += step
+
+    def action_move_to(self, row: int) -> None:
+        self.hover_row = None
+        self.cursor_row = row if row >= 0 else len(self.rows) - 1
+
+    def action_page(self, direction: int) -> None:
+        """A screen of rows at a time, the cursor where it was on the screen, as a DataTable's."""
+        self.hover_row = None
+        height = max(1, self.size.height - self.scrollbar_size_horizontal - 1)  # the lines under the header
+        self.scroll_relative(y=direction * height, animate=False, force=True)
+        self.cursor_row += direction * height
+
+    def action_scroll_home(self) -> None:
+        self.scroll_x = 0
+
+    def action_scroll_end(self) -> None:
+        self.scroll_x = self.max_scroll_x
+
+    def action_select(self) -> None:
+        self.hover_row = None
+        if self.rows:
+            self.pane.open_run(self.rows[self.cursor_row].id)
 
     def action_mark(self) -> None:
         self.pane.toggle_mark()
@@ -49,27 +234,38 @@ class HistoryTable(DataTable):
     def action_compare(self) -> None:
         self.pane.compare_marked()
 
-    @property
-    def pane(self) -> HistoryPane:
-        return next(a for a in self.ancestors if isinstance(a, HistoryPane))
+    def on_click(self, event: events.Click) -> None:
+        row = event.style.meta.get("row")
+        if row is not None and 0 <= row < len(self.rows):
+            event.stop()
+            self.cursor_row = row
+            self.action_select()
+
+    def on_mouse_move(self, event: events.MouseMove) -> None:
+        row = event.style.meta.get("row")
+        self.hover_row = row if row is not None and row >= 0 else None
+
+    def on_leave(self, _event: events.Leave) -> None:
+        self.hover_row = None
 
 
 class HistoryPane(Vertical):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.rows: list[HistoryRow] = []
+        self.table = HistoryTable(id="history-table")
         self.total = 0
-        self.search = ""
+        self.search = ""  # the filter the rows shown match
+        self.typed = ""  # the filter as typed: read once the read under way is done
         self.marked: list[int] = []  # run ids, in the order marked
-        self.loading = False
-        self._pause: Timer | None = None
+        self.loading = False  # a next page is being read
+        self._reading: str | None = None  # the filter whose first page is being read
+        self._stale = False  # the list is to be read again (a run was recorded)
+        self._listing = 0  # which reading of the list the rows belong to: pages of an older one are dropped
+        self._note_wraps = True  # the note's line is longer than the pane is wide
 
     def compose(self) -> ComposeResult:
         yield Input(placeholder="filter: label, preset, status, GPU or version", id="history-filter")
-        table = HistoryTable(id="history-table", cursor_type="row", zebra_stripes=True)
-        for name in COLUMNS:
-            table.add_column(name, key=name or "mark", width=None if name else 1)
-        yield table
+        yield self.table
         yield Static(HINT, id="history-note")
         with VerticalScroll(id="history-compare"):
             yield Static("", id="history-comparison")
@@ -79,38 +275,67 @@ class HistoryPane(Vertical):
         self.reload()
 
     @property
-    def table(self) -> HistoryTable:
-        return self.query_one(HistoryTable)
+    def rows(self) -> list[HistoryRow]:
+        """The runs read, newest first."""
+        return self.table.rows
 
     # ---- reading (thread workers) -------------------------------------------------------------
     def reload(self) -> None:
-        """Read the first page again (the filter changed, or a run was recorded)."""
-        self.run_worker(lambda: self._read(self.search, 0), thread=True, exclusive=True, group="history-read")
+        """Read the first page again (a run was recorded)."""
+        self._stale = True
+        self._read_next()
 
-    def _read(self, search: str, offset: int) -> None:
+    def on_input_changed(self, event: Input.Changed) -> None:
+        event.stop()
+        self.typed = event.value.strip()
+        self._read_next()
+
+    def _read_next(self) -> None:
+        """Read the first page of the filter as typed, unless one is being read: when it is done,
+        this runs again, so keys typed meanwhile cost one read, not one each."""
+        if self._reading is not None or (self.typed == self.search and not self._stale):
+            return
+        search = self._reading = self.typed
+        self._stale = False
+        self.run_worker(lambda: self._read(search, 0, 0), thread=True, group="history-read")
+
+    @property
+    def filter_pending(self) -> bool:
+        """A filter typed whose runs are not shown yet."""
+        return self._reading is not None or self.typed != self.search
+
+    def _read(self, search: str, offset: int, listing: int) -> None:
         try:
             with History() as history:
                 rows = history.runs(PAGE, offset, search)
                 total = history.count(search) if offset == 0 else None
         except HistoryError as exc:
-            self.app.call_from_thread(self._note, f"the history cannot be read: {exc}")
+            self.app.call_from_thread(self._read_failed, offset, f"the history cannot be read: {exc}")
             return
-        self.app.call_from_thread(self._rows_read, search, offset, rows, total)
+        self.app.call_from_thread(self._rows_read, search, offset, listing, rows, total)
 
-    def _rows_read(self, search: str, offset: int, rows: list[HistoryRow], total: int | None) -> None:
-        if search != self.search:
-            return  # an older filter's answer
-        table = self.table
+    def _read_failed(self, offset: int, problem: str) -> None:
         if offset == 0:
-            self.rows = []
-            table.clear()
-            self.total = total or 0
-        elif offset != len(self.rows):
-            return  # a page already read, or one of a list read again since
-        self.loading = False
-        self.rows += rows
-        for r in rows:
-            table.add_row(*row_cells(r, r.id in self.marked), key=str(r.id))
+            self._reading = None
+        else:
+            self.loading = False
+        self._note(problem)
+
+    def _rows_read(
+        self, search: str, offset: int, listing: int, rows: list[HistoryRow], total: int | None
+    ) -> None:
+        if offset == 0:
+            self._reading = None
+            self.search, self.total = search, total or 0
+            self._listing += 1
+            self.loading = False
+            self.table.show_rows(rows)
+            self._read_next()  # typed meanwhile
+        elif listing == self._listing and offset == len(self.rows):
+            self.loading = False
+            self.table.show_rows(rows, append=True)
+        else:
+            return  # a page of a list read again since
         self._note()
 
     def _note(self, problem: str = "") -> None:
@@ -118,27 +343,14 @@ class HistoryPane(Vertical):
             f" matching “{self.search}”" if self.search else ""
         )
         marked = f" · marked {', '.join(f'#{i}' for i in self.marked)}" if self.marked else ""
-        self.query_one("#history-note", Static).update(Text(problem or f"{shown}{marked} · {HINT}"))
+        note, line = self.query_one("#history-note", Static), problem or f"{shown}{marked} · {HINT}"
+        wraps = cell_len(line) > note.size.width
+        note.update(Text(line), layout=wraps or self._note_wraps)  # a line that fits: no layout of the screen
+        self._note_wraps = wraps
 
-    def on_input_changed(self, event: Input.Changed) -> None:
-        event.stop()
-        if self._pause is not None:
-            self._pause.stop()
-        self._pause = self.set_timer(FILTER_PAUSE_S, lambda: self._filter(event.value.strip()))
-
-    def _filter(self, search: str) -> None:
-        self._pause = None
-        if search != self.search:
-            self.search = search
-            self.reload()
-
-    @property
-    def filter_pending(self) -> bool:
-        return self._pause is not None
-
-    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        """The cursor at the end of what is read: read the next page."""
-        if event.cursor_row >= len(self.rows) - 1:
+    def cursor_moved(self, row: int) -> None:
+        """The cursor within a screen of the end of what is read: read the next page."""
+        if row >= len(self.rows) - max(1, self.table.size.height):
             self._more()
 
     def _scrolled(self, _y: float) -> None:
@@ -148,19 +360,17 @@ class HistoryPane(Vertical):
             self._more()
 
     def _more(self) -> None:
-        if len(self.rows) < self.total and not self.loading:
+        if len(self.rows) < self.total and not self.loading and self._reading is None:
             self.loading = True
-            search, offset = self.search, len(self.rows)
-            self.run_worker(lambda: self._read(search, offset), thread=True, group="history-page")
+            search, offset, listing = self.search, len(self.rows), self._listing
+            self.run_worker(lambda: self._read(search, offset, listing), thread=True, group="history-page")
 
     # ---- a run: open, mark, compare -------------------------------------------------------------
     def _cursor_id(self) -> int | None:
         row = self.table.cursor_row
         return self.rows[row].id if 0 <= row < len(self.rows) else None
 
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        event.stop()
-        run_id = int(str(event.row_key.value))
+    def open_run(self, run_id: int) -> None:
         self.run_worker(lambda: self._load(run_id), thread=True, group="history-open")
 
     def _load(self, run_id: int) -> None:
@@ -180,8 +390,8 @@ class HistoryPane(Vertical):
             self.marked.remove(run_id)
         else:
             self.marked = [*self.marked, run_id][-2:]  # the two newest marks
-        for r in self.rows:
-            self.table.update_cell(str(r.id), "mark", "●" if r.id in self.marked else "")
+        self.table.marked = set(self.marked)
+        self.table.refresh()
         self._note()
 
     def compare_marked(self) -> None:
