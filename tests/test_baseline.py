@@ -214,3 +214,18 @@ def test_check_quick_runs_the_smoke_set_over_few_replays(monkeypatch):
     assert all(options.timing.replays == QUICK_REPLAYS for _config, options in fake.requests)
     refused_combination = check("--quick")  # CASES names presets
     assert refused_combination.exit_code == 2 and "--quick" in refused_combination.output
+
+
+def test_a_preset_pinned_to_a_slower_plan_is_the_same_case_and_is_flagged(tmp_path, monkeypatch):
+    """The regression a pin can cause: the preset's problem is unchanged, its plan is another."""
+    from tui.presets import find, save_user
+
+    path = baseline_of(tmp_path, monkeypatch)
+    monkeypatch.setenv("SDPA_EXPLORER_PRESET_DIR", str(tmp_path / "presets"))
+    save_user("llama3-8b-decode", find("llama3-8b-decode").config.replace(plan="1 KERNEL_CFG=2"))
+    answering(monkeypatch, timed(RECORDED, 1.35))
+    out = check("--baseline", path)
+    assert out.exit_code == 1, out.output
+    pinned = [line for line in out.output.splitlines() if line.startswith("SLOWER llama3-8b-decode")]
+    assert len(pinned) == 1 and "plan[1 KERNEL_CFG=2]" in pinned[0] and "+35.0%" in pinned[0], out.output
+    assert "not in the baseline" not in out.output

@@ -331,14 +331,18 @@ def _environment(results: list[RunResult]) -> Environment | None:
     return next((r.environment for r in results if r.environment is not None), None)
 
 
+def case_key(name: str, result: RunResult) -> tuple[str, str]:
+    """What makes two runs the same case: its name and its problem. A pinned plan is not part of
+    the problem: a preset pinned to another plan is the same case, run another way."""
+    return name, result.config.replace(plan=None).label()
+
+
 def against_baseline(baseline: Baseline, cases: list[tuple[str, RunResult]]) -> BaselineReport:
-    """Every case of this check against the same case (name and configuration) in the baseline."""
+    """Every case of this check against the same case (name and problem) in the baseline."""
     before = {}
     for name, result in baseline.cases:
-        before.setdefault((name, result.config.label()), result)
-    verdicts = [
-        v for name, r in cases for v in judge_case(name, before.pop((name, r.config.label()), None), r)
-    ]
+        before.setdefault(case_key(name, result), result)
+    verdicts = [v for name, r in cases for v in judge_case(name, before.pop(case_key(name, r), None), r)]
     env_before = _environment([r for _, r in baseline.cases])
     env_now = _environment([r for _, r in cases])
     changed = environment_changes(env_before, env_now) if env_before and env_now else ()
