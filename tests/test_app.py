@@ -13,7 +13,7 @@ import signal
 
 import pytest
 import pytest_asyncio
-from fakes import FP8, RECORDED, TRAINING, crash, hang, refused
+from fakes import FP8, RECORDED, TRAINING, FakeEngine, crash, hang, refused
 from pilot_waits import status_text, wait_for
 from textual.widgets import Checkbox, Input, Select
 
@@ -112,6 +112,20 @@ async def test_the_engine_process_survives_a_kill_checks_on_the_cpu_and_stops_on
         await pilot.press("ctrl+q")
     with pytest.raises(ProcessLookupError):  # closing the app ended (and reaped) its engine
         os.kill(pid, 0)
+
+
+def test_the_dashboard_warms_the_engine_server_only_for_an_engine_of_its_own(monkeypatch):
+    """Made to start its own engine, the dashboard starts the fork server at once (torch loads while
+    it imports and paints); with an engine handed to it, or none to start, it starts nothing."""
+    from tui.engine import launcher
+
+    warmed = []
+    monkeypatch.setattr(launcher, "warm", lambda: warmed.append(True))
+    make_app(SMALL, start_engine=False)
+    make_app(SMALL, client=FakeEngine())
+    assert not warmed
+    make_app(SMALL)
+    assert warmed == [True]
 
 
 # ---- a scripted engine --------------------------------------------------------------------------

@@ -168,3 +168,22 @@ def test_engines_started_at_once_leave_stderr_as_it_was():
     finally:
         for c, _events in started:
             c.close()
+
+
+def test_a_fork_server_warmed_in_advance_is_the_one_engines_fork_from():
+    """The dashboard warms the fork server at launch, so torch loads while it paints: the engine
+    started later is a fork of that server, and warming again starts no second one."""
+    import multiprocessing.forkserver
+    import sys
+
+    before = sys.stderr
+    launcher.warm()
+    launcher.warm()
+    server = multiprocessing.forkserver._forkserver._forkserver_pid
+    assert server is not None and sys.stderr is before
+    c, events = client()
+    try:
+        next_of(events, EngineReady)
+        assert parent_of(c.pid) == server
+    finally:
+        c.close()

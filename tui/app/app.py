@@ -18,6 +18,7 @@ from textual.css.query import NoMatches
 from textual.timer import Timer
 from textual.widgets import Checkbox, Footer, Header, Select, TabbedContent, TabPane
 
+from ..engine import launcher
 from ..engine.config import SdpaConfig
 from ..engine.process import (
     EngineClient,
@@ -136,6 +137,8 @@ class SdpaExplorerApp(
         self._client_started = False
         self.edit_to_result_s: list[tuple[bool, float]] = []  # (cache hit, seconds) of each result shown
         self._start_engine_on_mount = start_engine
+        if start_engine and client is None:
+            launcher.warm()  # torch loads in the fork server while the UI imports and paints
         self._latest: int | None = None
         self._submitted_at = 0.0
         self._debounce: Timer | None = None

@@ -3,15 +3,17 @@
 Importing torch costs seconds (4 s of CPU on a small machine); a fresh engine process after a
 crash, a hang or a lost context should not pay it again. So engine processes come from the
 standard library's fork server, which imports torch (and never CUDA: a process that holds a CUDA
-context must not be forked) when the first engine starts, and forks each engine from there.
-Where there is no fork server (Windows), or it cannot start, each engine is spawned afresh: slower,
-the same otherwise.
+context must not be forked) when the first engine starts, or earlier when `warm()` asks (the
+dashboard does at launch, so torch loads while the UI imports and paints), and forks each engine
+from there. Where there is no fork server (Windows), or it cannot start, each engine is spawned
+afresh: slower, the same otherwise.
 """
 
 from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import multiprocessing.forkserver
 import os
 import threading
 from multiprocessing.connection import Connection
@@ -74,6 +76,23 @@ def _contexts() -> list[multiprocessing.context.BaseContext]:
     return contexts or [multiprocessing.get_context("spawn")]
 
 
+def warm() -> None:
+    """Start the fork server now, without waiting for it: it imports torch in its own process while
+    the caller goes on, and the first `launch` forks from it. A fork server that cannot start is
+    left to `launch`, which says why or spawns instead. Call it before a UI captures the output."""
+    if _contexts()[0].get_start_method() == "forkserver":  # the first sets the server's preload
+        with _quiet(), contextlib.suppress(Exception):
+            multiprocessing.forkserver.ensure_running()
+
+
+@contextlib.contextmanager
+def _quiet():
+    """One start at a time, with `sys.stderr` on the null device: the fork server's helper keeps
+    `sys.stderr`'s descriptor, which a UI that captures output has replaced with one that has none."""
+    with _starting, open(os.devnull, "w") as null, contextlib.redirect_stderr(null):
+        yield
+
+
 def launch(target: Any, args: tuple, log_file: str | None) -> tuple[EngineProcess, Connection, Connection]:
     """Start `target(recv, send, *args, log_file)` in an engine process; return it with the
     parent's ends of the two pipes (send requests, receive replies)."""
@@ -88,9 +107,7 @@ def launch(target: Any, args: tuple, log_file: str | None) -> tuple[EngineProces
             daemon=True,  # ended, not waited for, if the UI exits without closing it
         )
         try:
-            with _starting, open(os.devnull, "w") as null, contextlib.redirect_stderr(null):
-                # the fork server's helper keeps `sys.stderr`'s descriptor, which a UI that
-                # captures output has replaced with one that has none
+            with _quiet():
                 process.start()
         except Exception as exc:  # the fork server could not start: spawn instead
             error = exc
