@@ -128,6 +128,22 @@ def test_the_dashboard_warms_the_engine_server_only_for_an_engine_of_its_own(mon
     assert warmed == [True]
 
 
+@pytest.mark.asyncio
+async def test_the_engine_starts_once_the_first_frame_is_on_screen(fake_engine, monkeypatch):
+    """The first frame comes first (the engine's start takes the CPU the paint needs); the engine
+    starts once it is on screen, and runs the form."""
+    from textual.screen import Screen
+
+    frames, started = [], []
+    paint, start = Screen._compositor_refresh, fake_engine.start
+    monkeypatch.setattr(Screen, "_compositor_refresh", lambda screen: (frames.append(1), paint(screen)))
+    monkeypatch.setattr(fake_engine, "start", lambda on_event: (started.append(len(frames)), start(on_event)))
+    app = make_app(SMALL, client=fake_engine)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.result is not None)
+    assert len(started) == 1 and started[0] >= 1 and fake_engine.requests
+
+
 # ---- a scripted engine --------------------------------------------------------------------------
 @pytest.mark.asyncio
 async def test_no_gpu_mode_explains_itself_checks_reruns_an_edit_and_a_training_step(cpu_fake_engine):
@@ -221,7 +237,7 @@ async def test_a_run_asked_before_the_engine_starts_waits_for_it_and_the_status_
         app.action_run()  # Ctrl+R, or a typing pause ending, before the engine has started
         assert fake_engine.requests == [] and phase(app) is Phase.STARTING
         fake_engine.hold()  # each result waits for the test
-        app.start_engine()  # what mounting does: starting runs the form
+        app.start_engine()  # what the first frame does: starting runs the form
         await wait_for(pilot, lambda: phase(app) is Phase.TIMING)
         assert status_text(app).startswith("timing plan 1 of 1 ...")  # a second later it adds its time
         assert app.status.state.startup_s is not None  # ready came first, and did not hide the run

@@ -195,8 +195,12 @@ class SdpaExplorerApp(
         self.query_one(MaskPane).show_config(self.initial_config, self._options(self.form.timing).seed)
         if self.opened is not None:
             self.open_saved(self.opened)  # shown, not to run, nor kept in the history again
+
+    def on_ready(self) -> None:
+        """The first frame is on screen: the engine starts now, not after the layout passes that
+        follow it (the fork server it forks from has been loading torch since the app was made)."""
         if self._start_engine_on_mount:
-            self.call_after_refresh(self.start_engine)
+            self.start_engine()
 
     def start_engine(self) -> None:
         """Start the engine client; run the form's configuration unless a saved result is open."""
