@@ -44,15 +44,31 @@ def own_user_presets(tmp_path_factory):
         yield
 
 
+def pytest_configure(config):
+    """Collection imports torch, Textual and the package: no collector passes over them midway (a
+    second of each test process's start)."""
+    gc.disable()
+
+
 def pytest_collection_finish(session):
     """What collection imported (torch, Textual, the package) lives as long as the process: freeze
     it, so the collector's full passes walk only what tests create. Those passes walked torch's
     objects each time and were a fifth of a dashboard test's time."""
     gc.collect()
     gc.freeze()
+    gc.enable()
     # fewer passes: a dashboard test allocates in bursts, and its widgets live as long as it does;
     # (10_000, 10, 10) spent 13% of the dashboard tests' time collecting, this a third less
     gc.set_threshold(100_000, 50, 100)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """What a test leaves (a dashboard's widgets, in cycles) is frozen too, never walked or freed:
+    walking and freeing each app's remains took a tenth of the dashboard tests' time, keeping
+    them costs a few MB a test."""
+    yield
+    gc.freeze()
 
 
 @pytest.fixture(scope="session", autouse=True)
