@@ -9,6 +9,7 @@ import pytest
 
 from tui.engine.config import SdpaConfig
 from tui.engine.knob_search import BUILD_FAILED, HEURISTIC, SEARCHED
+from tui.engine.knob_trials import PLACEMENT_PADS_MIB
 from tui.engine.pins import Pin
 from tui.engine.runner import Engine, RunOptions
 from tui.engine.search_results import SearchOptions
@@ -72,6 +73,11 @@ def test_a_search_builds_checks_and_times_candidates_beyond_the_list(folder):
     assert r.pick is not None and r.pick.plan == r.pick_plan and r.best is not None
     assert r.best.median_us <= r.pick.median_us * 1.02  # the pick is among the candidates
     assert {t.plan for t in r.confirmed} >= {r.pick_plan}
+    # each confirmed plan timed with the inputs at the same places in memory (the run's, then copies)
+    places = {len(t.placements_us) for t in r.confirmed}
+    assert places == {len(PLACEMENT_PADS_MIB) + 1}, places
+    assert all(min(t.placements_us) > 0 for t in r.confirmed)
+    assert r.best.plan == r.pick_plan or r.gain_range() is not None
     assert r.best_peer is not None and r.best_peer.name.startswith("torch FLASH")
     assert r.elapsed_s < 20.0 + 60.0  # the budget bounds the search; the run and confirmation add to it
 

@@ -301,3 +301,55 @@ def test_ctrl_c_stops_the_search_at_the_next_candidate_and_keeps_what_it_found()
     with EngineSession(Stoppable()) as session:
         r = session.search(SdpaConfig(), SearchOptions(), watch=ctrl_c)
     assert r.status == "cancelled" and len(r.trials) == 5
+
+
+def placed() -> SearchResult:
+    """The record confirmed with the inputs at four places in memory, as the H200 measured the
+    decode preset's pick and KERNEL_CFG=27 (the best moves with where K and V lie, the pick not)."""
+    r = recorded()
+    at = {"1 KERNEL_CFG=3": (163.8, 163.8, 164.4, 163.5), "1 KERNEL_CFG=27": (155.3, 151.6, 159.7, 160.0)}
+    confirmed = tuple(dataclasses.replace(t, placements_us=at[t.plan]) for t in r.confirmed)
+    return dataclasses.replace(r, confirmed=confirmed)
+
+
+def test_a_plan_confirmed_at_several_places_ranks_by_their_median_and_the_gain_spans_them():
+    r = placed()
+    assert r.best.time_us == pytest.approx((155.3 + 159.7) / 2)  # the median of four
+    assert r.pick.time_us == pytest.approx((163.8 + 163.8) / 2)
+    assert r.gain_pct == pytest.approx((163.8 - 157.5) / 163.8 * 100)
+    lo, hi = r.gain_range()
+    assert lo == pytest.approx((163.5 - 160.0) / 163.5 * 100) and hi == pytest.approx(
+        (163.8 - 151.6) / 163.8 * 100
+    )
+    assert recorded().gain_range() is None  # confirmed at one place: no span to give
+    assert dataclasses.replace(r, pick_plan="1 KERNEL_CFG=27").gain_range() is None  # the pick itself
+
+
+def test_placements_round_trip_and_a_search_file_without_them_still_loads():
+    r = placed()
+    again = SearchResult.from_dict(json.loads(r.to_json()))
+    assert again == r and again.best.placements_us == (155.3, 151.6, 159.7, 160.0)
+    old = json.loads(recorded().to_json())
+    old["schema_version"] = "1.0"
+    for t in old["confirmed"]:
+        del t["placements_us"]
+    assert SearchResult.from_dict(old).best.placements_us == ()
+
+
+def test_the_report_and_the_pane_say_the_gain_at_each_place_of_the_inputs():
+    from rich.console import Console
+
+    from tui.app.widgets.search import summary_rows
+    from tui.cli_search import summary
+    from tui.format import placement_words
+
+    words = placement_words(placed())
+    assert words == (
+        "inputs at 4 places in memory: best 151.60 µs-160.00 µs, pick 163.50 µs-164.40 µs; "
+        "gain +2.1% to +7.4% (median of places shown)"
+    )
+    assert placement_words(recorded()) == ""
+    console = Console(width=300, record=True)
+    console.print(summary_rows(placed()))
+    assert "where inputs lie  " + words in console.export_text()
+    assert words in summary(placed()).plain

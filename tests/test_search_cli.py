@@ -124,3 +124,15 @@ def test_the_script_of_a_pinned_configuration_rebuilds_that_plan():
     compile(pinned, "repro.py", "exec")
     assert "ws = build_pinned_plan(g)" in pinned and "def append_plan(" in pinned
     assert "build_pinned_plan" not in script(SdpaConfig())
+
+
+def test_the_per_preset_table_gives_the_gains_span_over_the_places_of_the_inputs():
+    from rich.console import Console
+    from test_knob_search import placed
+
+    from tui.cli_search import presets_table
+
+    console = Console(width=250, record=True)
+    console.print(presets_table([placed(), recorded()]))
+    out = console.export_text()
+    assert "3.8% (2.1-7.4)" in out and "11.3% " in out  # confirmed at one place: the gain alone

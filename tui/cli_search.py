@@ -21,7 +21,7 @@ from rich.text import Text
 from .cli import config_from_options, config_options, engine_session
 from .cli_common import EXIT_FAIL, EXIT_OK, _console, _fail_usage, check_export_paths
 from .engine.search_results import CSV_COLUMNS, SearchOptions, SearchResult, parse_budget
-from .format import us
+from .format import placement_words, us
 
 TOP = 12  # candidates the table of one search lists, fastest first
 
@@ -86,6 +86,8 @@ def summary(r: SearchResult) -> Text:
             f"  best found        {(best.name or '') + ' (' + best.plan + ')':<40} {us(best.time_us)}  "
         )
         out.append(words + "\n", style="green" if gain and gain > 0 and best.plan != r.pick_plan else "")
+        if placement_words(r):
+            out.append(f"  {'':<17} {placement_words(r)}\n", style="dim")
     if peer is not None and peer.timing is not None:
         out.append(f"  fastest peer      {peer.name:<40} {us(peer.timing.median_us)}\n")
     for t in r.faster_but_wrong()[:3]:
@@ -137,15 +139,22 @@ def presets_table(results: list[SearchResult]) -> Table:
             table.add_row(r.preset, Text(r.status.upper(), style="red"), *[""] * 8)
             continue
         pick, best, peer, c = r.pick, r.best, r.best_peer, r.counts()
-        gain = r.gain_pct
         table.add_row(
             r.preset, pick.name if pick else "-", us(pick.time_us) if pick else "-",
             (best.plan if best and best.plan != r.pick_plan else "the pick"), us(best.time_us) if best else "-",
-            "-" if gain is None else f"{gain:.1f}%", peer.name if peer else "-",
+            _gain_text(r), peer.name if peer else "-",
             us(peer.timing.median_us) if peer and peer.timing else "-",
             f"{c['tried']}/{c['built']}/{c['check failed']}", f"{r.elapsed_s:.0f}",
         )  # fmt: skip
     return table
+
+
+def _gain_text(r: SearchResult) -> str:
+    """The gain, and its span over the places of the inputs in memory where it moved with them."""
+    gain, span = r.gain_pct, r.gain_range()
+    if gain is None:
+        return "-"
+    return f"{gain:.1f}%" + (f" ({span[0]:.1f}-{span[1]:.1f})" if span else "")
 
 
 def write_csv(path: str, results: list[SearchResult]) -> None:

@@ -3,6 +3,8 @@ styles, and the words for a pass. One module, so the report and the panes can ne
 
 from __future__ import annotations
 
+from typing import Any
+
 from .engine.config import format_bytes
 from .engine.results import (
     STATUS_CPU_ONLY,
@@ -126,6 +128,23 @@ def us(value: float | None) -> str:
     if value >= 1000:
         return f"{value / 1000:.3f} ms"
     return f"{value:.2f} µs"
+
+
+def span_us(values: tuple[float, ...]) -> str:
+    """The least and the most of a few kernel times."""
+    return f"{us(min(values))}-{us(max(values))}" if values else "-"
+
+
+def placement_words(r: Any) -> str:
+    """A search's gain where it moved with the inputs' place in memory (SearchResult.gain_range)."""
+    span = r.gain_range()
+    if span is None:
+        return ""
+    best, pick = r.best, r.pick
+    return (
+        f"inputs at {len(best.placements_us)} places in memory: best {span_us(best.placements_us)}, "
+        f"pick {span_us(pick.placements_us)}; gain {span[0]:+.1f}% to {span[1]:+.1f}% (median of places shown)"
+    )
 
 
 def ms(seconds: float | None) -> str:

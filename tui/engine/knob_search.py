@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -135,6 +136,9 @@ class Trial:
     seconds: float = 0.0  # what trying it cost: building, checking and timing
     replay_us: float | None = None  # GPU time per execution in a CUDA graph of back-to-back executions
     kernels: int | None = None  # kernels one execution launches
+    # its time (as time_us ranks it) with the inputs at each of the confirmation's places in memory:
+    # a plan's time can depend on where K and V lie, so the confirmed figure is their median
+    placements_us: tuple[float, ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -143,15 +147,15 @@ class Trial:
 
     @property
     def overlapped(self) -> bool:
-        """Its kernels overlap (programmatic dependent launch): their durations add up to more than
-        the GPU spends on an execution, so the replay's time per execution is the truer figure."""
-        return bool(self.kernels and self.kernels > 1 and self.replay_us and self.median_us
-                    and self.replay_us < self.median_us)  # fmt: skip
+        return overlaps(self.median_us, self.replay_us, self.kernels)
 
     @property
     def time_us(self) -> float | None:
-        """What the search ranks by: the kernel time, or where kernels overlap, the replay's time."""
-        return self.replay_us if self.overlapped else self.median_us
+        """What the search ranks by: the kernel time, or where kernels overlap, the replay's time;
+        once confirmed at several places in memory, the median of those."""
+        if self.placements_us:
+            return statistics.median(self.placements_us)
+        return ranked_us(self.median_us, self.replay_us, self.kernels)
 
     @property
     def pin(self) -> Pin:
@@ -164,7 +168,20 @@ class Trial:
 
     @classmethod
     def from_dict(cls, d: dict) -> Trial:
-        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+        d = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        d["placements_us"] = tuple(d.get("placements_us", ()))
+        return cls(**d)
+
+
+def overlaps(median_us: float | None, replay_us: float | None, kernels: int | None) -> bool:
+    """A plan's kernels overlap (programmatic dependent launch): their durations add up to more than
+    the GPU spends on an execution, so the replay's time per execution is the truer figure."""
+    return bool(kernels and kernels > 1 and replay_us and median_us and replay_us < median_us)
+
+
+def ranked_us(median_us: float | None, replay_us: float | None, kernels: int | None) -> float | None:
+    """A figure as the search ranks it: the kernel time, or where the kernels overlap, the replay's."""
+    return replay_us if overlaps(median_us, replay_us, kernels) else median_us
 
 
 def fastest(trials: list[Trial] | tuple[Trial, ...]) -> Trial | None:

@@ -26,7 +26,7 @@ from .knob_search import (
 from .results import STATUS_CRASH, Environment, PeerResult
 
 MAX_CRASHES = 3  # candidates that may crash an engine process before a search gives up
-SEARCH_SCHEMA = "1.0"
+SEARCH_SCHEMA = "1.1"  # 1.1: the confirmed trials' placements_us (1.0 still loads)
 CSV_COLUMNS = ("preset", "plan", "name", "origin", "status", "median_us", "p10_us", "p90_us", "replay_us",
                "kernels", "max_abs_error", "seconds", "error")  # fmt: skip
 
@@ -124,6 +124,18 @@ class SearchResult:
         if pick is None or best is None or not pick.time_us or best.time_us is None:
             return None
         return (pick.time_us - best.time_us) / pick.time_us * 100
+
+    def gain_range(self) -> tuple[float, float] | None:
+        """The least and the most the best gained on the pick over the confirmation's places of the
+        inputs in memory (both timed side by side at each); None where there were not several."""
+        pick, best = self.pick, self.best
+        if pick is None or best is None or best.plan == self.pick_plan:
+            return None
+        at_pick, at_best = pick.placements_us, best.placements_us
+        if len(at_pick) < 2 or len(at_pick) != len(at_best):
+            return None
+        gains = [(p - b) / p * 100 for p, b in zip(at_pick, at_best, strict=True) if p]
+        return (min(gains), max(gains)) if gains else None
 
     @property
     def best_peer(self) -> PeerResult | None:

@@ -18,7 +18,7 @@ from textual_plotext import PlotextPlot
 from ...engine.knob_search import HEURISTIC, Trial
 from ...engine.pins import Pin, parse
 from ...engine.search_results import SearchOptions, SearchResult
-from ...format import us
+from ...format import placement_words, us
 from ..messages import BestPinned, SearchAsked, SearchStopAsked
 from ..navigation import PaneKeysInput
 
@@ -66,6 +66,8 @@ def summary_rows(r: SearchResult) -> Table:
         won = best.plan != r.pick_plan and (r.gain_pct or 0) > 0
         grid.add_row("best found", trial_text(best))
         grid.add_row("gain", Text(gain_words(r) or "-", style="bold green" if won else ""))
+        if placement_words(r):
+            grid.add_row("where inputs lie", Text(placement_words(r), style="dim"))
     if peer is not None and peer.timing is not None:
         grid.add_row("fastest peer", f"{us(peer.timing.median_us)}  {peer.name}")
     c = r.counts()
