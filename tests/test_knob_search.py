@@ -27,7 +27,7 @@ from tui.engine.knob_search import (
 )
 from tui.engine.pins import Pin
 from tui.engine.results import PeerResult, TimingStats
-from tui.engine.search_results import SearchOptions, SearchResult
+from tui.engine.search_results import FreshRun, SearchOptions, SearchResult, fresh_config, with_fresh
 
 
 class FakeEngine:
@@ -231,7 +231,7 @@ def test_a_process_that_died_resumes_without_the_candidate_its_last_words_name()
 
 
 def test_the_session_goes_on_in_a_fresh_process_after_a_crash():
-    from tui.engine.process import EngineDied, EngineProgress, EngineReady, EngineSearched
+    from tui.engine.process import EngineDied, EngineProgress, EngineReady, EngineResult, EngineSearched
     from tui.engine.session import EngineSession
 
     class CrashingOnce:
@@ -255,6 +255,11 @@ def test_the_session_goes_on_in_a_fresh_process_after_a_crash():
                 self.on_event(EngineSearched(rid, answer))
             return rid
 
+        def submit(self, config, options):
+            self.fresh = config
+            self.on_event(EngineResult(9, fresh_run(config)))
+            return 9
+
         def close(self):
             pass
 
@@ -268,6 +273,12 @@ def test_the_session_goes_on_in_a_fresh_process_after_a_crash():
         "1 KERNEL_CFG=19: killed by signal 11 (searching: candidate 3, 1 KERNEL_CFG=19, 2 of 60 s)",
     )
     assert any("going on in a fresh one" in s for s in said)
+    # then the best, pinned, beside the pick in the fresh process that follows the search's
+    assert client.fresh == SdpaConfig().replace(plan="1 KERNEL_CFG=27")
+    assert r.fresh == FreshRun("1 KERNEL_CFG=27", 163.5, 155.0) and r.fresh.gain_pct == pytest.approx(
+        5.2, abs=0.05
+    )
+    assert "running 1 KERNEL_CFG=27 beside the pick in a fresh engine process" in said
 
 
 def _no_gpu():
@@ -301,6 +312,49 @@ def test_ctrl_c_stops_the_search_at_the_next_candidate_and_keeps_what_it_found()
     with EngineSession(Stoppable()) as session:
         r = session.search(SdpaConfig(), SearchOptions(), watch=ctrl_c)
     assert r.status == "cancelled" and len(r.trials) == 5
+
+
+def fresh_run(config: SdpaConfig):
+    """A pinned run's answer, as the H200 read the decode pin in a fresh process beside its pick."""
+    from tests.fakes import RECORDED
+    from tui.engine.results import PlanResult
+
+    forward = RECORDED.passes[0]
+    plans = (
+        PlanResult(
+            0,
+            "eng1_k24=3",
+            1,
+            knobs={"KERNEL_CFG": 3},
+            built=True,
+            timing=stats(163.5),
+            is_heuristic_pick=True,
+        ),
+        PlanResult(1, "eng1", 1, built=True, timing=stats(163.6)),
+        PlanResult(
+            2, "eng1_k24=27", 1, knobs={"KERNEL_CFG": 27}, built=True, timing=stats(155.0), is_pinned=True
+        ),
+    )
+    forward = dataclasses.replace(forward, plans=plans, heuristic_plan=0, pinned_plan=2, timing=stats(155.0))
+    return dataclasses.replace(RECORDED, config=config, passes=(forward, *RECORDED.passes[1:]))
+
+
+def test_the_fresh_run_gives_the_pins_and_the_picks_figures_or_says_why_not():
+    r = recorded()
+    config = fresh_config(r)
+    assert config == r.config.replace(plan="1 KERNEL_CFG=27")
+    fresh = with_fresh(r, fresh_run(config)).fresh
+    assert (fresh.pick_us, fresh.best_us) == (163.5, 155.0)
+    from tests.fakes import RECORDED
+
+    unpinned = dataclasses.replace(fresh_run(config), passes=RECORDED.passes)
+    assert with_fresh(r, unpinned).fresh.message  # the pin did not run: said, no figure
+    assert fresh_config(dataclasses.replace(r, status="cancelled")) is None  # stopped: nothing more runs
+    assert fresh_config(dataclasses.replace(r, pick_plan="1 KERNEL_CFG=27")) is None  # the pick is the best
+    training = dataclasses.replace(r, config=SdpaConfig(backward=True))
+    assert fresh_config(training) == SdpaConfig(softmax_out="stats").replace(plan="1 KERNEL_CFG=27")
+    again = SearchResult.from_dict(json.loads(with_fresh(r, fresh_run(config)).to_json()))
+    assert again.fresh == fresh
 
 
 def placed() -> SearchResult:

@@ -225,7 +225,25 @@ async def test_form_edits_wait_for_the_search_and_run_when_it_ends():
         assert len(fake.requests) == runs and app._run_after_search  # nothing took the engine
         fake.release()
         await wait_for(pilot, lambda: pane(app).result is not None and app.result.config.b == 2)
-        assert len(fake.requests) == runs + 1 and pane(app).result.status == "ok"
+        # the best found ran first, pinned, in the engine process that follows the search's; then the form
+        asked = [config for config, _ in fake.requests[runs:]]
+        assert asked == [SEED.replace(plan="1 KERNEL_CFG=27"), SEED.replace(b=2)]
+        assert pane(app).result.status == "ok" and pane(app).result.fresh is not None
+
+
+@pytest.mark.asyncio
+async def test_the_best_found_runs_in_a_fresh_process_and_the_pane_gives_both_figures():
+    from test_knob_search import fresh_run
+
+    async with dashboard() as (app, pilot, fake):
+        await ready(pilot, fake)
+        fake.then(lambda reply, config, _options: reply.result(fresh_run(config)))
+        await start(pilot)
+        await wait_for(pilot, lambda: pane(app).result is not None and pane(app).result.fresh is not None)
+        summary = drawn(app, "#search-summary")
+        assert "best found 146.20 µs 1 KERNEL_CFG=27 eng1_k24=27 gain +11.3% against the pick" in summary
+        assert "fresh process as a pinned run reads it: best 155.00 µs, pick 163.50 µs: +5.2%" in summary
+        assert app.search_result.fresh.best_us == 155.0 and "knob search" not in text(app, "#status")
 
 
 @pytest.mark.asyncio

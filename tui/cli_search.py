@@ -21,7 +21,7 @@ from rich.text import Text
 from .cli import config_from_options, config_options, engine_session
 from .cli_common import EXIT_FAIL, EXIT_OK, _console, _fail_usage, check_export_paths
 from .engine.search_results import CSV_COLUMNS, SearchOptions, SearchResult, parse_budget
-from .format import placement_words, us
+from .format import fresh_words, placement_words, us
 
 TOP = 12  # candidates the table of one search lists, fastest first
 
@@ -88,6 +88,8 @@ def summary(r: SearchResult) -> Text:
         out.append(words + "\n", style="green" if gain and gain > 0 and best.plan != r.pick_plan else "")
         if placement_words(r):
             out.append(f"  {'':<17} {placement_words(r)}\n", style="dim")
+        if fresh_words(r):
+            out.append(f"  {'':<17} {fresh_words(r)}\n", style="green" if (r.fresh.gain_pct or 0) > 0 else "")
     if peer is not None and peer.timing is not None:
         out.append(f"  fastest peer      {peer.name:<40} {us(peer.timing.median_us)}\n")
     for t in r.faster_but_wrong()[:3]:
@@ -128,21 +130,25 @@ def presets_table(results: list[SearchResult]) -> Table:
         "best found",
         "µs",
         "gain",
+        "fresh",
         "best peer",
         "µs",
         "tried/built/wrong",
         "s",
     ):
-        table.add_column(col, justify="right" if col in ("µs", "gain", "s") else "left")
+        tight = col in ("gain", "fresh")  # what the table is for: never folded
+        table.add_column(col, justify="right" if col in ("µs", "gain", "fresh", "s") else "left", no_wrap=tight,
+                         min_width=6 if tight else None)  # fmt: skip
     for r in results:
         if r.status != "ok":  # why, under the table
-            table.add_row(r.preset, Text(r.status.upper(), style="red"), *[""] * 8)
+            table.add_row(r.preset, Text(r.status.upper(), style="red"), *[""] * 9)
             continue
         pick, best, peer, c = r.pick, r.best, r.best_peer, r.counts()
         table.add_row(
             r.preset, pick.name if pick else "-", us(pick.time_us) if pick else "-",
             (best.plan if best and best.plan != r.pick_plan else "the pick"), us(best.time_us) if best else "-",
-            _gain_text(r), peer.name if peer else "-",
+            _gain_text(r), "-" if r.fresh is None or r.fresh.gain_pct is None else f"{r.fresh.gain_pct:.1f}%",
+            peer.name if peer else "-",
             us(peer.timing.median_us) if peer and peer.timing else "-",
             f"{c['tried']}/{c['built']}/{c['check failed']}", f"{r.elapsed_s:.0f}",
         )  # fmt: skip

@@ -147,6 +147,16 @@ def placement_words(r: Any) -> str:
     )
 
 
+def fresh_words(r: Any) -> str:
+    """What the best found read, pinned, in a fresh engine process beside the pick (SearchResult.fresh)."""
+    f = getattr(r, "fresh", None)
+    if f is None:
+        return ""
+    if f.message or f.gain_pct is None:
+        return f"in a fresh engine process: not measured ({f.message or 'no figure'})"
+    return f"in a fresh engine process, as a pinned run reads it: best {us(f.best_us)}, pick {us(f.pick_us)}: {f.gain_pct:+.1f}%"
+
+
 def ms(seconds: float | None) -> str:
     """A build phase's duration, from seconds."""
     return "-" if seconds is None else f"{seconds * 1000:.2f} ms"

@@ -14,6 +14,7 @@ CLI's does.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from dataclasses import dataclass
 
@@ -21,9 +22,17 @@ from textual.css.query import NoMatches
 from textual.widgets import Input, TabbedContent
 
 from ..engine.config import SdpaConfig
-from ..engine.process import EngineDied, EngineEvent, EngineProgress, EngineSearched
+from ..engine.process import EngineDied, EngineEvent, EngineProgress, EngineResult, EngineSearched
 from ..engine.results import STATUS_CRASH, STATUS_ERROR
-from ..engine.search_results import SearchOptions, SearchResult, after_crash
+from ..engine.runner import RunOptions
+from ..engine.search_results import (
+    FreshRun,
+    SearchOptions,
+    SearchResult,
+    after_crash,
+    fresh_config,
+    with_fresh,
+)
 from .messages import BestPinned, SearchAsked, SearchStopAsked
 from .widgets.explain import ExplainPane
 from .widgets.plans import PlansPane
@@ -44,6 +53,8 @@ class SearchRun:
     request_id: int | None = None
     step: str = ""
     sent_at: float = 0.0
+    found: SearchResult | None = None  # the search's answer, while its best runs in a fresh process
+    fresh_id: int | None = None  # that run's request
 
 
 def search_options(budget_s: float, peers: tuple[str, ...]) -> SearchOptions:
@@ -135,6 +146,8 @@ class SearchDriving:
         if isinstance(event, EngineSearched) and said_of == run.request_id:
             self._search_answered(event.result)
             return True
+        if run.fresh_id is not None:
+            return self._fresh_event(run, event)
         if isinstance(event, EngineDied) and (said_of == run.request_id or not event.restarting):
             status = STATUS_CRASH if event.crashed else STATUS_ERROR
             lost = SearchResult(config=run.config, status=status, message=f"{event.reason} ({run.step or 'starting'})",
@@ -155,6 +168,31 @@ class SearchDriving:
             words = f"a candidate crashed the engine ({going_on.crashes[-1]}): going on in a fresh one"
             self.query_one(SearchPane).progress(run.config.label(), words)
             return
+        config = fresh_config(result)
+        if config is not None:  # the best, pinned, beside the pick in the process that follows (it retires)
+            run.found, run.fresh_id = result, self.client.submit(config, RunOptions())
+            self.query_one(SearchPane).show(result)
+            words = f"running {config.plan} beside the pick in a fresh engine process ..."
+            self.query_one(SearchPane).progress(run.config.label(), words)
+            self._search_said(words.removesuffix(" ..."))
+            return
+        self._search_done(result)
+
+    def _fresh_event(self, run: SearchRun, event: EngineEvent) -> bool:
+        """An event of the fresh run of the best found: its progress, its answer or its loss."""
+        said_of = getattr(event, "request_id", None)
+        if isinstance(event, EngineProgress) and said_of == run.fresh_id:
+            self.query_one(SearchPane).progress(run.config.label(), f"fresh process: {event.text}")
+            return True
+        if isinstance(event, EngineResult) and said_of == run.fresh_id:
+            self._search_done(with_fresh(run.found, event.result))
+            return True
+        if isinstance(event, EngineDied) and (said_of == run.fresh_id or not event.restarting):
+            plan = run.found.best.plan if run.found.best is not None else ""
+            self._search_done(dataclasses.replace(run.found, fresh=FreshRun(plan, message=event.reason)))
+        return False
+
+    def _search_done(self, result: SearchResult) -> None:
         self._search, self.search_result = None, result
         self.query_one(SearchPane).show(result)
         self.query_one(PlansPane).show_search(result)
@@ -169,7 +207,12 @@ class SearchDriving:
             return
         if run.request_id is not None:
             self.client.cancel()
-            self.query_one(SearchPane).progress(run.config.label(), "stopping at the next candidate ...")
+            words = (
+                "stopping the fresh run ..."
+                if run.fresh_id is not None
+                else "stopping at the next candidate ..."
+            )
+            self.query_one(SearchPane).progress(run.config.label(), words)
             return
         self._search = None
         self.query_one(SearchPane).say("Not started: stopped (Esc) while the form's run went on.")

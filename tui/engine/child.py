@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from .config import SdpaConfig
-from .process import EXIT_CONTEXT_LOST
+from .process import EXIT_CONTEXT_LOST, EXIT_RETIRED
 from .results import STATUS_CANCELLED, Environment, RunResult
 
 
@@ -71,19 +71,23 @@ def _serve(recv: Any, send: Any, environment_override: dict | None) -> None:
             return
         if msg[0] == "stop":
             return
+        retire = False
         try:
             if msg[0] == "explain":
                 send.send(("explained", msg[1], *_explained(engine, SdpaConfig.from_dict(msg[2]))))
             elif msg[0] == "search":
-                send.send(("searched", msg[1], _searched(engine, msg, cancelled, inbox, send)))
+                searched = _searched(engine, msg, cancelled, inbox, send)
+                send.send(("searched", msg[1], searched))
+                retire = env.gpu_available and bool(searched.get("trials"))  # it built and ran plans
             else:
                 send.send(("result", msg[1], _answer(engine, msg, cancelled, inbox, send).to_dict()))
         except (EOFError, OSError):
             return
-        if engine.lost is not None:  # nothing more can run in this process
+        if engine.lost is not None or retire:  # nothing more can run here, or nothing should
             sys.stdout.flush()
             sys.stderr.flush()
-            os._exit(EXIT_CONTEXT_LOST)  # no CUDA teardown: it would fail on the lost context
+            # no CUDA teardown: it would fail on a lost context, and a retiring process needs none
+            os._exit(EXIT_CONTEXT_LOST if engine.lost is not None else EXIT_RETIRED)
 
 
 def _answer(engine: Any, msg: tuple, cancelled: bool, inbox: _Inbox, send: Any) -> RunResult:

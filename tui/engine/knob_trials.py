@@ -39,7 +39,7 @@ from .measure import Measurement
 from .passes import FORWARD_PASS, BuiltPass
 from .pins import Pin
 from .results import STATUS_CANCELLED, STATUS_CPU_ONLY, STATUS_CRASH, STATUS_ERROR, STATUS_INVALID, PlanResult
-from .search_results import SearchOptions, SearchResult
+from .search_results import SearchOptions, SearchResult, forward_of
 from .timing import TimingOptions, kernel_time
 
 # candidates are timed in the burst regime over fewer replays than a run's; the best are confirmed
@@ -108,14 +108,6 @@ def run_search(
                             elapsed_s=time.monotonic() - started, **known, **base)  # fmt: skip
     return SearchResult(status="ok", stopped=stopped, trials=tuple(trials), confirmed=confirmed,
                         elapsed_s=time.monotonic() - started, **known, **base)  # fmt: skip
-
-
-def forward_of(config: Any) -> Any:
-    """The forward a search times: a training step's forward writes its softmax stats, as there."""
-    if not config.backward:
-        return config
-    softmax = "stats" if config.softmax_out == "none" else config.softmax_out
-    return config.replace(backward=False, deterministic=False, softmax_out=softmax)
 
 
 def _known(p: PlanResult) -> Trial:

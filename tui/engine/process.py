@@ -10,7 +10,8 @@ A run that loses the CUDA context (an illegal address in cuDNN, say) is answered
 and then the child exits with EXIT_CONTEXT_LOST: a lost context cannot be recovered in its
 process. The client starts a fresh child, which runs the request queued behind the crash.
 A child that cannot start at all is tried MAX_FAILED_STARTS times in a row, then left down
-until the next request.
+until the next request. After answering a knob search on the GPU the child retires (EXIT_RETIRED):
+the client starts a fresh one quietly (no death is reported), which takes any request sent since.
 
 The child (child.py: its loop) is forked from a server that imported torch once and never touched
 CUDA (launcher.py), and talks over two pipes; the UI owns the terminal, so the child's stdout and
@@ -48,6 +49,9 @@ from .config import SdpaConfig
 from .results import Environment, RunResult
 
 EXIT_CONTEXT_LOST = 75  # the child's exit after a run lost the CUDA context (EX_TEMPFAIL)
+# the child's exit after answering a knob search: hundreds of plans built and the memory it used
+# leave later runs in that process slower (the decode pin read 160-162 µs there, 155 µs fresh)
+EXIT_RETIRED = 76
 MAX_FAILED_STARTS = 3  # a child that dies before it is ready this often in a row is left down
 
 if TYPE_CHECKING:
@@ -392,9 +396,10 @@ class EngineClient:
         if self._closing:
             return
         lost_context = proc.returncode == EXIT_CONTEXT_LOST
+        retired = proc.returncode == EXIT_RETIRED
         with self._lock:
             request_id = self._in_flight
-            if lost_context and request_id is not None:  # queued behind the crash: the next child runs it
+            if (lost_context or retired) and request_id is not None:  # queued behind: the next child runs it
                 self._unsent, request_id = self._newest, None
             else:
                 self._in_flight = None
@@ -406,6 +411,9 @@ class EngineClient:
             with contextlib.suppress(OSError):
                 conn.close()
         proc.release()
+        if retired:  # its work done: a fresh child, nothing to report
+            self._spawn()
+            return
         if self._failed_starts >= MAX_FAILED_STARTS:
             reason += f"; it failed to start {self._failed_starts} times in a row (its log: {self._log_file})"
             self.on_event(EngineDied(reason, request_id, restarting=False, crashed=crashed))

@@ -21,12 +21,13 @@ from .knob_search import (
     EngineSpace,
     Trial,
     fastest,
+    ranked_us,
     trying,
 )
-from .results import STATUS_CRASH, Environment, PeerResult
+from .results import STATUS_CRASH, STATUS_OK, Environment, PeerResult, RunResult
 
 MAX_CRASHES = 3  # candidates that may crash an engine process before a search gives up
-SEARCH_SCHEMA = "1.1"  # 1.1: the confirmed trials' placements_us (1.0 still loads)
+SEARCH_SCHEMA = "1.1"  # 1.1: placements_us of the confirmed, the fresh process's run (1.0 still loads)
 CSV_COLUMNS = ("preset", "plan", "name", "origin", "status", "median_us", "p10_us", "p90_us", "replay_us",
                "kernels", "max_abs_error", "seconds", "error")  # fmt: skip
 
@@ -66,6 +67,59 @@ class SearchOptions:
         return cls(**d)
 
 
+def forward_of(config: SdpaConfig) -> SdpaConfig:
+    """The forward a search times: a training step's forward writes its softmax stats, as there."""
+    if not config.backward:
+        return config
+    softmax = "stats" if config.softmax_out == "none" else config.softmax_out
+    return config.replace(backward=False, deterministic=False, softmax_out=softmax)
+
+
+@dataclass(frozen=True)
+class FreshRun:
+    """The best found, pinned, run beside the heuristic's pick in an engine process of its own (the
+    search's retires after it): the figures a pinned run reads, which a search's process, full of
+    what it built, may not (on the H200 the decode pin read 160-162 µs there, 155 µs fresh)."""
+
+    plan: str
+    pick_us: float | None = None
+    best_us: float | None = None
+    message: str = ""  # why there are no figures
+
+    @property
+    def gain_pct(self) -> float | None:
+        if not self.pick_us or self.best_us is None:
+            return None
+        return (self.pick_us - self.best_us) / self.pick_us * 100
+
+
+def fresh_config(r: SearchResult) -> SdpaConfig | None:
+    """The configuration that runs the best found in a fresh process: the searched forward, pinned
+    to it; None where the best is the pick itself, nothing passed, or the search was stopped."""
+    best = r.best
+    if r.status != "ok" or best is None or best.plan == r.pick_plan:
+        return None
+    return forward_of(r.config).replace(plan=best.plan)
+
+
+def with_fresh(r: SearchResult, run: RunResult) -> SearchResult:
+    """The search's record with what `run` (of fresh_config(r)) measured of the pin and the pick."""
+    plan = r.best.plan if r.best is not None else ""
+    forward = run.forward if run.passes else None
+    if run.status != STATUS_OK or forward is None:
+        return dataclasses.replace(r, fresh=FreshRun(plan, message=run.message or run.status))
+    pinned, pick = forward.plan(forward.pinned_plan), forward.plan(forward.heuristic_plan)
+    if pinned is None or pinned.timing is None:
+        words = next((n for n in forward.notes if "pinned plan" in n), "the pinned plan was not timed")
+        return dataclasses.replace(r, fresh=FreshRun(plan, message=words))
+
+    def us(p: Any) -> float | None:
+        t = p.timing if p is not None else None
+        return ranked_us(t.median_us, t.replay_us, t.kernels_per_call) if t is not None else None
+
+    return dataclasses.replace(r, fresh=FreshRun(plan, us(pick), us(pinned)))
+
+
 def after_crash(
     options: SearchOptions, result: SearchResult, step: str, elapsed_s: float
 ) -> SearchOptions | None:
@@ -103,6 +157,7 @@ class SearchResult:
     peers: tuple[PeerResult, ...] = ()
     environment: Environment | None = None
     preset: str = ""
+    fresh: FreshRun | None = None  # the best found run again in a fresh engine process (with_fresh)
     schema_version: str = SEARCH_SCHEMA
 
     @property
@@ -189,6 +244,7 @@ class SearchResult:
             PeerResult(**{**p, "timing": timing_from_dict(p.get("timing"))}) for p in d.get("peers", ())
         )
         d["environment"] = Environment(**d["environment"]) if d.get("environment") else None
+        d["fresh"] = FreshRun(**d["fresh"]) if d.get("fresh") else None
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
 
     def csv_rows(self) -> list[dict[str, Any]]:

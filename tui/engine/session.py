@@ -8,6 +8,7 @@ crash. The dashboard talks to the same client without blocking (tui.app).
 
 from __future__ import annotations
 
+import dataclasses
 import queue
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -108,10 +109,32 @@ class EngineSession:
             result, step = self._search_once(config, options, watch)
             going_on = after_crash(options, result, step, time.monotonic() - started)
             if going_on is None:
-                return result
+                return self._fresh(result, watch)
             options = going_on
             if watch is not None:
                 watch(f"a candidate crashed the engine ({going_on.crashes[-1]}): going on in a fresh one")
+
+    def _fresh(self, result: SearchResult, watch: Callable[[str], None] | None) -> SearchResult:
+        """The best found, pinned, run beside the pick in the fresh engine process that follows the
+        search's (it retires): the figures a pinned run reads. Ctrl+C stops it, keeping the search's."""
+        from .runner import RunOptions
+        from .search_results import FreshRun, fresh_config, with_fresh
+
+        config = fresh_config(result)
+        if config is None:
+            return result
+        if watch is not None:
+            watch(f"running {config.plan} beside the pick in a fresh engine process")
+        request_id = self.client.submit(config, RunOptions())
+        try:
+            run = self._answer(request_id, config, watch)
+        except KeyboardInterrupt:
+            self.client.cancel()
+            self._answer(request_id, config, None)
+            return dataclasses.replace(
+                result, fresh=FreshRun(config.plan or "", message="stopped when asked")
+            )
+        return with_fresh(result, run)
 
     def _search_once(
         self, config: SdpaConfig, options: SearchOptions, watch: Callable[[str], None] | None

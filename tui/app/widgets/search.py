@@ -18,7 +18,7 @@ from textual_plotext import PlotextPlot
 from ...engine.knob_search import HEURISTIC, Trial
 from ...engine.pins import Pin, parse
 from ...engine.search_results import SearchOptions, SearchResult
-from ...format import placement_words, us
+from ...format import fresh_words, placement_words, us
 from ..messages import BestPinned, SearchAsked, SearchStopAsked
 from ..navigation import PaneKeysInput
 
@@ -68,6 +68,9 @@ def summary_rows(r: SearchResult) -> Table:
         grid.add_row("gain", Text(gain_words(r) or "-", style="bold green" if won else ""))
         if placement_words(r):
             grid.add_row("where inputs lie", Text(placement_words(r), style="dim"))
+        if fresh_words(r):
+            grid.add_row("fresh process", Text(fresh_words(r).removeprefix("in a fresh engine process")
+                                               .lstrip(", :"), style="green"))  # fmt: skip
     if peer is not None and peer.timing is not None:
         grid.add_row("fastest peer", f"{us(peer.timing.median_us)}  {peer.name}")
     c = r.counts()
