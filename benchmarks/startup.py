@@ -64,15 +64,17 @@ def run_end_to_end(preset: str) -> tuple[float, dict]:
     }
 
 
-# the dashboard in a fresh process: milestones in seconds from its launch (the wall clock the
-# parent passes), the first result's line as it is shown; the engine's teardown is not counted
+# the dashboard in a fresh process, made as the command line makes it: milestones in seconds from
+# its launch (the wall clock the parent passes), the first result's line as it is shown, and
+# whether this process imported torch (it must not: torch belongs to the engine process); the
+# engine's teardown is not counted
 DASHBOARD = """
 import asyncio, os, sys, time
 launched = float(os.environ["STARTUP_LAUNCHED"])
 def say(what, value=None):  # to the descriptor: the running app captures sys.stdout
     os.write(1, f"{what} {value or round(time.time() - launched, 3)}\\n".encode())
+from tui.cli import dashboard  # as `sdpa-explorer` launches it: the fork server first, then the app
 from textual.screen import Screen
-from tui.app import make_app
 from tui.presets import find
 paint = Screen._compositor_refresh
 def first_paint(screen):
@@ -82,7 +84,7 @@ def first_paint(screen):
         say("first_paint")
 Screen._compositor_refresh = first_paint
 async def main():
-    app = make_app(find(sys.argv[1]).config)
+    app = dashboard(find(sys.argv[1]).config)
     async with app.run_test(size=(140, 44)):
         while app.environment is None and app.result is None:
             await asyncio.sleep(0.01)  # not pilot.pause(): that waits on every widget each time
@@ -92,19 +94,20 @@ async def main():
         say("first_result")
         say("status", app.result.status)
 asyncio.run(main())
+say("ui_imported_torch", str("torch" in sys.modules))
 """
 
 
 def dashboard_first_result(preset: str) -> dict:
     """The dashboard launched afresh: seconds from launch to its first paint, its engine's ready and
-    its first result on screen, and that result's status."""
+    its first result on screen, that result's status, and whether the UI's process imported torch."""
     env = {**os.environ, "STARTUP_LAUNCHED": repr(time.time())}
     cmd = [sys.executable, "-c", DASHBOARD, preset]
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env) as proc:
         said = dict(line.split() for line in proc.stdout if len(line.split()) == 2)
     if "status" not in said:
         raise RuntimeError(f"the dashboard gave no first result (exit {proc.returncode})")
-    return {k: (v if k == "status" else float(v)) for k, v in said.items()}
+    return {k: (v if k in ("status", "ui_imported_torch") else float(v)) for k, v in said.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -125,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("first_paint", "engine_ready", "first_result"):
         figures[f"dashboard_{name}_s"] = round(statistics.median(f[name] for f in firsts), 2)
     figures["dashboard_status"] = firsts[-1]["status"]
+    figures["dashboard_imported_torch"] = [f.get("ui_imported_torch") for f in firsts]  # each "False"
     figures["dashboard_minus_run_s"] = round(figures["dashboard_first_result_s"] - figures["run_s"], 2)
     figures["dashboard_minus_run_each_s"] = [
         round(f["first_result"] - w, 2) for f, (w, _) in zip(firsts, runs, strict=True)

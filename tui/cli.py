@@ -138,10 +138,20 @@ def main(ctx: click.Context, open_path: str | None) -> None:
     """Explore cuDNN scaled-dot-product attention: support, plans, build phases,
     accuracy against an fp32 reference, and kernel time. Without a command: the dashboard."""
     if ctx.invoked_subcommand is None:
-        from .app import make_app
-
         opened = read_result(open_path, "--open") if open_path else None
-        make_app(opened.config if opened else None, opened=opened).run()
+        dashboard(opened.config if opened else None, opened).run()
+
+
+def dashboard(config: SdpaConfig | None = None, opened: Any = None) -> Any:
+    """The dashboard as `sdpa-explorer` makes it: the fork server is started first, so that torch
+    loads in it (never in this process) while Textual and the app import here; the app's own
+    `warm()` then finds it running."""
+    from .engine import launcher
+
+    launcher.warm()
+    from .app import make_app
+
+    return make_app(config, opened=opened)
 
 
 def read_result(path: str, option: str):

@@ -73,7 +73,8 @@ def collect() -> Environment:
         import torch
     except Exception as exc:  # pragma: no cover - torch is a dependency
         return Environment(gpu_available=False, unavailable_reason=f"torch cannot be imported: {exc}", **info)
-    info["torch_version"] = torch.__version__
+    # a plain str: torch.__version__ is a TorchVersion, whose unpickling imports torch in the UI
+    info["torch_version"] = str(torch.__version__)
     info["cuda_runtime"] = torch.version.cuda or ""
     try:
         info["torch_cudnn_version"] = _format_cudnn_version(torch.backends.cudnn.version())

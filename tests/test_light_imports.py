@@ -1,0 +1,80 @@
+"""The dashboard's and the CLI's own process never import torch: torch loads in the engine
+process (forked from a server that imported it once), and what comes back over the pipe is plain
+data. Importing torch costs seconds of CPU; the UI paying it again would double its start-up."""
+
+import dataclasses
+import pickle
+import subprocess
+import sys
+
+from tui.engine.environment import collect
+from tui.engine.results import Environment
+
+# what the dashboard and the CLI import, then what an engine's "ready" brings, unpickled as the
+# client does; the parent's stdin carries the pickle
+UNPICKLE = """
+import pickle, sys
+import tui.app, tui.cli, tui.engine.process, tui.engine.session
+from tui.engine.results import Environment
+env = Environment(**pickle.loads(sys.stdin.buffer.read()))
+assert type(env.torch_version) is str, type(env.torch_version)
+heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "cudnn"))
+print(" ".join(heavy[:5]) or "light")
+"""
+
+# the CLI's `run` as a user types it, through the real engine process, then what the parent holds
+RUN = """
+import sys
+from click.testing import CliRunner
+from tui.cli import main
+r = CliRunner().invoke(main, ["run", "--no-check", "--b", "1", "--h", "2", "--s", "64", "--d", "64", "--json"])
+assert r.exit_code == 0, r.output
+heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "cudnn"))
+print(" ".join(heavy[:5]) or "light")
+"""
+
+
+def _python(code: str, stdin: bytes = b"") -> str:
+    done = subprocess.run([sys.executable, "-c", code], input=stdin, capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    return done.stdout.decode().strip().splitlines()[-1]
+
+
+def test_the_environment_carries_plain_strings():
+    """torch.__version__ is a TorchVersion: kept as it is, its unpickling imports torch."""
+    env = collect()
+    for f in dataclasses.fields(Environment):
+        value = getattr(env, f.name)
+        assert value is None or type(value) in (str, int, bool), (f.name, type(value))
+    assert type(env.torch_version) is str
+
+
+def test_an_environment_from_the_engine_leaves_torch_out_of_the_ui():
+    received = pickle.dumps(dataclasses.asdict(collect()))  # as the engine sends it
+    assert _python(UNPICKLE, received) == "light"
+
+
+def test_run_leaves_torch_in_the_engine_process():
+    """End to end: the environment, the result and every event the engine sends are plain data."""
+    assert _python(RUN) == "light"
+
+
+def test_the_dashboard_starts_the_fork_server_first(monkeypatch):
+    """Torch loads in the fork server while Textual and the app import in this process."""
+    from click.testing import CliRunner
+
+    import tui.app
+    from tui.cli import main
+    from tui.engine import launcher
+
+    calls = []
+
+    class App:
+        def run(self):
+            calls.append("run")
+
+    monkeypatch.setattr(launcher, "warm", lambda: calls.append("warm"))
+    monkeypatch.setattr(tui.app, "make_app", lambda config, opened=None: calls.append("make_app") or App())
+    r = CliRunner().invoke(main, [])
+    assert r.exit_code == 0, r.output
+    assert calls == ["warm", "make_app", "run"]
