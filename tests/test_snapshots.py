@@ -283,15 +283,19 @@ async def test_history_pane(snapshot, tmp_path, monkeypatch):
 async def test_search_pane(snapshot):
     """A knob search of the seed's configuration (F3, Enter in the budget), answered with the decode
     search in the H200's proportions (tests/fakes.py, SEARCHED): the pick against the best found and
-    FLASH, the counts, the engines, the chart along KERNEL_CFG, at 120x40 and 80x24."""
+    FLASH, the counts, the engines, the chart along KERNEL_CFG, and the best run again in a fresh
+    engine process, at 120x40 and 80x24."""
+    from test_knob_search import fresh_run
+
     fake = FakeEngine(relabelled(RECORDED))
     app = make_app(RECORDED.config, client=fake)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: app.result is not None and not fake.busy)
+        fake.then(lambda reply, config, _options: reply.result(fresh_run(config)))  # the fresh process's run
         await pilot.press("f3")
         app.query_one("#search-budget", Input).focus()
         await pilot.press("enter")
-        await wait_for(pilot, lambda: app.query_one("#search").result is not None and not fake.busy)
+        await wait_for(pilot, lambda: app.search_result is not None and not app.searching and not fake.busy)
         shots = {"120x40": await screenshot(pilot, pane("search"))}
         shots["80x24"] = await screenshot(pilot, terminal(80, 24))
     fake.close()
