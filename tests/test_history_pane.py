@@ -164,3 +164,27 @@ async def test_a_saved_result_opened_is_not_kept_again():
         assert pane(app).rows[0].label == dataclasses.replace(TRAINING.config, b=2).label()
         with History() as history:
             assert history.count() == 1
+
+
+async def test_a_key_typed_in_the_filter_or_a_form_field_asks_for_no_layout_of_the_screen():
+    """An Input's text sets its virtual size, which Textual counts as a layout change: every key
+    re-laid the whole screen out, a third of the filter's answer to a key. The fields of the main
+    screen repaint themselves only; what typing into them starts (a filter, a run) is its own."""
+    app = make_app(SdpaConfig(), start_engine=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("f2")
+        await wait_for(pilot, lambda: app.query_one("#tabs").active == "tab-history")
+        for selector in ("#history-filter", "#f-b"):
+            field = app.query_one(selector, Input)
+            field.focus()
+            await pilot.pause()
+            asked: list[bool] = []
+            refresh = field.refresh
+
+            def watched(*regions, layout=False, refresh=refresh, asked=asked, **kw):
+                asked.append(layout)
+                return refresh(*regions, layout=layout, **kw)
+
+            field.refresh = watched
+            await pilot.press("7")
+            assert field.value.endswith("7") and asked and not any(asked), (selector, asked)

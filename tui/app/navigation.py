@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from textual.actions import SkipAction
 from textual.binding import Binding
+from textual.geometry import Size
+from textual.reactive import Reactive
 from textual.widget import Widget
 from textual.widgets import Input, TabbedContent, Tabs
 
@@ -38,6 +40,11 @@ ALT_DIGIT_KEYS = alt_digit_keys()
 class PaneKeysInput(Input):
     """A field of the main screen (the form, the Sweep pane's varies): the characters terminals
     send for Alt+digit reach the pane keys instead of the field, which no such character fits."""
+
+    # An Input's virtual size follows its text, and Widget declares it a layout change: every key
+    # typed re-laid the whole screen out (a third of the History filter's answer to a key). The text
+    # scrolls within the field and nothing else moves: a repaint is all it needs.
+    virtual_size = Reactive(Size(0, 0), layout=False)
 
     def check_consume_key(self, key: str, character: str | None) -> bool:
         return key not in ALT_DIGIT_KEYS.values() and super().check_consume_key(key, character)

@@ -30,6 +30,7 @@ from ...engine.results import RunResult
 from ...format import status_style, us
 from ...history import History, HistoryError, HistoryRow, compare
 from ..messages import HistoryOpened
+from ..navigation import PaneKeysInput
 
 PAGE = 200  # runs read at a time
 LINES_KEPT = 200  # lines drawn, kept for the cursor's moves and scrolling back: a few screens
@@ -264,7 +265,7 @@ class HistoryPane(Vertical):
         self._note_wraps = True  # the note's line is longer than the pane is wide
 
     def compose(self) -> ComposeResult:
-        yield Input(placeholder="filter: label, preset, status, GPU or version", id="history-filter")
+        yield PaneKeysInput(placeholder="filter: label, preset, status, GPU or version", id="history-filter")
         yield self.table
         yield Static(HINT, id="history-note")
         with VerticalScroll(id="history-compare"):
