@@ -258,7 +258,9 @@ class HistoryPane(Vertical):
         self.search = ""  # the filter the rows shown match
         self.typed = ""  # the filter as typed: read once the read under way is done
         self.marked: list[int] = []  # run ids, in the order marked
-        self.loading = False  # a next page is being read
+        self.paging = (
+            False  # a next page is being read (not Widget.loading: that covers the pane with an indicator)
+        )
         self._reading: str | None = None  # the filter whose first page is being read
         self._stale = False  # the list is to be read again (a run was recorded)
         self._listing = 0  # which reading of the list the rows belong to: pages of an older one are dropped
@@ -319,7 +321,7 @@ class HistoryPane(Vertical):
         if offset == 0:
             self._reading = None
         else:
-            self.loading = False
+            self.paging = False
         self._note(problem)
 
     def _rows_read(
@@ -329,11 +331,11 @@ class HistoryPane(Vertical):
             self._reading = None
             self.search, self.total = search, total or 0
             self._listing += 1
-            self.loading = False
+            self.paging = False
             self.table.show_rows(rows)
             self._read_next()  # typed meanwhile
         elif listing == self._listing and offset == len(self.rows):
-            self.loading = False
+            self.paging = False
             self.table.show_rows(rows, append=True)
         else:
             return  # a page of a list read again since
@@ -361,8 +363,8 @@ class HistoryPane(Vertical):
             self._more()
 
     def _more(self) -> None:
-        if len(self.rows) < self.total and not self.loading and self._reading is None:
-            self.loading = True
+        if len(self.rows) < self.total and not self.paging and self._reading is None:
+            self.paging = True
             search, offset, listing = self.search, len(self.rows), self._listing
             self.run_worker(lambda: self._read(search, offset, listing), thread=True, group="history-page")
 
