@@ -21,7 +21,7 @@ from rich.text import Text
 from .cli import config_from_options, config_options, engine_session
 from .cli_common import EXIT_FAIL, EXIT_OK, _console, _fail_usage, check_export_paths
 from .engine.search_results import CSV_COLUMNS, SearchOptions, SearchResult, parse_budget
-from .format import fresh_words, placement_words, us
+from .format import FRESH_PROCESS, fresh_words, placement_words, us
 
 TOP = 12  # candidates the table of one search lists, fastest first
 
@@ -89,7 +89,10 @@ def summary(r: SearchResult) -> Text:
         if placement_words(r):
             out.append(f"  {'':<17} {placement_words(r)}\n", style="dim")
         if fresh_words(r):
-            out.append(f"  {'':<17} {fresh_words(r)}\n", style="green" if (r.fresh.gain_pct or 0) > 0 else "")
+            out.append(
+                f"  {'':<17} {FRESH_PROCESS}, {fresh_words(r)}\n",
+                style="green" if (r.fresh.gain_pct or 0) > 0 else "",
+            )
     if peer is not None and peer.timing is not None:
         out.append(f"  fastest peer      {peer.name:<40} {us(peer.timing.median_us)}\n")
     for t in r.faster_but_wrong()[:3]:

@@ -69,8 +69,7 @@ def summary_rows(r: SearchResult) -> Table:
         if placement_words(r):
             grid.add_row("where inputs lie", Text(placement_words(r), style="dim"))
         if fresh_words(r):
-            grid.add_row("fresh process", Text(fresh_words(r).removeprefix("in a fresh engine process")
-                                               .lstrip(", :"), style="green"))  # fmt: skip
+            grid.add_row("fresh process", Text(fresh_words(r), style="green"))
     if peer is not None and peer.timing is not None:
         grid.add_row("fastest peer", f"{us(peer.timing.median_us)}  {peer.name}")
     c = r.counts()
