@@ -28,6 +28,7 @@ from tui.engine.knob_search import (
 from tui.engine.pins import Pin
 from tui.engine.results import PeerResult, TimingStats
 from tui.engine.search_results import FreshRun, SearchOptions, SearchResult, fresh_config, with_fresh
+from tui.format import fresh_words
 
 
 class FakeEngine:
@@ -350,11 +351,45 @@ def test_the_fresh_run_gives_the_pins_and_the_picks_figures_or_says_why_not():
     unpinned = dataclasses.replace(fresh_run(config), passes=RECORDED.passes)
     assert with_fresh(r, unpinned).fresh.message  # the pin did not run: said, no figure
     assert fresh_config(dataclasses.replace(r, status="cancelled")) is None  # stopped: nothing more runs
-    assert fresh_config(dataclasses.replace(r, pick_plan="1 KERNEL_CFG=27")) is None  # the pick is the best
     training = dataclasses.replace(r, config=SdpaConfig(backward=True))
     assert fresh_config(training) == SdpaConfig(softmax_out="stats").replace(plan="1 KERNEL_CFG=27")
     again = SearchResult.from_dict(json.loads(with_fresh(r, fresh_run(config)).to_json()))
     assert again.fresh == fresh
+
+
+def test_where_the_confirmation_puts_the_pick_first_the_runner_up_runs_fresh_and_is_named():
+    """As on the H200's second GPU: KERNEL_CFG=27 searched faster, confirmed slower than the pick
+    in the search's process; the fresh process is where a pinned run of it is read."""
+    r = recorded()
+    slower = (
+        r.confirmed[0],
+        dataclasses.replace(r.confirmed[1], median_us=165.3, p10_us=165.0, p90_us=166.0),
+    )
+    first = dataclasses.replace(r, confirmed=slower)
+    assert first.best.plan == first.pick_plan and first.contender.plan == "1 KERNEL_CFG=27"
+    config = fresh_config(first)
+    assert config == r.config.replace(plan="1 KERNEL_CFG=27")
+    done = with_fresh(first, fresh_run(config))
+    assert done.fresh == FreshRun("1 KERNEL_CFG=27", 163.5, 155.0)
+    words = fresh_words(done)
+    assert "1 KERNEL_CFG=27 155.00 µs, pick 163.50 µs: +5.2%" in words
+    assert "(2nd)" in presets_table_text([done]) and "(2nd)" not in presets_table_text(
+        [with_fresh(r, fresh_run(config))]
+    )
+    only_pick = dataclasses.replace(r, confirmed=r.confirmed[:1], trials=r.trials[:1])
+    assert (
+        only_pick.contender is None and fresh_config(only_pick) is None
+    )  # nothing else passed: nothing runs
+
+
+def presets_table_text(results) -> str:
+    from rich.console import Console
+
+    from tui.cli_search import presets_table
+
+    console = Console(width=200, record=True)
+    console.print(presets_table(results))
+    return console.export_text()
 
 
 def placed() -> SearchResult:

@@ -242,7 +242,10 @@ async def test_the_best_found_runs_in_a_fresh_process_and_the_pane_gives_both_fi
         await wait_for(pilot, lambda: pane(app).result is not None and pane(app).result.fresh is not None)
         summary = drawn(app, "#search-summary")
         assert "best found 146.20 µs 1 KERNEL_CFG=27 eng1_k24=27 gain +11.3% against the pick" in summary
-        assert "fresh process as a pinned run reads it: best 155.00 µs, pick 163.50 µs: +5.2%" in summary
+        assert (
+            "fresh process as a pinned run reads it: 1 KERNEL_CFG=27 155.00 µs, pick 163.50 µs: +5.2%"
+            in summary
+        )
         assert app.search_result.fresh.best_us == 155.0 and "knob search" not in text(app, "#status")
 
 

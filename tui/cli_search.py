@@ -150,12 +150,20 @@ def presets_table(results: list[SearchResult]) -> Table:
         table.add_row(
             r.preset, pick.name if pick else "-", us(pick.time_us) if pick else "-",
             (best.plan if best and best.plan != r.pick_plan else "the pick"), us(best.time_us) if best else "-",
-            _gain_text(r), "-" if r.fresh is None or r.fresh.gain_pct is None else f"{r.fresh.gain_pct:.1f}%",
+            _gain_text(r), _fresh_text(r),
             peer.name if peer else "-",
             us(peer.timing.median_us) if peer and peer.timing else "-",
             f"{c['tried']}/{c['built']}/{c['check failed']}", f"{r.elapsed_s:.0f}",
         )  # fmt: skip
     return table
+
+
+def _fresh_text(r: SearchResult) -> str:
+    """The per-preset table's fresh-process gain; "(2nd)" where the runner-up ran, the pick being best."""
+    f = r.fresh
+    if f is None or f.gain_pct is None:
+        return "-"
+    return f"{f.gain_pct:.1f}%" + (" (2nd)" if r.best is not None and f.plan != r.best.plan else "")
 
 
 def _gain_text(r: SearchResult) -> str:

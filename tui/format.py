@@ -151,14 +151,14 @@ FRESH_PROCESS = "in a fresh engine process"
 
 
 def fresh_words(r: Any) -> str:
-    """What the best found read, pinned, beside the pick in a fresh engine process (SearchResult.fresh),
-    after FRESH_PROCESS: where the CLI's line says it, the Search pane's row label does."""
+    """What the contender (the best found, else the runner-up) read, pinned, beside the pick in a fresh
+    engine process (SearchResult.fresh), after FRESH_PROCESS: the CLI's line says that, the pane's row label."""
     f = getattr(r, "fresh", None)
     if f is None:
         return ""
     if f.message or f.gain_pct is None:
         return f"not measured ({f.message or 'no figure'})"
-    return f"as a pinned run reads it: best {us(f.best_us)}, pick {us(f.pick_us)}: {f.gain_pct:+.1f}%"
+    return f"as a pinned run reads it: {f.plan} {us(f.best_us)}, pick {us(f.pick_us)}: {f.gain_pct:+.1f}%"
 
 
 def ms(seconds: float | None) -> str:

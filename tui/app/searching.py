@@ -179,7 +179,7 @@ class SearchDriving:
         self._search_done(result)
 
     def _fresh_event(self, run: SearchRun, event: EngineEvent) -> bool:
-        """An event of the fresh run of the best found: its progress, its answer or its loss."""
+        """An event of the fresh run of the contender: its progress, its answer or its loss."""
         said_of = getattr(event, "request_id", None)
         if isinstance(event, EngineProgress) and said_of == run.fresh_id:
             self.query_one(SearchPane).progress(run.config.label(), f"fresh process: {event.text}")
@@ -188,7 +188,7 @@ class SearchDriving:
             self._search_done(with_fresh(run.found, event.result))
             return True
         if isinstance(event, EngineDied) and (said_of == run.fresh_id or not event.restarting):
-            plan = run.found.best.plan if run.found.best is not None else ""
+            plan = run.found.contender.plan if run.found.contender is not None else ""
             self._search_done(dataclasses.replace(run.found, fresh=FreshRun(plan, message=event.reason)))
         return False
 
