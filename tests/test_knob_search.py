@@ -376,6 +376,9 @@ def test_where_the_confirmation_puts_the_pick_first_the_runner_up_runs_fresh_and
     assert "(2nd)" in presets_table_text([done]) and "(2nd)" not in presets_table_text(
         [with_fresh(r, fresh_run(config))]
     )
+    eng1 = Trial("1", BUILT, HEURISTIC, "eng1", 164.2, 164.0, 165.0, 2e-4)  # the heuristic's other plan
+    second = dataclasses.replace(first, confirmed=(*slower, eng1))
+    assert second.best.plan == "1" and second.contender.plan == "1 KERNEL_CFG=27"  # not the heuristic's
     only_pick = dataclasses.replace(r, confirmed=r.confirmed[:1], trials=r.trials[:1])
     assert (
         only_pick.contender is None and fresh_config(only_pick) is None

@@ -175,14 +175,14 @@ class SearchResult:
 
     @property
     def contender(self) -> Trial | None:
-        """The plan run pinned in a fresh process: the best found, or where the confirmation put the
-        pick first, the fastest other that passed it. A process full of a search's builds can slow
-        one plan more than another (on the H200, KERNEL_CFG=27 read 158 µs searched, 164 confirmed
-        beside the pick's 164, and 160 pinned in a fresh process), so the runner-up gets its fresh run too."""
+        """The plan run pinned in a fresh process: the best found where the search found it (not one
+        of the heuristic's plans), else the fastest the search found that passed the confirmation. A
+        process full of a search's builds can slow one plan more than another (on the H200,
+        KERNEL_CFG=27 read 158 µs searched, 164 confirmed beside the pick's 164, 160 pinned fresh)."""
         best = self.best
-        if best is None or best.plan != self.pick_plan:
+        if best is not None and best.origin != HEURISTIC:
             return best
-        return fastest([t for t in self.confirmed if t.plan != self.pick_plan])
+        return fastest([t for t in self.confirmed if t.origin != HEURISTIC])
 
     @property
     def gain_pct(self) -> float | None:
