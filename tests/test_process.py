@@ -189,10 +189,11 @@ def test_a_fork_server_warmed_in_advance_is_the_one_engines_fork_from():
         c.close()
 
 
-def test_the_fork_server_preloads_what_the_first_kernel_timing_would_import(tmp_path):
-    """torch.profiler imports torch._inductor as each profile starts: the engines forked from the
-    server find it there (on the H200 the first timing of a fresh engine paid 3.7 s for it). A
-    stand-in torch package shows what the preload imports, without the seconds the real one takes."""
+def test_the_fork_server_preloads_torch_and_not_inductor(tmp_path):
+    """The engines forked from the server find torch imported; torch._inductor stays out (1.5 s on
+    a CPU machine, more on the H200), since the kernel timing never reaches torch.profiler's wrapper
+    that imported it. A stand-in torch package shows what the preload imports, without the seconds
+    the real one takes."""
     import subprocess
     import sys
 
@@ -207,4 +208,4 @@ def test_the_fork_server_preloads_what_the_first_kernel_timing_would_import(tmp_
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(tmp_path), str(root)))}
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60, env=env)
-    assert seen.read_text().split() == ["torch", "torch._inductor"]
+    assert seen.read_text().split() == ["torch"]

@@ -3,7 +3,7 @@
 An event pair around one `execute()` measures the host too: the frontend's execute
 costs 16-28 us of CPU time, so for small problems the GPU idles between the events and
 the reading is mostly host. Instead we capture N executions in a CUDA graph, replay it,
-and read the duration of each kernel from CUPTI (through torch.profiler): kernel time
+and read the duration of each kernel from CUPTI (through the autograd profiler): kernel time
 is the sum of a plan's kernel durations per execution. The timed replays are enqueued back
 to back with an event between each two, and the host waits once, after the last: the GPU
 never idles between samples. Each replay's wall time per execution is kept beside it
@@ -25,12 +25,13 @@ flush's own kernels are recognised by name and left out.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import statistics
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -274,26 +275,34 @@ def _profiled_replays(
 ) -> tuple[list[float], list[tuple[str, float, float]]]:
     """Replay `replays` times under CUPTI, back to back with an event between each two, and wait
     once: (each replay's time in ms, the kernel records)."""
-    from torch.profiler import ProfilerActivity, profile
+    with cupti(torch) as prof:
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(replays + 1)]
+        events[0].record(stream)
+        for i in range(replays):
+            graph.replay()
+            events[i + 1].record(stream)
+        events[-1].synchronize()
+        torch.cuda.synchronize()
+    times = [events[i].elapsed_time(events[i + 1]) for i in range(replays)]
+    return times, _kernel_records(torch, prof)
 
+
+@contextlib.contextmanager
+def cupti(torch: Any) -> Iterator[Any]:
+    """Record the GPU's kernels (CUPTI, through Kineto) and nothing of the CPU's. This is the
+    autograd profiler that torch.profiler.profile wraps, entered directly: the wrapper imports
+    torch._inductor as every profile starts (to read one setting), which cost a fresh engine
+    process 3.7 s at its first timing on the H200, or its fork server as much at each launch."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            events = [torch.cuda.Event(enable_timing=True) for _ in range(replays + 1)]
-            events[0].record(stream)
-            for i in range(replays):
-                graph.replay()
-                events[i + 1].record(stream)
-            events[-1].synchronize()
-            torch.cuda.synchronize()
-        times = [events[i].elapsed_time(events[i + 1]) for i in range(replays)]
-        return times, _kernel_records(torch, prof)
+        with torch.autograd.profiler.profile(use_device="cuda", use_cpu=False, use_kineto=True) as prof:
+            yield prof
 
 
 def _kernel_records(torch: Any, prof: Any) -> list[tuple[str, float, float]]:
     """(name, start µs, duration µs) of every GPU kernel the profiler saw."""
     out = []
-    for evt in prof.events():
+    for evt in prof.function_events:
         if getattr(evt, "device_type", None) != torch.autograd.DeviceType.CUDA:
             continue
         name = evt.name or ""
@@ -307,15 +316,12 @@ def _kernel_names(fn: Callable[[], None], distinct: bool = True) -> Any:
     """Names of the kernels `fn` launches (to tell the L2 flush from the plan's kernels), or,
     not `distinct`, one name per kernel launched (to count them)."""
     import torch
-    from torch.profiler import ProfilerActivity, profile
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            fn()
-            torch.cuda.synchronize()
-        names = [name for name, _, _ in _kernel_records(torch, prof)]
-        return set(names) if distinct else names
+    with cupti(torch) as prof:
+        fn()
+        torch.cuda.synchronize()
+    names = [name for name, _, _ in _kernel_records(torch, prof)]
+    return set(names) if distinct else names
 
 
 def host_overhead_us(run: Callable[[], None], calls: int = 50) -> float:
@@ -334,19 +340,16 @@ def host_overhead_us(run: Callable[[], None], calls: int = 50) -> float:
 
 
 def profiler_kernel_time(run: Callable[[], None], calls: int = 20) -> tuple[float, int]:
-    """(kernel µs per call, kernels per call) as torch.profiler records plain eager calls:
+    """(kernel µs per call, kernels per call) as CUPTI records plain eager calls:
     the independent reading the engine's kernel time is checked against."""
     import torch
-    from torch.profiler import ProfilerActivity, profile
 
     for _ in range(3):
         run()
     torch.cuda.synchronize()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(calls):
-                run()
-            torch.cuda.synchronize()
-        records = _kernel_records(torch, prof)
+    with cupti(torch) as prof:
+        for _ in range(calls):
+            run()
+        torch.cuda.synchronize()
+    records = _kernel_records(torch, prof)
     return sum(d for _, _, d in records) / calls, round(len(records) / calls)
