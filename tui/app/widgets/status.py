@@ -180,7 +180,7 @@ class StatusLine(Static):
     """Renders its `state`; set the state, never the text. While work runs it redraws each second,
     so a step that lasts shows its time."""
 
-    state: reactive[Status] = reactive(Status, layout=True)
+    state: reactive[Status] = reactive(Status)  # one row whatever it says: a repaint, never a layout
 
     def on_mount(self) -> None:
         self.set_interval(1.0, self._tick)
