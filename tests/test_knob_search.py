@@ -385,6 +385,35 @@ def test_where_the_confirmation_puts_the_pick_first_the_runner_up_runs_fresh_and
     )  # nothing else passed: nothing runs
 
 
+def runner_up_faster_fresh() -> SearchResult:
+    """The confirmation put the pick first (KERNEL_CFG=27 at 165.3 µs beside its 164.8), and the
+    fresh process then ran 27 pinned at 155.0 µs beside the pick's 163.5, as the H200 read them."""
+    r = recorded()
+    slower = (
+        r.confirmed[0],
+        dataclasses.replace(r.confirmed[1], median_us=165.3, p10_us=165.0, p90_us=166.0),
+    )
+    return dataclasses.replace(r, confirmed=slower, fresh=FreshRun("1 KERNEL_CFG=27", 163.5, 155.0))
+
+
+def test_what_to_pin_is_what_a_fresh_process_ran_faster_else_the_best_found():
+    r = recorded()
+    assert r.to_pin.plan == "1 KERNEL_CFG=27"  # no fresh run: the best found
+    assert dataclasses.replace(r, pick_plan="1 KERNEL_CFG=27").to_pin is None  # the pick is the best
+    assert (
+        dataclasses.replace(r, fresh=FreshRun("1 KERNEL_CFG=27", 163.5, 155.0)).to_pin.plan
+        == "1 KERNEL_CFG=27"
+    )
+    assert (
+        dataclasses.replace(r, fresh=FreshRun("1 KERNEL_CFG=27", 155.0, 163.5)).to_pin is None
+    )  # slower fresh
+    assert dataclasses.replace(r, fresh=FreshRun("1 KERNEL_CFG=27", message="crashed")).to_pin.plan == (
+        "1 KERNEL_CFG=27"  # no fresh figure: the confirmation decides
+    )
+    up = runner_up_faster_fresh()
+    assert up.best.plan == up.pick_plan and up.to_pin.plan == "1 KERNEL_CFG=27"
+
+
 def presets_table_text(results) -> str:
     from rich.console import Console
 

@@ -11,7 +11,7 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from test_knob_search import recorded
+from test_knob_search import recorded, runner_up_faster_fresh
 
 from tui.cli import main
 from tui.engine.config import SdpaConfig
@@ -94,6 +94,19 @@ def test_save_preset_keeps_the_best_pinned(session):
     preset = find("decode-pinned")
     assert preset.config == find("llama3-8b-decode").config.replace(plan="1 KERNEL_CFG=27")
     assert "pinned to 1 KERNEL_CFG=27 by a knob search" in preset.description
+
+
+def test_where_a_fresh_process_ran_the_runner_up_faster_that_is_the_pin(monkeypatch):
+    s = AnsweringSession(runner_up_faster_fresh())
+    monkeypatch.setattr("tui.cli_search.engine_session", lambda: s)
+    r = invoke("--preset", "llama3-8b-decode")
+    assert r.exit_code == 0, r.output
+    assert "the pick itself" in r.output and 'pin it: --plan "1 KERNEL_CFG=27"' in r.output
+    r = invoke("--preset", "llama3-8b-decode", "--save-preset", "decode-fresh")
+    assert r.exit_code == 0, r.output
+    preset = find("decode-fresh")
+    assert preset.config.plan == "1 KERNEL_CFG=27"
+    assert "155.00 µs, 5.2% faster than the heuristic's pick in a fresh process" in preset.description
 
 
 def test_several_presets_are_searched_in_turn_one_row_each(session):

@@ -98,8 +98,8 @@ def summary(r: SearchResult) -> Text:
     for t in r.faster_but_wrong()[:3]:
         out.append(f"  finding: {t.plan} runs in {us(t.time_us)} but fails the check "
                    f"(max abs error {t.max_abs_error:.3g})\n", style="yellow")  # fmt: skip
-    if best is not None and best.plan != r.pick_plan:
-        out.append(f'  pin it: --plan "{best.plan}"', style="cyan")
+    if r.to_pin is not None:
+        out.append(f'  pin it: --plan "{r.to_pin.plan}"', style="cyan")
         out.append(" (run, or a preset's plan key; --save-preset NAME keeps it)\n")
     return out
 
@@ -273,13 +273,22 @@ def _save(
 def _save_pinned(r: SearchResult, name: str) -> None:
     from .presets import PresetExists, save_user
 
-    best = r.best
+    best = r.to_pin or r.best  # the pick itself where nothing beat it
     if r.status != "ok" or best is None:
         _fail_usage([f"--save-preset: nothing to keep: the search ended {r.status} ({r.message})"])
         return
     config = r.config.replace(plan=best.plan)
-    gain = f", {r.gain_pct:.1f}% faster than the heuristic's pick" if r.gain_pct else ""
-    words = f"pinned to {best.plan} by a knob search: {us(best.time_us)}{gain} (cuDNN {r.environment.cudnn_backend_version if r.environment else '?'})"
+    fresh = r.fresh if r.fresh is not None and r.fresh.plan == best.plan and r.fresh.gain_pct else None
+    if fresh is not None:
+        figure = (
+            f"{us(fresh.best_us)}, {fresh.gain_pct:.1f}% faster than the heuristic's pick in a fresh process"
+        )
+    else:
+        gain = (
+            f", {r.gain_pct:.1f}% faster than the heuristic's pick" if r.gain_pct and best is r.best else ""
+        )
+        figure = f"{us(best.time_us)}{gain}"
+    words = f"pinned to {best.plan} by a knob search: {figure} (cuDNN {r.environment.cudnn_backend_version if r.environment else '?'})"
     try:
         path = save_user(name, config, description=words, overwrite=True)
     except (ValueError, PresetExists, OSError) as exc:

@@ -185,6 +185,18 @@ class SearchResult:
         return fastest([t for t in self.confirmed if t.origin != HEURISTIC])
 
     @property
+    def to_pin(self) -> Trial | None:
+        """The plan worth pinning, or None where the pick is as fast as anything found. Where the
+        contender ran in a fresh process, that run decides (a pin runs in a fresh process, and the
+        search's own can slow one plan more than another); else the best found, if not the pick."""
+        f = self.fresh
+        if f is not None and f.gain_pct is not None:
+            found = [t for t in (*self.confirmed, *self.trials) if t.plan == f.plan and t.passed]
+            return found[0] if f.gain_pct > 0 and found else None
+        best = self.best
+        return best if best is not None and best.plan != self.pick_plan else None
+
+    @property
     def gain_pct(self) -> float | None:
         pick, best = self.pick, self.best
         if pick is None or best is None or not pick.time_us or best.time_us is None:

@@ -31,7 +31,7 @@ IDLE_WORDS = (
 RUNNING_WORDS = (
     "Esc or Cancel stops it at the next candidate, keeping what it found; form edits wait for its end"
 )
-PIN_WORDS = "p or Pin best: into the form's pinned plan (Ctrl+S keeps it)"
+PIN_WORDS = "p or Pin best: {plan} into the form's pinned plan (Ctrl+S keeps it)"
 # the chart's marks: a candidate that passed, one that failed the check, the heuristic's, the best
 PASSED, WRONG, PICKED, BEST = ("•", "cyan"), ("x", "red"), ("H", "yellow"), ("◆", "green")
 COLORS = {"cyan": (0, 215, 255), "red": (255, 85, 85), "yellow": (255, 215, 0), "green": (95, 215, 95)}
@@ -69,7 +69,8 @@ def summary_rows(r: SearchResult) -> Table:
         if placement_words(r):
             grid.add_row("where inputs lie", Text(placement_words(r), style="dim"))
         if fresh_words(r):
-            grid.add_row("fresh process", Text(fresh_words(r), style="green"))
+            faster = r.fresh is not None and (r.fresh.gain_pct or 0) > 0
+            grid.add_row("fresh process", Text(fresh_words(r), style="green" if faster else ""))
     if peer is not None and peer.timing is not None:
         grid.add_row("fastest peer", f"{us(peer.timing.median_us)}  {peer.name}")
     c = r.counts()
@@ -92,8 +93,8 @@ def summary_rows(r: SearchResult) -> Table:
             " ..." if len(wrong) > 3 else ""
         )
         grid.add_row("finding", Text(f"{faster}: faster, but fail the check", style="yellow"))
-    if best is not None and best.plan != r.pick_plan:
-        grid.add_row("pin it", Text(PIN_WORDS, style="cyan"))
+    if r.to_pin is not None:
+        grid.add_row("pin it", Text(PIN_WORDS.format(plan=r.to_pin.plan), style="cyan"))
     return grid
 
 
@@ -238,7 +239,8 @@ class SearchPane(VerticalScroll):
         self.post_message(SearchAsked(self.budget_text))
 
     def action_pin_best(self) -> None:
-        best = self.result.best if self.result is not None else None
+        r = self.result
+        best = (r.to_pin or r.best) if r is not None else None  # the pick itself where nothing beat it
         if best is not None:
             self.post_message(BestPinned(best.plan, self.result.config))
 
