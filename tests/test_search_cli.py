@@ -15,6 +15,7 @@ from test_knob_search import recorded, runner_up_faster_fresh
 
 from tui.cli import main
 from tui.engine.config import SdpaConfig
+from tui.engine.search_results import FreshRun
 from tui.presets import find
 from tui.repro import script
 
@@ -107,6 +108,15 @@ def test_where_a_fresh_process_ran_the_runner_up_faster_that_is_the_pin(monkeypa
     preset = find("decode-fresh")
     assert preset.config.plan == "1 KERNEL_CFG=27"
     assert "155.00 µs, 5.2% faster than the heuristic's pick in a fresh process" in preset.description
+
+
+def test_where_the_fresh_process_ran_the_best_slower_than_the_pick_the_pick_is_kept(monkeypatch):
+    slower = dataclasses.replace(recorded(), fresh=FreshRun("1 KERNEL_CFG=27", 155.0, 163.5))
+    s = AnsweringSession(slower)
+    monkeypatch.setattr("tui.cli_search.engine_session", lambda: s)
+    r = invoke("--preset", "llama3-8b-decode", "--save-preset", "decode-kept")
+    assert r.exit_code == 0, r.output
+    assert "pin it:" not in r.output and find("decode-kept").config.plan == "1 KERNEL_CFG=3"
 
 
 def test_several_presets_are_searched_in_turn_one_row_each(session):

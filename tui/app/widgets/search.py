@@ -240,7 +240,7 @@ class SearchPane(VerticalScroll):
 
     def action_pin_best(self) -> None:
         r = self.result
-        best = (r.to_pin or r.best) if r is not None else None  # the pick itself where nothing beat it
+        best = (r.to_pin or r.pick or r.best) if r is not None else None  # the pick where nothing beat it
         if best is not None:
             self.post_message(BestPinned(best.plan, self.result.config))
 
