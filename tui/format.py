@@ -151,8 +151,8 @@ FRESH_PROCESS = "in a fresh engine process"
 
 
 def fresh_words(r: Any) -> str:
-    """What the contender (the best found, else the runner-up) read, pinned, beside the pick in a fresh
-    engine process (SearchResult.fresh), after FRESH_PROCESS: the CLI's line says that, the pane's row label."""
+    """What the contender read, pinned, beside the pick in a fresh engine process (SearchResult.fresh),
+    after FRESH_PROCESS: the CLI's line says those words, the Search pane's row label does."""
     f = getattr(r, "fresh", None)
     if f is None:
         return ""

@@ -77,9 +77,10 @@ def forward_of(config: SdpaConfig) -> SdpaConfig:
 
 @dataclass(frozen=True)
 class FreshRun:
-    """The contender (the best found, else the runner-up), pinned, run beside the heuristic's pick in
-    an engine process of its own (the search's retires after it): the figures a pinned run reads, which a search's process, full of
-    what it built, may not (on the H200 the decode pin read 160-162 µs there, 155 µs fresh)."""
+    """The contender (SearchResult.contender), pinned, run beside the heuristic's pick in an engine
+    process of its own (the search's retires after it): the figures a pinned run reads, which a
+    search's process, full of what it built, may not (the decode pin read 160-162 µs there, 155
+    µs fresh, on the H200). `best_us` is the contender's time."""
 
     plan: str
     pick_us: float | None = None
