@@ -273,7 +273,7 @@ def _save(
 def _save_pinned(r: SearchResult, name: str) -> None:
     from .presets import PresetExists, save_user
 
-    best = r.to_pin or r.pick or r.best  # the pick itself where nothing beat it
+    best = r.kept
     if r.status != "ok" or best is None:
         _fail_usage([f"--save-preset: nothing to keep: the search ended {r.status} ({r.message})"])
         return

@@ -198,6 +198,14 @@ class SearchResult:
         return best if best is not None and best.plan != self.pick_plan else None
 
     @property
+    def kept(self) -> Trial | None:
+        """What a pin of this search keeps (--save-preset, the pane's p): the plan worth pinning, else
+        the pick itself; None where nothing passed."""
+        if self.best is None:
+            return None
+        return self.to_pin or self.pick or self.best
+
+    @property
     def gain_pct(self) -> float | None:
         pick, best = self.pick, self.best
         if pick is None or best is None or not pick.time_us or best.time_us is None:

@@ -115,8 +115,9 @@ class EngineSession:
                 watch(f"a candidate crashed the engine ({going_on.crashes[-1]}): going on in a fresh one")
 
     def _fresh(self, result: SearchResult, watch: Callable[[str], None] | None) -> SearchResult:
-        """The best found, pinned, run beside the pick in the fresh engine process that follows the
-        search's (it retires): the figures a pinned run reads. Ctrl+C stops it, keeping the search's."""
+        """The contender (SearchResult.contender), pinned, run beside the pick in the fresh engine
+        process that follows the search's (it retires): the figures a pinned run reads. Ctrl+C stops
+        it, keeping the search's."""
         from .runner import RunOptions
         from .search_results import FreshRun, fresh_config, with_fresh
 

@@ -258,9 +258,8 @@ class HistoryPane(Vertical):
         self.search = ""  # the filter the rows shown match
         self.typed = ""  # the filter as typed: read once the read under way is done
         self.marked: list[int] = []  # run ids, in the order marked
-        self.paging = (
-            False  # a next page is being read (not Widget.loading: that covers the pane with an indicator)
-        )
+        # a next page is being read (not Widget.loading: that covers the pane with an indicator)
+        self.paging = False
         self._reading: str | None = None  # the filter whose first page is being read
         self._stale = False  # the list is to be read again (a run was recorded)
         self._listing = 0  # which reading of the list the rows belong to: pages of an older one are dropped

@@ -239,8 +239,7 @@ class SearchPane(VerticalScroll):
         self.post_message(SearchAsked(self.budget_text))
 
     def action_pin_best(self) -> None:
-        r = self.result
-        best = (r.to_pin or r.pick or r.best) if r is not None else None  # the pick where nothing beat it
+        best = self.result.kept if self.result is not None else None
         if best is not None:
             self.post_message(BestPinned(best.plan, self.result.config))
 
