@@ -6,11 +6,13 @@ with the app's keys, and empty panes that say why."""
 from __future__ import annotations
 
 from textual.widgets import TabbedContent, Tabs
+from textual.widgets._footer import FooterKey
 
 from tests.fakes import NO_GPU, RECORDED, FakeEngine, crash, relabelled
 from tests.pilot_waits import wait_for
 from tui.app import make_app
 from tui.app.widgets.config_form import Tick
+from tui.app.widgets.keys import KeysFooter
 from tui.engine.config import SdpaConfig
 
 SMALL = SdpaConfig(b=1, h_q=2, h_kv=2, s_q=64, s_kv=64, d_qk=64, d_v=64)
@@ -155,3 +157,23 @@ async def test_alt_digit_as_most_terminals_send_it_reaches_the_panes_and_is_type
         sent("£")
         await wait_for(pilot, lambda: app.screen.query_one("#save-name").value == "£")
         assert tabs.active == "tab-sweep"  # the dialog's key was typed, no pane moved
+
+
+async def test_a_tab_between_fields_keeps_the_footer_and_a_pane_with_keys_of_its_own_redraws_it():
+    """Moving focus between fields whose keys are the same rebuilds nothing (a Tab used to
+    rebuild every key and lay the screen out again); focus that brings keys of its own does."""
+    app = make_app(SMALL, start_engine=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        footer = app.query_one(KeysFooter)
+        await wait_for(pilot, lambda: len(footer.query(FooterKey)) > 0)
+        drawn = list(footer.query(FooterKey))
+        for field in ("#f-b", "#f-h_q", "#f-s_q"):
+            app.query_one(field).focus()
+            await wait_for(pilot, lambda field=field: app.query_one(field).has_focus)
+        assert list(footer.query(FooterKey)) == drawn and all(key.is_attached for key in drawn)
+        await pilot.press("f3")
+        app.query_one("#search-table").focus()
+        await wait_for(pilot, lambda: "Pin best" in [key.description for key in footer.query(FooterKey)])
+        app.query_one("#f-b").focus()
+        await wait_for(pilot, lambda: "Pin best" not in [key.description for key in footer.query(FooterKey)])
+        assert [key.description for key in footer.query(FooterKey)] == [key.description for key in drawn]

@@ -17,7 +17,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.css.query import NoMatches
 from textual.timer import Timer
-from textual.widgets import Checkbox, Footer, Header, Select, TabbedContent, TabPane
+from textual.widgets import Checkbox, Header, Select, TabbedContent, TabPane
 
 from ..engine import launcher
 from ..engine.config import SdpaConfig
@@ -59,6 +59,7 @@ from .widgets import (
 from .widgets.config_form import PEER_LABELS
 from .widgets.explain import ExplainPane
 from .widgets.history import HistoryPane
+from .widgets.keys import KeysFooter
 from .widgets.search import SearchPane
 from .widgets.status import Status
 
@@ -162,7 +163,7 @@ class SdpaExplorerApp(
                         with TabPane(title, id=f"tab-{name}"):
                             yield pane(id=name)
         yield StatusLine(id="status")
-        yield Footer(compact=True)
+        yield KeysFooter(compact=True)
 
     def _size_classes(self) -> None:
         """The terminal size's classes from the start: Textual sets them on the first resize, after
