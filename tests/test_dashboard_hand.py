@@ -5,6 +5,7 @@ with the app's keys, and empty panes that say why."""
 
 from __future__ import annotations
 
+from textual._compositor import Compositor
 from textual.widgets import TabbedContent, Tabs
 from textual.widgets._footer import FooterKey
 
@@ -177,3 +178,22 @@ async def test_a_tab_between_fields_keeps_the_footer_and_a_pane_with_keys_of_its
         app.query_one("#f-b").focus()
         await wait_for(pilot, lambda: "Pin best" not in [key.description for key in footer.query(FooterKey)])
         assert [key.description for key in footer.query(FooterKey)] == [key.description for key in drawn]
+
+
+async def test_a_focus_move_repaints_the_fields_it_changes_not_the_whole_screen(monkeypatch):
+    app = make_app(SMALL, start_engine=False)
+    full: list[int] = []
+    whole = Compositor.render_full_update
+
+    def counted(compositor, *args, **kwargs):
+        full.append(1)
+        return whole(compositor, *args, **kwargs)
+
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.query_one("#f-b").has_focus)
+        await pilot.pause()
+        monkeypatch.setattr(Compositor, "render_full_update", counted)
+        for field in ("#f-h_q", "#f-s_q", "#f-b"):
+            app.query_one(field).focus()
+            await wait_for(pilot, lambda field=field: app.query_one(field).has_focus)
+        assert full == []

@@ -40,6 +40,7 @@ from .explaining import ExplainDriving
 from .historying import HistoryKeeping
 from .messages import ConfigEdited, EngineMessage, TimingChoice
 from .navigation import PaneNavigation, pane_bindings
+from .screens.main import MainScreen
 from .searching import SearchDriving
 from .sweeping import SweepDriving
 from .widgets import (
@@ -149,6 +150,9 @@ class SdpaExplorerApp(
         self.preset_problems: list[PresetProblem] = []
 
     # ---- layout -----------------------------------------------------------------------------
+    def get_default_screen(self) -> MainScreen:
+        return MainScreen(id="_default")
+
     def compose(self) -> ComposeResult:
         self._size_classes()
         yield Header()
