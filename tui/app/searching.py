@@ -169,9 +169,8 @@ class SearchDriving:
             self.query_one(SearchPane).progress(run.config.label(), words)
             return
         config = fresh_config(result)
-        if (
-            config is not None
-        ):  # the contender, pinned, beside the pick in the process that follows (it retires)
+        # the contender, pinned, beside the pick in the process that follows (it retires)
+        if config is not None:
             run.found, run.fresh_id = result, self.client.submit(config, RunOptions())
             self.query_one(SearchPane).show(result)
             words = f"running {config.plan} beside the pick in a fresh engine process ..."
