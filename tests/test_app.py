@@ -14,7 +14,7 @@ import signal
 import pytest
 import pytest_asyncio
 from fakes import FP8, RECORDED, TRAINING, FakeEngine, crash, hang, refused
-from pilot_waits import status_text, wait_for
+from pilot_waits import show_pane, status_text, wait_for
 from textual.widgets import Checkbox, Input, Select
 
 from tui.app import make_app
@@ -57,6 +57,7 @@ async def as_new(pilot, config: SdpaConfig = SMALL):
     while len(app.screen_stack) > 1:
         app.pop_screen()
     app.clear_notifications()
+    app.query_one("#tabs").active = "tab-plans"
     app.set_focus(pilot.first_focus)
     app.form.load(config)
     app.form.load_timing(TimingChoice())
@@ -65,7 +66,7 @@ async def as_new(pilot, config: SdpaConfig = SMALL):
         lambda: (
             app.form.read() == (config, {})
             and app.form.timing == TimingChoice()
-            and app.query_one("#mask").config == config
+            and app.mask_config[0] == config
             and phase(app) is not Phase.STALE
         ),
     )
@@ -106,6 +107,7 @@ async def test_the_engine_process_survives_a_kill_checks_on_the_cpu_and_stops_on
         assert app.status.state.restart_reason == "" and "engine restarted" not in status_text(app)
         assert app.result.status == STATUS_CPU_ONLY
         assert "no GPU: CPU mode requested by the test" in status_text(app)
+        await show_pane(pilot, "environment")
         env_rows = [str(app.query_one("#environment").get_row_at(i)[0]) for i in range(3)]
         assert "GPU unavailable" in env_rows
         pid = engine_process.pid
@@ -165,6 +167,7 @@ async def test_no_gpu_mode_explains_itself_checks_reruns_an_edit_and_a_training_
         assert app.result.config == SMALL.replace(s_q=32)
         summary = str(app.query_one("#summary").render())
         assert "s32x64" in summary
+        await show_pane(pilot, "phases")
         assert app.query_one("#phases-forward").row_count == 2  # define, validate
         assert [config for config, _ in cpu_fake_engine.requests] == [SMALL, SMALL.replace(s_q=32)]
         # a training step
@@ -175,15 +178,17 @@ async def test_no_gpu_mode_explains_itself_checks_reruns_an_edit_and_a_training_
         assert app.query_one("#phases-backward").display
         assert app.query_one("#phases-backward").row_count == len(b.phases) == 2
         assert "backward graph: total" in str(app.query_one("#phases-backward-head").render())
+        await show_pane(pilot, "accuracy")  # hidden when the result came: drawn when shown
         checks = app.query_one("#accuracy-table")
         rows = [[str(c) for c in checks.get_row_at(i)] for i in range(checks.row_count)]
         assert len(rows) == 8  # O, dQ, dK, dV: cuDNN's row, then torch's
         assert rows[2][:3] == ["backward", "dQ", "cuDNN"] and rows[2][-1] == "not run"  # cuDNN did not run
         assert rows[3][2] == "torch FLASH fp16" and rows[3][-1] == "pass"
         assert "cuDNN's backward did not run" in str(app.query_one("#accuracy-head").render())
+        assert not app.query_one("#fp8-table").display
+        await show_pane(pilot, "graph")
         assert "SDPA_BWD" in app.query_one("#graph-backward").content.code
         assert "torch FLASH fp16 (CPU) dQ/dK/dV max abs err" in str(app.query_one("#summary").render())
-        assert not app.query_one("#fp8-table").display
 
 
 @pytest.mark.asyncio
@@ -308,7 +313,7 @@ async def test_a_saved_result_opens_and_runs_only_when_asked(fake_engine):
         assert app.result is TRAINING and app.form.read()[0] == TRAINING.config
         assert app.form.timing.regime == "sustained"  # Ctrl+R measures it as it was measured
         assert TRAINING.config.label() in str(app.query_one("#summary").render())
-        assert app.query_one("#mask").config == TRAINING.config
+        assert app.mask_config[0] == TRAINING.config
         assert status_text(app) == f"{STATUS_OK} in {TRAINING.wall_seconds:.2f} s"
         assert (
             fake_engine.requests == []
@@ -424,7 +429,11 @@ class TestTheFormWithoutAnEngine:
         config, errors = app.form.read()
         assert errors == {}
         assert config.window == 16 and config.seq_lens_q == (32,) and config.seq_lens_kv == (64,)
+        assert app.mask_config[0] == config
+        await show_pane(pilot, "mask")  # drawn when shown, and while shown at each edit
         assert app.query_one("#mask").config == config
+        await set_field(pilot, app, "window", "8")
+        assert app.query_one("#mask").config == config.replace(window=8)
         await set_field(pilot, app, "seq_lens_kv", "1,2,3")
         assert "one length per batch entry" in str(app.query_one("#err-seq_lens_kv").render())
         app.form.load(SMALL.replace(alibi=True, bias="bxh", window=8))
@@ -441,8 +450,9 @@ class TestTheFormWithoutAnEngine:
         app = pilot.app
         paged = SdpaConfig(b=40, h_q=4, h_kv=2, s_q=1, s_kv=1024, causal="bottom_right", page_size=64)
         app.form.load(paged)
-        await wait_for(pilot, lambda: app.query_one("#mask").config == paged)
-        app.query_one("#tabs").active = "tab-mask"
+        await wait_for(pilot, lambda: app.mask_config[0] == paged)
+        await show_pane(pilot, "mask")
+        assert app.query_one("#mask").config == paged
         view = app.query_one("#mask-storage")
         table = page_table(paged, app._options(app.form.timing).seed)
 
@@ -485,7 +495,7 @@ class TestTheFormWithoutAnEngine:
             True,
             True,
         )
-        assert app.query_one("#mask").config == config  # the ConfigEdited the form posted carried it
+        assert app.mask_config[0] == config  # the ConfigEdited the form posted carried it
         assert not app.query_one("#right").has_class("-stale")
         app.form.load(SMALL)
         await pilot.pause()
@@ -544,19 +554,27 @@ async def test_a_gpu_training_step_fills_a_table_a_pass_then_every_pane_draws_a_
         table.focus()
         await pilot.press("down")
         assert str(app.query_one("#plan-detail").render()).startswith(f"backward plan 1: {b.plans[1].name}")
+        await show_pane(pilot, "phases")
         assert app.query_one("#phases-backward").row_count == 6
+        await show_pane(pilot, "accuracy")
         checks = app.query_one("#accuracy-table")
         dv = [str(c) for c in checks.get_row_at(6)]
         assert dv[:3] == ["backward", "dV", "cuDNN"] and dv[4] == f"{b.checks[2].cudnn.max_abs:.2e}"
+        assert not app.query_one("#fp8-table").display
+        await show_pane(pilot, "latency")
         assert app.query_one("#latency").history == {
             "forward": [(1, fwd.timing.median_us)],
             "backward": [(1, b.timing.median_us)],
         }
-        assert not app.query_one("#fp8-table").display
+        await show_pane(pilot, "graph")
+        assert app.query_one("#graph-backward").display
         app.show_result(RECORDED)  # a forward-only result hides the backward's sections again
         await pilot.pause()
-        assert not app.query_one("#plans-backward").display and not app.query_one("#graph-backward").display
+        assert not app.query_one("#graph-backward").display  # the pane on screen: drawn at once
+        await show_pane(pilot, "accuracy")  # hidden meanwhile: drawn when shown
         assert app.query_one("#accuracy-table").row_count == 2  # cuDNN's O, then torch's
+        await show_pane(pilot, "plans")
+        assert not app.query_one("#plans-backward").display
         fwd = RECORDED.forward
         plans = app.query_one("#plans-forward")
         assert plans.row_count == len(fwd.plans) == 6
@@ -565,11 +583,14 @@ async def test_a_gpu_training_step_fills_a_table_a_pass_then_every_pane_draws_a_
         assert marks[fwd.heuristic_plan].startswith("H") and sum("*" in m for m in marks) == 1
         summary = str(app.query_one("#summary").render())
         assert f"forward kernel {fwd.timing.median_us:.2f} µs" in summary and "PASS" in summary
+        await show_pane(pilot, "phases")
         assert app.query_one("#phases-forward").row_count == 6
+        await show_pane(pilot, "latency")
         assert app.query_one("#latency").history == {  # the second result: run 2, a forward alone
             "forward": [(1, result.forward.timing.median_us), (2, fwd.timing.median_us)],
             "backward": [(1, b.timing.median_us)],
         }
+        await show_pane(pilot, "environment")
         assert "NVIDIA H200" in [str(app.query_one("#environment").get_row_at(i)[1]) for i in range(3)]
 
 
@@ -583,6 +604,7 @@ async def test_an_fp8_result_shows_the_scaling_block():
         await pilot.pause()
         amax, ref = fp8.amax["amax_o"], fp8.reference_amax["amax_o"]
         assert f"amax_o {amax:.4g} (reference {ref:.4g})" in str(app.query_one("#summary").render())
+        await show_pane(pilot, "accuracy")
         head = str(app.query_one("#fp8-head").render())
         assert "per-tensor" in head and f"scale_o {fp8.scales['scale_o']:.4g}" in head
         table = app.query_one("#fp8-table")

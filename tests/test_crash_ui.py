@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 
 from tests.fakes import RECORDED, FakeEngine, computed, crash, lost_context
-from tests.pilot_waits import wait_for
+from tests.pilot_waits import show_pane, wait_for
 from tui import export
 from tui.app import make_app
 from tui.engine.config import SdpaConfig
@@ -53,6 +53,7 @@ async def test_a_known_issue_is_marked_not_run_until_ticked_and_its_crash_is_a_f
         assert len(scripts) == 1 and "What it reproduces" in scripts[0].read_text()
         notes = [n.message for n in app._notifications]
         assert any(str(scripts[0]) in n for n in notes), notes
+        await show_pane(pilot, "environment")
         await wait_for(pilot, lambda: app.query_one("#environment").row_count > 0 and restarts_row(app) != "")
         assert restarts_row(app).startswith("1 (last: a run lost the CUDA context")
 

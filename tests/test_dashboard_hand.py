@@ -10,7 +10,7 @@ from textual.widgets import TabbedContent, Tabs
 from textual.widgets._footer import FooterKey
 
 from tests.fakes import NO_GPU, RECORDED, FakeEngine, crash, relabelled
-from tests.pilot_waits import wait_for
+from tests.pilot_waits import show_pane, wait_for
 from tui.app import make_app
 from tui.app.widgets.config_form import Tick
 from tui.app.widgets.keys import KeysFooter
@@ -126,6 +126,7 @@ async def test_without_a_gpu_the_latency_pane_says_why_it_is_empty():
     app = make_app(SMALL, client=FakeEngine(computed(Engine(environment=NO_GPU)), environment=NO_GPU))
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: app.result is not None)
+        await show_pane(pilot, "latency")
         (words,) = (t.plain for t in app.query_one("#latency-gpu").content.renderables)
         assert "no kernel times: there is no usable GPU here (CPU mode requested by the test)" in words
         assert headline(app).startswith("CPU ONLY  b1 h2")  # the verdict first: 80 columns never split it

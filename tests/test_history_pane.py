@@ -44,8 +44,9 @@ def shown_ids(app) -> list[int]:
 
 
 async def show_history(app, pilot) -> None:
+    """F2, then the pane made (the first time it is shown) and listing."""
     await pilot.press("f2")
-    await wait_for(pilot, lambda: app.query_one("#tabs").active == "tab-history")
+    await wait_for(pilot, lambda: app.query_one("#tabs").active == "tab-history" and app.pane(HistoryPane))
 
 
 @pytest.mark.asyncio
@@ -53,10 +54,10 @@ async def test_runs_of_the_dashboard_are_kept_and_listed_newest_first():
     fake = FakeEngine(relabelled(RECORDED))
     app = make_app(SMALL, client=fake)
     async with app.run_test(size=(120, 40)) as pilot:
+        await show_history(app, pilot)
         await wait_for(pilot, lambda: app.result is not None and len(pane(app).rows) == 1)
         app.load_preset(app.presets["bert-base"])  # its run is kept under its name
         await wait_for(pilot, lambda: len(pane(app).rows) == 2)
-        await show_history(app, pilot)
         newest, first = pane(app).rows
         assert (newest.source, newest.preset, newest.label) == (
             "dashboard",
@@ -95,8 +96,9 @@ async def test_enter_reopens_a_run_into_the_panes_and_nothing_runs():
     fake = FakeEngine(relabelled(RECORDED))
     app = make_app(SMALL, client=fake)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.result is not None and not fake.busy and len(pane(app).rows) == 3)
-        await show_history(app, pilot)
+        await wait_for(pilot, lambda: app.result is not None and not fake.busy)
+        await show_history(app, pilot)  # made now, it lists what was kept before
+        await wait_for(pilot, lambda: len(pane(app).rows) == 3)
         table = app.query_one("#history-table")
         table.focus()
         table.move_cursor(row=shown_ids(app).index(kept))
@@ -161,6 +163,7 @@ async def test_a_saved_result_opened_is_not_kept_again():
     app = make_app(client=fake, opened=TRAINING)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: app.result is TRAINING and fake.requests == [])
+        await show_history(app, pilot)
         app.query_one("#f-b", Input).value = "2"  # an edit runs, and only its result is kept
         await wait_for(pilot, lambda: len(fake.requests) == 1 and len(pane(app).rows) == 1)
         assert pane(app).rows[0].label == dataclasses.replace(TRAINING.config, b=2).label()

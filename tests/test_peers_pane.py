@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 from fakes import NO_GPU, PEERS, RECORDED, TRAINING, FakeEngine, computed, relabelled, with_peers
-from pilot_waits import wait_for
+from pilot_waits import show_pane, wait_for
 from textual.widgets import Checkbox
 
 from tui.app import make_app
@@ -118,6 +118,7 @@ async def test_without_a_gpu_the_ticked_peers_are_said_not_run_and_a_saved_resul
         await wait_for(pilot, lambda: app.result is not None)
         app.query_one("#f-peer-math", Checkbox).value = True
         await wait_for(pilot, lambda: app.result.forward.field_peers != () and not app.run_pending)
+        await show_pane(pilot, "peers")
         words = text(app, "#peers-head")
         assert words.startswith("Forward peers torch MATH fp16: not run: peers are timed on the GPU only")
         assert "(CPU mode requested by the test)" in words and not app.query_one("#peers-table").display
@@ -129,6 +130,7 @@ async def test_without_a_gpu_the_ticked_peers_are_said_not_run_and_a_saved_resul
         await pilot.pause()
         assert app.form.timing.peers == ("flash", "efficient", "cudnn", "math", "flex", "fa3", "flashinfer")
         assert app.form.timing.regime == "sustained"
+        await show_pane(pilot, "peers")
         assert "the backward has none yet" in text(app, "#peers-head")
 
 

@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 
 import pytest
 from fakes import RECORDED, FakeEngine, relabelled, searched
-from pilot_waits import wait_for
+from pilot_waits import show_pane, wait_for
 from rich.console import Console
 from textual.widgets import Input
 
@@ -191,6 +191,7 @@ async def test_the_plans_pane_lists_the_finds_after_the_heuristics_plans_for_tha
         await wait_for(pilot, lambda: app.result is not None and not fake.busy)
         assert [r[1] for r in rows(plans)] == ["H*", "", "", "", "", ""]  # no search: the plans alone
         await searched_once(pilot, fake)
+        await show_pane(pilot, "plans")  # hidden while the Search pane showed: drawn when shown
         table = rows(plans)
         own, found = table[:6], table[6:]
         assert [r[2] for r in own] == [p.name for p in RECORDED.forward.plans]

@@ -15,7 +15,7 @@ import time
 
 import pytest
 from fakes import EXPLAINED_D65, FP8, PEERS, RECORDED, TRAINING, FakeEngine, refused, relabelled, slowed
-from pilot_waits import wait_for
+from pilot_waits import show_pane, wait_for
 from pytest_textual_snapshot import SVGImageExtension
 from textual.widgets import Input
 
@@ -40,8 +40,7 @@ def pane(tab: str):
     """A view: the pane `tab` shown."""
 
     async def show(pilot) -> None:
-        pilot.app.query_one("#tabs").active = f"tab-{tab}"
-        await pilot.pause()
+        await show_pane(pilot, tab)
 
     return show
 
@@ -99,9 +98,8 @@ async def padded_mask(pilot) -> None:
     """A view: the mask of a padded sliding-window batch in the form (no result), its second entry."""
     app = pilot.app
     app.form.load(PADDED)
-    await wait_for(pilot, lambda: app.query_one("#mask").config == PADDED)
-    app.query_one("#tabs").active = "tab-mask"
-    await pilot.pause()
+    await wait_for(pilot, lambda: app.mask_config[0] == PADDED)
+    await show_pane(pilot, "mask")
     app.query_one("#mask-batch").value = 1
     await pilot.pause()
 
@@ -110,9 +108,9 @@ async def mask_closed(pilot) -> None:
     """Undoes `padded_mask`: the seed's configuration in the form, the Plans pane shown."""
     app = pilot.app
     app.query_one("#mask-batch").value = 0
-    app.query_one("#tabs").active = "tab-plans"
+    await show_pane(pilot, "plans")
     app.form.load(RECORDED.config)
-    await wait_for(pilot, lambda: app.query_one("#mask").config == RECORDED.config)
+    await wait_for(pilot, lambda: app.mask_config[0] == RECORDED.config)
 
 
 async def field_error(pilot) -> None:
@@ -220,8 +218,7 @@ async def test_mask_of_a_paged_prefill_batch_at_80x24(snapshot):
                        causal="bottom_right", page_size=64)  # fmt: skip
     app = make_app(paged, start_engine=False)
     async with app.run_test(size=(80, 24)) as pilot:
-        app.query_one("#tabs").active = "tab-mask"
-        await pilot.pause()
+        await show_pane(pilot, "mask")
         app.query_one("#mask-batch").value = 2
         storage = app.query_one("#mask-storage")
         await wait_for(pilot, lambda: "seq 2 " in str(storage.render()) and storage.size.width > 40)

@@ -17,7 +17,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.css.query import NoMatches
 from textual.timer import Timer
-from textual.widgets import Checkbox, Header, Select, TabbedContent, TabPane
+from textual.widgets import Checkbox, Header, Select
 
 from ..engine import launcher
 from ..engine.config import SdpaConfig
@@ -40,28 +40,14 @@ from .explaining import ExplainDriving
 from .historying import HistoryKeeping
 from .messages import ConfigEdited, EngineMessage, TimingChoice
 from .navigation import PaneNavigation, pane_bindings
+from .panes import TABS, PaneDeck
 from .screens.main import MainScreen
 from .searching import SearchDriving
 from .sweeping import SweepDriving
-from .widgets import (
-    AccuracyPane,
-    ConfigForm,
-    EnvironmentPane,
-    GraphPane,
-    LatencyPane,
-    MaskPane,
-    PeersPane,
-    PhasesPane,
-    PlansPane,
-    StatusLine,
-    SummaryPane,
-    SweepPane,
-)
+from .widgets import ConfigForm, StatusLine, SummaryPane
 from .widgets.config_form import PEER_LABELS
-from .widgets.explain import ExplainPane
-from .widgets.history import HistoryPane
 from .widgets.keys import KeysFooter
-from .widgets.search import SearchPane
+from .widgets.latency import LatencyHistory
 from .widgets.status import Status
 
 DEBOUNCE_S = 0.25  # typing "4096" must not start four builds
@@ -71,26 +57,6 @@ def LIVE_TIMING(l2_flush: bool, regime: str) -> TimingOptions:  # noqa: N802 - a
     """Half the CLI's replays, of ~1 ms each: an edit answers in tens of ms, not a quarter second
     (the profiler's parsing of kernel records is most of a cached run's time)."""
     return TimingOptions(replays=10, target_replay_ms=1.0, l2_flush=l2_flush, regime=regime)
-
-
-# the tabs, in order (a new one goes last: Alt+digit keys stay; the tenth is Alt+0); all but
-# Environment, Mask, Sweep and Explain render the form's RunResult
-TABS = (
-    ("Plans", PlansPane),
-    ("Peers", PeersPane),
-    ("Phases", PhasesPane),
-    ("Accuracy", AccuracyPane),
-    ("Latency", LatencyPane),
-    ("Mask", MaskPane),
-    ("Environment", EnvironmentPane),
-    ("Graph", GraphPane),
-    ("Sweep", SweepPane),
-    ("Explain", ExplainPane),
-    ("History", HistoryPane),  # the eleventh: F2 (and the palette)
-    ("Search", SearchPane),  # the twelfth: F3
-)
-OWN_PANES = (EnvironmentPane, MaskPane, SweepPane, ExplainPane, HistoryPane, SearchPane)  # not a RunResult's
-RESULT_PANES = tuple(pane for _, pane in TABS if pane not in OWN_PANES)
 
 
 def measured_as(result: RunResult, timing: TimingChoice) -> TimingChoice:
@@ -106,7 +72,14 @@ def measured_as(result: RunResult, timing: TimingChoice) -> TimingChoice:
 
 
 class SdpaExplorerApp(
-    PaneNavigation, KeepingActions, SearchDriving, SweepDriving, ExplainDriving, HistoryKeeping, App[None]
+    PaneDeck,
+    PaneNavigation,
+    KeepingActions,
+    SearchDriving,
+    SweepDriving,
+    ExplainDriving,
+    HistoryKeeping,
+    App[None],
 ):
     CSS_PATH = "app.tcss"
     TITLE = "cuDNN SDPA Explorer"
@@ -134,8 +107,12 @@ class SdpaExplorerApp(
         super().__init__()
         self.opened = opened
         self.initial_config = opened.config if opened is not None else config or SdpaConfig()
+        # what the panes draw (tui.app.panes): each replaced, never changed in place
         self.environment: Environment | None = None
+        self.restarts: tuple[int, str] = (0, "")  # engine restarts, and why the last
         self.result: RunResult | None = None
+        self.latency_history = LatencyHistory()
+        self.mask_config: tuple[SdpaConfig, int] = (self.initial_config, 0)  # the form's, with the seed
         self.client = client
         self._client_started = False
         self.edit_to_result_s: list[tuple[bool, float]] = []  # (cache hit, seconds) of each result shown
@@ -161,11 +138,7 @@ class SdpaExplorerApp(
             with Vertical(id="right"):
                 with VerticalScroll(id="headline"):  # scrolls when a training step's lines outgrow 24 rows
                     yield SummaryPane("waiting for the first result ...", id="summary")
-                with TabbedContent(initial="tab-plans", id="tabs"):
-                    for title, pane in TABS:
-                        name = title.lower()
-                        with TabPane(title, id=f"tab-{name}"):
-                            yield pane(id=name)
+                yield from self.compose_panes()
         yield StatusLine(id="status")
         yield KeysFooter(compact=True)
 
@@ -198,7 +171,7 @@ class SdpaExplorerApp(
     def on_mount(self) -> None:
         self.watch(self.status, "state", self._status_changed, init=False)
         self.reload_presets()
-        self.query_one(MaskPane).show_config(self.initial_config, self._options(self.form.timing).seed)
+        self.mask_config = (self.initial_config, self._options(self.form.timing).seed)
         if self.opened is not None:
             self.open_saved(self.opened)  # shown, not to run, nor kept in the history again
 
@@ -251,7 +224,8 @@ class SdpaExplorerApp(
         status = self.status
         if isinstance(event, EngineReady):
             self.environment = event.environment
-            self.query_one(EnvironmentPane).show(event.environment, event.restarts, event.last_restart)
+            self.restarts = (event.restarts, event.last_restart)
+            self.draw_shown()
             self.form.mark_known_issues(self.form.read()[0])  # now that the GPU and cuDNN are known
             status.state = status.state.ready(event.startup_seconds, self._no_gpu())
         elif isinstance(event, EngineProgress):
@@ -302,13 +276,14 @@ class SdpaExplorerApp(
 
     # ---- results -----------------------------------------------------------------------------
     def show_result(self, result: RunResult) -> None:
-        """Render a RunResult in every pane (also used to show a saved result)."""
+        """A RunResult in the headline and the pane shown; the other panes draw it when shown (also
+        used to show a saved result)."""
         self.result = result
-        for pane in (SummaryPane, *RESULT_PANES):
-            self.query_one(pane).show(result)
+        self.latency_history.add(result)
+        self.query_one(SummaryPane).show(result)
         if result.environment is not None and self.environment is None:
             self.environment = result.environment
-            self.query_one(EnvironmentPane).show(result.environment)
+        self.draw_shown()
         status = self.status
         status.state = status.state.shown(result.status, result.message, result.wall_seconds, self._no_gpu())
 
@@ -325,7 +300,8 @@ class SdpaExplorerApp(
             status.state = status.state.stale(tuple(message.errors))
             return
         options = self._options(message.timing)
-        self.query_one(MaskPane).show_config(message.config, options.seed)  # the seed deals its pages
+        self.mask_config = (message.config, options.seed)  # the seed deals a shuffled cache's pages
+        self.draw_shown()
         status.state = status.state.settled()
         if (message.config, options) != self._last_request and not (self.sweeping or self.searching):
             self._debounce = self.set_timer(DEBOUNCE_S, self._typing_paused)

@@ -45,7 +45,7 @@ class ExplorerCommands(Provider):
         ]
         for name, preset in sorted(app.presets.items()):
             cmds.append((f"Preset: {name}", partial(app.load_preset, preset), preset.description))
-        from .app import TABS
+        from .panes import TABS
 
         for i, (title, _) in enumerate(TABS):
             cmds.append(

@@ -34,7 +34,8 @@ class ExplainDriving:
 
     @property
     def explain_shown(self) -> bool:
-        return self.query_one(TabbedContent).active == EXPLAIN_TAB
+        """The pane is on screen with its widgets (the first time it is shown, once mounted)."""
+        return self.query_one(TabbedContent).active == EXPLAIN_TAB and self.pane(ExplainPane) is not None
 
     def on_tabbed_content_tab_activated(self, _event: TabbedContent.TabActivated) -> None:
         self.explain_next()

@@ -46,8 +46,11 @@ class HistoryKeeping:
             self.call_from_thread(callback, *args, **kwargs)  # type: ignore[attr-defined]
 
     def _kept(self) -> None:
+        """The History pane lists the run kept (once it exists: when made, it reads the list)."""
         with contextlib.suppress(NoMatches):
-            self.query_one(HistoryPane).reload()  # type: ignore[attr-defined]
+            pane = self.pane(HistoryPane)  # type: ignore[attr-defined]
+            if pane is not None:
+                pane.reload()
 
     def open_saved(self, result: RunResult) -> None:
         """Show a saved result in the panes with its configuration and timing in the form: nothing

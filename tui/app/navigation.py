@@ -89,13 +89,13 @@ class PaneNavigation:
 
     _form_focus: Widget | None = None
 
-    def action_show_pane(self, index: int) -> None:
+    async def action_show_pane(self, index: int) -> None:
         if len(self.screen_stack) > 1:  # type: ignore[attr-defined]  # a dialog: the key is typed there
             raise SkipAction()
         tabs = self.query_one(TabbedContent)  # type: ignore[attr-defined]
         panes = list(tabs.query("TabPane"))
         if 0 <= index < len(panes):
-            tabs.active = panes[index].id
+            await self.show_pane(panes[index].id)  # type: ignore[attr-defined]
 
     def action_switch_region(self) -> None:
         """From the form to the pane on show (its table, else the tab bar), and back to the

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 
 from textual.css.query import NoMatches
-from textual.widgets import Input, TabbedContent
+from textual.widgets import Input
 
 from ..engine.config import SdpaConfig
 from ..engine.process import EngineDied, EngineEvent, EngineProgress, EngineResult, EngineSearched
@@ -35,7 +35,6 @@ from ..engine.search_results import (
 )
 from .messages import BestPinned, SearchAsked, SearchStopAsked
 from .widgets.explain import ExplainPane
-from .widgets.plans import PlansPane
 from .widgets.search import SearchPane
 from .widgets.sweep import SweepPane
 
@@ -196,7 +195,7 @@ class SearchDriving:
     def _search_done(self, result: SearchResult) -> None:
         self._search, self.search_result = None, result
         self.query_one(SearchPane).show(result)
-        self.query_one(PlansPane).show_search(result)
+        self.draw_shown()  # the Plans pane's finds  # type: ignore[attr-defined]
         self._search_said("")
         self._form_after_search()
 
@@ -233,11 +232,12 @@ class SearchDriving:
             self._run_after_search = False
             self.action_run()
 
-    def action_search(self) -> None:
+    async def action_search(self) -> None:
         """The palette's 'Search: start': the Search pane shown, its budget as typed."""
-        with contextlib.suppress(NoMatches):
-            self.query_one(TabbedContent).active = SEARCH_TAB
-            self.start_search(self.query_one(SearchPane).budget_text)
+        pane = await self.show_pane(SEARCH_TAB)  # type: ignore[attr-defined]
+        if pane is not None:
+            with contextlib.suppress(NoMatches):
+                self.start_search(pane.budget_text)
 
     def action_pin_best(self) -> None:
         """The palette's 'Search: pin the best found'."""

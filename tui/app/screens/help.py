@@ -138,8 +138,8 @@ class HelpScreen(ModalScreen[None]):
         self.focused_bindings = focused_bindings
 
     def compose(self) -> ComposeResult:
-        from ..app import TABS  # the app imports this screen when F1 is first pressed
         from ..navigation import pane_key
+        from ..panes import TABS
 
         keys = [
             "| key | does |",

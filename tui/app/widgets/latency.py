@@ -80,13 +80,26 @@ def pass_blocks(p: PassResult, result: RunResult) -> list[RenderableType]:
     return blocks
 
 
+class LatencyHistory:
+    """Each pass's kernel time of every GPU run since the app started: kept by the app as each
+    result arrives, so the pane draws every run when it is shown, hidden meanwhile or not."""
+
+    def __init__(self) -> None:
+        self.runs = 0  # GPU runs since the app started
+        self.points: dict[str, list[tuple[int, float]]] = {}  # pass kind -> (run, kernel µs) of each
+
+    def add(self, result: RunResult) -> None:
+        timed = [p for p in result.passes if p.timing is not None]
+        if timed:
+            self.runs += 1
+            for p in timed:
+                self.points.setdefault(p.kind, []).append((self.runs, p.timing.median_us))
+
+
 class LatencyPane(VerticalScroll):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.runs = 0  # GPU runs shown since the app started
-        self.history: dict[
-            str, list[tuple[int, float]]
-        ] = {}  # pass kind -> (run, kernel µs) of each timed run
+        self.history: dict[str, list[tuple[int, float]]] = {}  # as drawn: pass kind -> (run, µs)
         self.strips: dict[str, list[float]] = {}  # strip label -> its samples, % off the plan's median
 
     def compose(self) -> ComposeResult:
@@ -103,12 +116,9 @@ class LatencyPane(VerticalScroll):
         self._draw_plans(None)
         self._draw_samples(None)
 
-    def show(self, result: RunResult) -> None:
-        timed = [p for p in result.passes if p.timing is not None]
-        if timed:
-            self.runs += 1
-            for p in timed:
-                self.history.setdefault(p.kind, []).append((self.runs, p.timing.median_us))
+    def show(self, result: RunResult, history: LatencyHistory) -> None:
+        """The result now, and the kernel times of every run so far (the result's among them)."""
+        self.history = {kind: list(points) for kind, points in history.points.items()}
         self._draw_history()
         self._draw_plans(result)
         self._draw_samples(result)

@@ -28,7 +28,8 @@ class MaskPane(VerticalScroll):
         yield Static("", id="mask-map")
         yield Static("", id="mask-storage")
 
-    def show_config(self, config: SdpaConfig, seed: int = 0) -> None:
+    def show(self, config: SdpaConfig, seed: int = 0) -> None:
+        """The form's configuration (not a result's), with the inputs' seed."""
         self.config, self.seed = config, seed
         select = self.query_one("#mask-batch", Select)
         entries = config.b if config.padded else 1

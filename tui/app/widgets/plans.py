@@ -128,8 +128,10 @@ class PlansPane(Vertical):
     def on_mount(self) -> None:
         show_passes(self, "plans", ())
 
-    def show(self, result: RunResult) -> None:
-        self.result = result
+    def show(self, result: RunResult, search: SearchResult | None = None) -> None:
+        """The result's plans; the last knob search's finds follow them where it searched the
+        configuration shown."""
+        self.result, self.search = result, search
         show_passes(self, "plans", tuple(p.kind for p in result.passes))
         for p in result.passes:
             found = found_plans(self.search, p, result)
@@ -145,12 +147,6 @@ class PlansPane(Vertical):
         elif not (first and first.plans):
             why = result.message or "no plan was proposed"
             self.query_one("#plan-detail", Static).update(f"no plans: {why}")
-
-    def show_search(self, search: SearchResult) -> None:
-        """A knob search ended: its finds follow the plans when it searched the configuration shown."""
-        self.search = search
-        if self.result is not None:
-            self.show(self.result)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         # filling a table moves its cursor too: only a user's move (the table has focus) picks a plan

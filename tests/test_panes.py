@@ -1,0 +1,90 @@
+"""The tab panes are made the first time they are shown and drawn while they are shown: a start
+styles the Plans pane only, a result is drawn into the pane on screen, and a pane hidden when
+results came draws the newest (with every run in its history) when it is shown."""
+
+from __future__ import annotations
+
+from textual.css.stylesheet import Stylesheet
+from textual.widget import Widget
+
+from tests.fakes import RECORDED, FakeEngine, relabelled
+from tests.pilot_waits import show_pane, wait_for
+from tui.app import make_app
+from tui.app.panes import KINDS
+from tui.app.widgets import PhasesPane
+from tui.engine.config import SdpaConfig
+
+SMALL = SdpaConfig(b=1, h_q=2, h_kv=2, s_q=64, s_kv=64, d_qk=64, d_v=64)
+
+
+def made(app) -> list[str]:
+    """The tabs whose pane exists."""
+    return [tab for tab in KINDS if app.query_one(f"#{tab}").children]
+
+
+async def test_a_pane_is_made_when_first_shown_and_draws_only_while_shown(monkeypatch):
+    drawn: list[object] = []  # the results the Phases pane was given, in order
+    show = PhasesPane.show
+    monkeypatch.setattr(PhasesPane, "show", lambda pane, result: (drawn.append(result), show(pane, result)))
+    fake = FakeEngine(relabelled(RECORDED))
+    app = make_app(SMALL, client=fake)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.result is not None and not fake.busy)
+        assert made(app) == ["tab-plans"] and drawn == []
+        first = app.result
+        await show_pane(pilot, "phases")
+        assert made(app) == ["tab-plans", "tab-phases"] and drawn == [first]
+        assert app.query_one("#phases-forward").row_count == len(first.forward.phases)
+
+        await show_pane(pilot, "plans")  # a result arrives while the Phases pane is hidden
+        app.form.load(SMALL.replace(b=2))
+        await wait_for(pilot, lambda: app.result.config.b == 2 and not fake.busy)
+        assert drawn == [first]  # not drawn while hidden
+        await show_pane(pilot, "phases")
+        assert drawn == [first, app.result]  # the newest, once, when shown
+        await show_pane(pilot, "plans")
+        await show_pane(pilot, "phases")
+        assert drawn == [first, app.result]  # nothing new: not drawn again
+
+        await show_pane(pilot, "latency")  # made after two runs: both are in its history
+        assert [run for run, _ in app.query_one("#latency").history["forward"]] == [1, 2]
+
+
+async def test_a_pane_key_pressed_in_a_table_shows_the_pane_and_takes_the_focus_along():
+    """Hiding a pane whose table has focus made Textual hand the focus to the next table of that
+    pane, which showed the pane again: Alt+3 from the plans table did nothing."""
+    fake = FakeEngine(relabelled(RECORDED))
+    app = make_app(SMALL, client=fake)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.result is not None and not fake.busy)
+        app.query_one("#plans-forward").focus()
+        await wait_for(pilot, lambda: app.query_one("#plans-forward").has_focus)
+        await pilot.press("alt+3")
+        await wait_for(pilot, lambda: app.pane(PhasesPane) is not None)
+        assert app.query_one("#tabs").active == "tab-phases"
+        assert app.focused is not None and app.query_one("#tab-phases") in app.focused.ancestors
+        await pilot.press("alt+3")  # the key of the pane shown: the focus stays where it is
+        focused = app.focused
+        await pilot.pause()
+        assert app.query_one("#tabs").active == "tab-phases" and app.focused is focused
+
+
+async def test_a_start_styles_each_widget_about_once(monkeypatch):
+    """The first screen's resume restyled every widget a second time (a third of a second of a
+    start on two cores), and the hidden panes were styled with the rest."""
+    styled: list[Widget] = []
+    apply = Stylesheet.apply
+
+    def counted(sheet, node, *args, **kwargs):
+        if isinstance(node, Widget):
+            styled.append(node)
+        return apply(sheet, node, *args, **kwargs)
+
+    monkeypatch.setattr(Stylesheet, "apply", counted)
+    fake = FakeEngine(relabelled(RECORDED))
+    app = make_app(SMALL, client=fake)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.result is not None and not fake.busy)
+        widgets = len(list(app.screen.walk_children(with_self=True)))
+        # each widget once as it mounts; a few again as focus, validity or a value change a class
+        assert len(styled) < 2 * widgets, (len(styled), widgets)
