@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from tui.engine.config import ConfigError, SdpaConfig
 from tui.engine.fields import FIELDS, from_entries
+from tui.engine.options import RunOptions
 from tui.engine.results import STATUS_CPU_ONLY, STATUS_INVALID, STATUS_UNSUPPORTED
-from tui.engine.runner import RunOptions
 from tui.engine.sampling import random_config
 
 _QUIET = dict(deadline=None, database=None, suppress_health_check=list(HealthCheck))

@@ -78,3 +78,17 @@ def test_the_dashboard_starts_the_fork_server_first(monkeypatch):
     r = CliRunner().invoke(main, [])
     assert r.exit_code == 0, r.output
     assert calls == ["warm", "make_app", "run"]
+
+
+# what the dashboard's start needs not: the engine's measurement code (it only sends options), and
+# the help screen's Markdown parser (imported when F1 is first pressed)
+START = """
+import sys
+import tui.app
+late = ("tui.engine.runner", "tui.engine.measure", "tui.engine.graph", "tui.engine.cpu", "markdown_it")
+print(" ".join(m for m in late if m in sys.modules) or "light")
+"""
+
+
+def test_the_dashboards_start_imports_only_what_its_first_screen_needs():
+    assert _python(START) == "light"

@@ -13,6 +13,7 @@ from fakes import NO_GPU, FakeEngine
 
 from tui.engine import launcher
 from tui.engine.config import SdpaConfig
+from tui.engine.options import RunOptions
 from tui.engine.process import (
     EngineClient,
     EngineClientProtocol,
@@ -23,7 +24,6 @@ from tui.engine.process import (
     exit_reason,
 )
 from tui.engine.results import STATUS_CANCELLED
-from tui.engine.runner import RunOptions
 
 SMALL = SdpaConfig(b=1, h_q=2, h_kv=2, s_q=64, s_kv=64)
 

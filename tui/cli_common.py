@@ -95,7 +95,7 @@ def timing_options(fn):
 
 
 def _run_options(replays, l2_flush, regime, autotune, check, seed, anyway, peers=(), cache=True):
-    from .engine.runner import RunOptions
+    from .engine.options import RunOptions
     from .engine.timing import TimingOptions
 
     if replays < 1:

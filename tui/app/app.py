@@ -21,6 +21,7 @@ from textual.widgets import Checkbox, Header, Select
 
 from ..engine import launcher
 from ..engine.config import SdpaConfig
+from ..engine.options import RunOptions
 from ..engine.process import (
     EngineClient,
     EngineClientProtocol,
@@ -31,7 +32,6 @@ from ..engine.process import (
     EngineResult,
 )
 from ..engine.results import STATUS_CANCELLED, STATUS_CRASH, Environment, RunResult
-from ..engine.runner import RunOptions
 from ..engine.timing import TimingOptions
 from ..presets import Preset, PresetProblem
 from .actions import KeepingActions

@@ -22,9 +22,9 @@ from textual.css.query import NoMatches
 from textual.widgets import Input
 
 from ..engine.config import SdpaConfig
+from ..engine.options import RunOptions
 from ..engine.process import EngineDied, EngineEvent, EngineProgress, EngineResult, EngineSearched
 from ..engine.results import STATUS_CRASH, STATUS_ERROR
-from ..engine.runner import RunOptions
 from ..engine.search_results import (
     FreshRun,
     SearchOptions,

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field, replace
 from textual.css.query import NoMatches
 
 from ..engine.config import SdpaConfig
+from ..engine.options import RunOptions
 from ..engine.process import EngineDied, EngineEvent, EngineProgress, EngineResult
 from ..engine.results import STATUS_CANCELLED, STATUS_CRASH, STATUS_ERROR, RunResult
-from ..engine.runner import RunOptions
 from ..sweep import Point, SweepError, Vary, grid, parse_vary, point_row, varied_words
 from .messages import SweepAsked
 from .widgets import sweep as sweep_view

@@ -92,7 +92,7 @@ def _serve(recv: Any, send: Any, environment_override: dict | None) -> None:
 
 def _answer(engine: Any, msg: tuple, cancelled: bool, inbox: _Inbox, send: Any) -> RunResult:
     """One request's result: a run (stopped at a step when asked), or the context lost on purpose."""
-    from .runner import RunOptions
+    from .options import RunOptions
 
     if msg[0] == "fault":
         return engine.lose_context()

@@ -56,7 +56,7 @@ MAX_FAILED_STARTS = 3  # a child that dies before it is ready this often in a ro
 
 if TYPE_CHECKING:
     from .explain import Explanation
-    from .runner import RunOptions
+    from .options import RunOptions
     from .search_results import SearchOptions, SearchResult
 
 

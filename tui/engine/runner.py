@@ -13,16 +13,15 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from . import environment as envmod
 from . import faults, known_issues
-from .config import SEED_MAX, FieldError, SdpaConfig
+from .config import SdpaConfig
 from .cpu import cpu_pass
-from .fields import quote
 from .graph import GraphBuildError
 from .measure import Bench, Measurement, counts, measure, refused
+from .options import RunOptions
 from .passes import BuiltPass, Pass, passes_of
 from .plan_cache import PlanCache, fingerprint
 from .results import (
@@ -42,7 +41,6 @@ from .results import (
     PeerResult,
     RunResult,
 )
-from .timing import TimingOptions
 
 
 class Cancelled(BaseException):  # noqa: N818 - a stop, not an error: `except Exception` lets it pass
@@ -51,45 +49,6 @@ class Cancelled(BaseException):  # noqa: N818 - a stop, not an error: `except Ex
     def __init__(self, why: str) -> None:
         super().__init__(why)
         self.why = why
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    timing: TimingOptions = field(default_factory=TimingOptions)
-    autotune: bool = True  # time every plan that builds, not only the heuristic's pick
-    check: bool = True  # compare with the fp32 reference
-    seed: int = 0  # the inputs' random seed, 0 to SEED_MAX (the CLI's --seed)
-    run_anyway: bool = False  # run a configuration that matches a known issue (known_issues.py)
-    peers: tuple[str, ...] = ()  # other ways to compute the forward, timed beside it (peers.PEER_KEYS)
-    plan_cache: bool = True  # load plans built before from the plan cache on disk, and add new ones
-
-    def problems(self) -> list[FieldError]:
-        """What a run cannot take, said at the option: a seed torch's generator cannot hold."""
-        from .peers import PEER_KEYS
-
-        problems = []
-        seed = self.seed
-        if not (isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed <= SEED_MAX):
-            words = f"the seed must be a whole number from 0 to {SEED_MAX} (got {quote(seed)})"
-            problems.append(FieldError("seed", words))
-        unknown = [quote(p) for p in self.peers if p not in PEER_KEYS]
-        if unknown:
-            problems.append(
-                FieldError(
-                    "peers", f"unknown peer {', '.join(unknown)}: the peers are {', '.join(PEER_KEYS)}"
-                )
-            )
-        return problems
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RunOptions:
-        d = dict(data)
-        d["timing"] = TimingOptions(**d.get("timing", {}))
-        d["peers"] = tuple(d.get("peers", ()))
-        return cls(**d)
 
 
 class Engine:

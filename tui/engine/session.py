@@ -20,7 +20,7 @@ from .results import STATUS_CRASH, STATUS_ERROR, Crash, Environment, RunResult
 
 if TYPE_CHECKING:
     from .explain import Explanation
-    from .runner import RunOptions
+    from .options import RunOptions
     from .search_results import SearchOptions, SearchResult
 
 
@@ -118,7 +118,7 @@ class EngineSession:
         """The contender (SearchResult.contender), pinned, run beside the pick in the fresh engine
         process that follows the search's (it retires): the figures a pinned run reads. Ctrl+C stops
         it, keeping the search's."""
-        from .runner import RunOptions
+        from .options import RunOptions
         from .search_results import FreshRun, fresh_config, with_fresh
 
         config = fresh_config(result)

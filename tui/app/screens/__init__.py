@@ -1,5 +1,2 @@
-from .export import ExportDialog
-from .help import HelpScreen
-from .presets import Confirm, PresetPicker, SavePreset
-
-__all__ = ["Confirm", "ExportDialog", "HelpScreen", "PresetPicker", "SavePreset"]
+"""The dashboard's screens, one a file: main.py (the dashboard's own), and the dialogs and help,
+each imported where it is first opened (help brings a Markdown parser: not on the start's path)."""
