@@ -88,3 +88,20 @@ async def test_a_start_styles_each_widget_about_once(monkeypatch):
         widgets = len(list(app.screen.walk_children(with_self=True)))
         # each widget once as it mounts; a few again as focus, validity or a value change a class
         assert len(styled) < 2 * widgets, (len(styled), widgets)
+
+
+async def test_a_click_on_a_tab_and_the_palettes_call_each_make_and_draw_the_pane():
+    """A click switches the tab first (the pane is made after); the palette calls the pane key's
+    action later, as an awaitable."""
+    fake = FakeEngine(relabelled(RECORDED))
+    app = make_app(SMALL, client=fake)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.result is not None and not fake.busy)
+        await pilot.click("#--content-tab-tab-graph")
+        await wait_for(pilot, lambda: "tab-graph" in made(app))
+        graph = app.query_one("#graph-forward")
+        await wait_for(pilot, lambda: getattr(graph.content, "code", "") == app.result.forward.graph_json)
+        assert app.query_one("#tabs").active == "tab-graph"
+        app.call_later(app.action_show_pane, list(KINDS).index("tab-phases"))
+        await wait_for(pilot, lambda: app.query_one("#tabs").active == "tab-phases" and "tab-phases" in made(app))
+        assert app.query_one("#phases-forward").row_count == len(app.result.forward.phases)
