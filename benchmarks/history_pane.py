@@ -150,6 +150,7 @@ async def measure(runs: int, freeze_gc: bool = False) -> dict:
         if freeze_gc:  # what is alive once the dashboard is up, out of the collector's full passes
             gc.collect()
             gc.freeze()
+
         def listed() -> bool:  # the pane is made the first time it is shown
             pane = app.pane(HistoryPane)
             return tabs.active == "tab-history" and pane is not None and len(pane.rows) == PAGE

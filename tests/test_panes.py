@@ -103,5 +103,7 @@ async def test_a_click_on_a_tab_and_the_palettes_call_each_make_and_draw_the_pan
         await wait_for(pilot, lambda: getattr(graph.content, "code", "") == app.result.forward.graph_json)
         assert app.query_one("#tabs").active == "tab-graph"
         app.call_later(app.action_show_pane, list(KINDS).index("tab-phases"))
-        await wait_for(pilot, lambda: app.query_one("#tabs").active == "tab-phases" and "tab-phases" in made(app))
+        await wait_for(
+            pilot, lambda: app.query_one("#tabs").active == "tab-phases" and "tab-phases" in made(app)
+        )
         assert app.query_one("#phases-forward").row_count == len(app.result.forward.phases)
