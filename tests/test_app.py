@@ -15,7 +15,7 @@ import pytest
 import pytest_asyncio
 from fakes import FP8, RECORDED, TRAINING, FakeEngine, crash, hang, refused
 from pilot_waits import show_pane, status_text, wait_for
-from textual.widgets import Checkbox, Input, Select
+from textual.widgets import Checkbox, Input, Label, Select
 
 from tui.app import make_app
 from tui.app.messages import TimingChoice
@@ -520,6 +520,23 @@ class TestTheFormWithoutAnEngine:
         app.query_one("#f-out_dtype", Select).value = "bf16"  # fp16 inputs cannot choose their output
         await pilot.pause()
         assert "only FP8 inputs may choose" in str(app.query_one("#err-out_dtype").render())
+
+    async def test_an_edit_rewrites_only_the_problem_lines_whose_words_change(self, form_app, monkeypatch):
+        """A Label's update lays the whole screen out: the form's lines (a field's problem, the
+        known issues, the problems of no one field) are said again only when their words change."""
+        pilot = await as_new(form_app)
+        app = pilot.app
+        said: list[str] = []
+        update = Label.update
+        monkeypatch.setattr(
+            Label, "update", lambda line, *a, **k: (said.append(line.id), update(line, *a, **k))
+        )
+        await set_field(pilot, app, "s_kv", "32")  # valid edits: every line stays as it is
+        await set_field(pilot, app, "s_kv", "64")
+        assert said == []
+        await set_field(pilot, app, "s_q", "-1")  # a problem under the field, then gone again
+        await set_field(pilot, app, "s_q", "64")
+        assert set(said) == {"err-s_q"} and not app.query_one("#err-s_q").has_class("-visible")
 
 
 @pytest.fixture

@@ -68,6 +68,10 @@ class ConfigForm(VerticalScroll):
         self._initial = config or SdpaConfig()
         self._posted: tuple | None = None  # what the last ConfigEdited said
         self._error_lines: dict[str, Label] = {}  # field name -> its problem line, once it had one
+        self._said: dict[str | None, str] = {
+            "known-issue": "",
+            "err-b-memory": "",
+        }  # a line's id -> its words
 
     # ---- the widgets of one field --------------------------------------------------------
     @staticmethod
@@ -197,9 +201,7 @@ class ConfigForm(VerticalScroll):
         anyway = self.query_one("#f-run_anyway", Checkbox).value
         verdict = "runs anyway (ticked)" if anyway else "not run unless ticked"
         text = Text("\n".join(f"known issue: {i.summary}" for i in found) + (f"; {verdict}" if found else ""))
-        line = self.query_one("#known-issue", Label)
-        line.update(text)
-        line.set_class(bool(found), "-visible")
+        self._say(self.query_one("#known-issue", Label), text, bool(found))
 
     def load(self, config: SdpaConfig) -> None:
         """Show `config` in the form. Each field set posts its own change; `_edited` turns them
@@ -214,9 +216,7 @@ class ConfigForm(VerticalScroll):
             self._show_error(field, errors.get(field.name, ""))
         by_field = {field.name for field in FORM_FIELDS}
         rest = [m for f, m in errors.items() if f not in by_field]
-        other = self.query_one("#err-b-memory", Label)
-        other.update("\n".join(rest))
-        other.set_class(bool(rest), "-visible")
+        self._say(self.query_one("#err-b-memory", Label), "\n".join(rest), bool(rest))
 
     def _show_error(self, field: Field, message: str) -> None:
         if field.entry != "checks":
@@ -226,10 +226,18 @@ class ConfigForm(VerticalScroll):
             anchor = field.form_id if field.entry == "switch" else f"row-{field.name}"
             line = Label(message, id=f"err-{field.name}", classes="field-error -visible")
             self._error_lines[field.name] = line
+            self._said[line.id] = message
             self.mount(line, after=f"#{anchor}")
         elif line is not None:
-            line.update(message)
-            line.set_class(bool(message), "-visible")
+            self._say(line, message, bool(message))
+
+    def _say(self, line: Label, words: str | Text, shown: bool) -> None:
+        """A problem line's words and whether it shows, each changed only when it differs: a
+        Label's update lays the whole screen out, and the form says its lines at every edit."""
+        if self._said.get(line.id) != str(words):
+            self._said[line.id] = str(words)
+            line.update(words)
+        line.set_class(shown, "-visible")
 
     # ---- events -------------------------------------------------------------------------
     def on_input_changed(self, event: Input.Changed) -> None:
