@@ -68,14 +68,10 @@ class PaneDeck:
     def compose_panes(self) -> ComposeResult:
         self._panes_ready, self._panes_drawn, self._panes_mounting = {}, {}, {}
         with TabbedContent(initial=INITIAL_TAB, id="tabs"):
-            for tab, kind in KINDS.items():
-                with TabPane(self._title(tab), id=tab):
-                    if tab == INITIAL_TAB:
-                        yield kind(id=tab.removeprefix("tab-"))
-
-    @staticmethod
-    def _title(tab: str) -> str:
-        return next(title for title, kind in TABS if kind is KINDS[tab])
+            for title, kind in TABS:
+                with TabPane(title, id=f"tab-{title.lower()}"):
+                    if kind is KINDS[INITIAL_TAB]:
+                        yield kind(id=title.lower())
 
     def pane(self, kind: type[P]) -> P | None:
         """The pane of this kind once it is mounted with its widgets, else None."""
@@ -139,7 +135,8 @@ class PaneDeck:
         return pane
 
     async def mount_pane(self, tab: str) -> Widget | None:
-        """Mount the pane of a tab unless it is; it when ready (None as the app closes)."""
+        """The pane of a tab, mounted first if it is not, once its widgets are (None as the app
+        closes)."""
         kind = KINDS.get(tab)
         if kind is None:
             return None
