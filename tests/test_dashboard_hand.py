@@ -181,6 +181,22 @@ async def test_a_tab_between_fields_keeps_the_footer_and_a_pane_with_keys_of_its
         assert [key.description for key in footer.query(FooterKey)] == [key.description for key in drawn]
 
 
+async def test_the_footer_lists_the_apps_keys_in_its_order_wherever_the_focus_is():
+    """An Input's own Ctrl+E ("end") put Export first while a field had focus and fifth from a
+    table: the keys moved, and the footer was rebuilt, at each move between the form and a pane."""
+    app = make_app(SMALL, client=FakeEngine(relabelled(RECORDED)))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.result is not None)
+        footer = app.query_one(KeysFooter)
+        words = ["Run again", "Presets", "Save preset", "Export", "Help", "Quit", "Panes", "Form/panes"]
+        app.query_one("#f-b").focus()
+        await wait_for(pilot, lambda: [key.description for key in footer.query(FooterKey)][:-1] == words)
+        drawn = list(footer.query(FooterKey))
+        app.query_one("#plans-forward").focus()
+        await wait_for(pilot, lambda: app.query_one("#plans-forward").has_focus)
+        assert list(footer.query(FooterKey)) == drawn  # the same keys, in place: nothing rebuilt
+
+
 async def test_a_focus_move_repaints_the_fields_it_changes_not_the_whole_screen(monkeypatch):
     app = make_app(SMALL, start_engine=False)
     full: list[int] = []
