@@ -238,9 +238,15 @@ async def test_explain_pane(snapshot):
         await pilot.press("alt+0")
         await wait_for(pilot, lambda: app.query_one("#explain").explanation == EXPLAINED_D65)
         await pilot.press("f6")
-        words = app.query_one("#explain-nearest-words")
+        words, cells = app.query_one("#explain-nearest-words"), app.query_one("#explain-cells")
         await wait_for(
-            pilot, lambda: app.focused is app.query_one("#explain-nearest") and "#1: " in str(words.render())
+            pilot,
+            lambda: (
+                app.focused is app.query_one("#explain-nearest")
+                and "#1: " in str(words.render())
+                and cells.row_count > 0
+                and cells.virtual_size.height >= cells.row_count  # the grid measured (on idle): drawn
+            ),
         )
         shot = await screenshot(pilot, pane("explain"))
     fake.close()

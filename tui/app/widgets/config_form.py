@@ -68,10 +68,6 @@ class ConfigForm(VerticalScroll):
         self._initial = config or SdpaConfig()
         self._posted: tuple | None = None  # what the last ConfigEdited said
         self._error_lines: dict[str, Label] = {}  # field name -> its problem line, once it had one
-        self._said: dict[str | None, str] = {
-            "known-issue": "",
-            "err-b-memory": "",
-        }  # a line's id -> its words
 
     # ---- the widgets of one field --------------------------------------------------------
     @staticmethod
@@ -226,7 +222,6 @@ class ConfigForm(VerticalScroll):
             anchor = field.form_id if field.entry == "switch" else f"row-{field.name}"
             line = Label(message, id=f"err-{field.name}", classes="field-error -visible")
             self._error_lines[field.name] = line
-            self._said[line.id] = message
             self.mount(line, after=f"#{anchor}")
         elif line is not None:
             self._say(line, message, bool(message))
@@ -234,8 +229,7 @@ class ConfigForm(VerticalScroll):
     def _say(self, line: Label, words: str | Text, shown: bool) -> None:
         """A problem line's words and whether it shows, each changed only when it differs: a
         Label's update lays the whole screen out, and the form says its lines at every edit."""
-        if self._said.get(line.id) != str(words):
-            self._said[line.id] = str(words)
+        if str(line.content) != str(words):
             line.update(words)
         line.set_class(shown, "-visible")
 

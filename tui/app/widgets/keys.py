@@ -9,6 +9,8 @@ first while a field had focus and fifth from a table, so the keys moved with the
 
 from __future__ import annotations
 
+from functools import cached_property
+
 from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import Footer
@@ -22,12 +24,17 @@ class KeysFooter(Footer):
 
     _shown: tuple | None = None
 
+    @cached_property
+    def _declared(self) -> dict[str, int]:
+        """The app's actions, in the order its BINDINGS declare them (first place of each)."""
+        actions = [b.action for b in self.app.BINDINGS if not isinstance(b, tuple)]
+        return {action: actions.index(action) for action in actions}
+
     def _place(self, action: str) -> tuple[int, int]:
         """Where a key goes: the app's keys in the order it declares them, then those of the
         widget with focus, then the palette's."""
-        declared = [b.action for b in self.app.BINDINGS if not isinstance(b, tuple)]
-        if action in declared:
-            return (0, declared.index(action))
+        if action in self._declared:
+            return (0, self._declared[action])
         return (2, 0) if action == PALETTE else (1, 0)
 
     def compose(self) -> ComposeResult:
