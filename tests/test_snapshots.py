@@ -239,9 +239,6 @@ async def test_explain_pane(snapshot):
         await wait_for(pilot, lambda: app.query_one("#explain").explanation == EXPLAINED_D65)
         await pilot.press("f6")
         words, cells = app.query_one("#explain-nearest-words"), app.query_one("#explain-cells")
-        deadline = time.monotonic() + 60
-        while not cells.size.height > cells.row_count > 0 and time.monotonic() < deadline:
-            await pilot.pause()  # the grid is laid out some frames after it is filled: each look a frame
         await wait_for(
             pilot,
             lambda: (

@@ -7,10 +7,11 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from ...engine.results import ErrorMetrics, Fp8Scaling, PassResult, RunResult
 from ...format import sci, verdict_words
+from .fitted import FittedTable
 
 
 def verdict(m: ErrorMetrics | None) -> Text:
@@ -18,7 +19,7 @@ def verdict(m: ErrorMetrics | None) -> Text:
     return Text(verdict_words(m), style=style)
 
 
-class ChecksTable(DataTable):
+class ChecksTable(FittedTable):
     """A row for cuDNN and each peer, for every output of every pass, under one tolerance an output."""
 
     def __init__(self, **kwargs) -> None:
@@ -42,7 +43,7 @@ class ChecksTable(DataTable):
                                  f"{c.atol:.3g}" if first else "", *cells, verdict(m))  # fmt: skip
 
 
-class AmaxTable(DataTable):
+class AmaxTable(FittedTable):
     """Each amax an FP8 graph wrote beside the reference's maximum: the next step's scales come from it."""
 
     def __init__(self, **kwargs) -> None:

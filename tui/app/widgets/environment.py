@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from rich.text import Text
-from textual.widgets import DataTable
 
 from ...engine.environment import describe
 from ...engine.results import Environment
+from .fitted import FittedTable
 
 
-class EnvironmentPane(DataTable):
+class EnvironmentPane(FittedTable):
     def on_mount(self) -> None:
         self.cursor_type = "none"
         self.add_columns("what", "value")

@@ -18,6 +18,7 @@ from textual.widgets import DataTable, Static
 
 from ...engine.config import SdpaConfig
 from ..messages import NearestChosen
+from .fitted import FittedTable
 
 if TYPE_CHECKING:
     from ...engine.explain import Cell, Explanation, Nearest, Refusal, Requirement
@@ -116,7 +117,7 @@ def nearest_words(e: Explanation) -> str:
     return f"{e.searched} edits judged, the smallest first. {ENTER_WORDS}"
 
 
-class NearestTable(DataTable):
+class NearestTable(FittedTable):
     """The nearest working configurations, a row each, keyed by their place in the explanation;
     the highlighted one's run command is written in full under it, to copy."""
 
@@ -144,7 +145,7 @@ class ExplainPane(VerticalScroll, can_focus=False):
         yield Static(
             "Explain shows who refuses the form's configuration once it is asked.", id="explain-head"
         )
-        cells = DataTable(id="explain-cells", cursor_type="none", zebra_stripes=True)
+        cells = FittedTable(id="explain-cells", cursor_type="none", zebra_stripes=True)
         cells.can_focus = False  # a map to read: F6 goes on to the nearest configurations
         yield cells
         yield Static("", id="explain-refusals")

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
 from ...engine.results import (
@@ -34,6 +34,7 @@ from ...format import (
     us,
     verdict_words,
 )
+from .fitted import FittedTable
 
 HOW_TO_ASK = (
     "Tick peers in the form (under timing: peers timed beside cuDNN), or give the CLI "
@@ -104,7 +105,7 @@ def peer_rows(p: PassResult) -> list[Row]:
     return rows
 
 
-class PeerTable(DataTable):
+class PeerTable(FittedTable):
     """cuDNN's heuristic pick (and its fastest plan where that is another), then each peer."""
 
     def __init__(self, **kwargs) -> None:

@@ -6,16 +6,17 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from ...engine.results import PASS_KINDS, PhaseTiming, RunResult
 from ...format import ms
+from .fitted import FittedTable
 from .sections import show_passes
 
 BAR_WIDTH = 24
 
 
-class PhaseTable(DataTable):
+class PhaseTable(FittedTable):
     """One graph's build phases, each with a bar scaled to the longest."""
 
     def __init__(self, **kwargs) -> None:

@@ -12,7 +12,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
-from textual.widgets import Button, DataTable, Label, Static
+from textual.widgets import Button, Label, Static
 from textual_plotext import PlotextPlot
 
 from ...engine.knob_search import HEURISTIC, Trial
@@ -21,6 +21,7 @@ from ...engine.search_results import SearchOptions, SearchResult
 from ...format import fresh_words, placement_words, us
 from ..messages import BestPinned, SearchAsked, SearchStopAsked
 from ..navigation import PaneKeysInput
+from .fitted import FittedTable
 
 TOP = 12  # candidates the table lists, fastest first (as the CLI's table)
 IDLE_WORDS = (
@@ -168,7 +169,7 @@ def legend_text(r: SearchResult) -> Text:
     return text.append(f"\n{failed} that did not build are not drawn" if failed else "", style="dim")
 
 
-class CandidateTable(DataTable):
+class CandidateTable(FittedTable):
     """The fastest candidates timed (the pick and the best among them), a row each."""
 
     def __init__(self, **kwargs) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
-from textual.widgets import Button, DataTable, Input, Label, Static
+from textual.widgets import Button, Input, Label, Static
 from textual_plotext import PlotextPlot
 
 from ...engine.gpu_peaks import peak_for
@@ -23,6 +23,7 @@ from ...format import pass_short, status_style, status_word, us
 from ...sweep import peer_cell, share_cell
 from ..messages import SweepAsked
 from ..navigation import PaneKeysInput
+from .fitted import FittedTable
 
 clock = time.monotonic  # a test holds it still, so that elapsed times read the same each run
 VARY_HINTS = ("s=1024..32768x2", "then (optional) d=64,128")
@@ -210,7 +211,7 @@ def _has_share(rows: list[dict]) -> bool:
     return any((p.get("roofline") or {}).get("share") is not None for r in rows for p in r["passes"].values())
 
 
-class SweepTable(DataTable):
+class SweepTable(FittedTable):
     """A row a point: the varied values, status, and each pass's kernel time and TFLOPS, the share
     of the GPU's peak where it is known and each peer's kernel time with cuDNN's speed against it
     (a later pass's columns named by its short name, `bwd`); the message of a point that did not
