@@ -152,7 +152,7 @@ async def measure(runs: int, freeze_gc: bool = False) -> dict:
             gc.freeze()
 
         def listed() -> bool:  # the pane is made the first time it is shown
-            pane = app.pane(HistoryPane)
+            pane = app.pane("history")
             return tabs.active == "tab-history" and pane is not None and len(pane.rows) == PAGE
 
         shown = await answered(app, await send(app, "f2"), listed)

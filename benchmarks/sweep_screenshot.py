@@ -33,7 +33,6 @@ async def wait_for(pilot, predicate, timeout: float, what: str) -> None:
 async def sweep(out: str, vary: str, timeout: float) -> dict:
     """Run the sweep in the dashboard; the screenshot and rows go to `out`; a summary is returned."""
     from tui.app import make_app
-    from tui.app.widgets import SweepPane
     from tui.engine.config import SdpaConfig
 
     base = SdpaConfig(b=1, h_q=32, h_kv=8, s_q=1024, s_kv=1024, d_qk=128, d_v=128, dtype="bf16",
@@ -44,7 +43,7 @@ async def sweep(out: str, vary: str, timeout: float) -> dict:
         for key in PEERS:
             app.query_one(f"#f-peer-{key}", Checkbox).value = True
         await pilot.press("alt+9")  # the Sweep pane, made the first time it is shown
-        await wait_for(pilot, lambda: app.pane(SweepPane) is not None, timeout, "show the Sweep pane")
+        await wait_for(pilot, lambda: app.pane("sweep") is not None, timeout, "show the Sweep pane")
         field = app.query_one("#sweep-vary-1", Input)
         field.focus()
         await pilot.press(*vary, "enter")  # typed, as a user would

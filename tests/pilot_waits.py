@@ -32,8 +32,8 @@ async def show_pane(pilot, name: str) -> None:
     """Show the pane `name` by its key, as a user does, once it is made and drawn: a pane is
     mounted the first time it is shown, and draws the app's state while on screen."""
     from tui.app.navigation import pane_key
-    from tui.app.panes import KINDS
+    from tui.app.panes import TABS
 
     app, tab = pilot.app, f"tab-{name}"
-    await pilot.press(pane_key(list(KINDS).index(tab)).lower())
-    await wait_for(pilot, lambda: app.query_one("#tabs").active == tab and app.pane(KINDS[tab]) is not None)
+    await pilot.press(pane_key([t.id for t in TABS].index(tab)).lower())
+    await wait_for(pilot, lambda: app.query_one("#tabs").active == tab and app.pane(name) is not None)

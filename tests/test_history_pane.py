@@ -46,7 +46,7 @@ def shown_ids(app) -> list[int]:
 async def show_history(app, pilot) -> None:
     """F2, then the pane made (the first time it is shown) and listing."""
     await pilot.press("f2")
-    await wait_for(pilot, lambda: app.query_one("#tabs").active == "tab-history" and app.pane(HistoryPane))
+    await wait_for(pilot, lambda: app.query_one("#tabs").active == "tab-history" and app.pane("history"))
 
 
 @pytest.mark.asyncio

@@ -83,12 +83,22 @@ def test_the_dashboard_starts_the_fork_server_first(monkeypatch):
 # what the dashboard's start needs not: the engine's measurement code (it only sends options), and
 # the help screen's Markdown parser (imported when F1 is first pressed)
 START = """
-import sys
-import tui.app
-late = ("tui.engine.runner", "tui.engine.measure", "tui.engine.graph", "tui.engine.cpu", "markdown_it")
+import asyncio, sys
+from tui.app import make_app
+from tui.engine.config import SdpaConfig
+async def main():
+    app = make_app(SdpaConfig(), start_engine=False)
+    async with app.run_test(size=(120, 40)):
+        pass  # the first screen is painted
+asyncio.run(main())
+late = ("tui.engine.runner", "tui.engine.measure", "tui.engine.graph", "tui.engine.cpu", "markdown_it",
+        "plotext", "sqlite3", *(f"tui.app.widgets.{m}" for m in ("peers", "phases", "accuracy", "latency",
+        "mask", "environment", "graph_json", "sweep", "explain", "history", "search")))
 print(" ".join(m for m in late if m in sys.modules) or "light")
 """
 
 
 def test_the_dashboards_start_imports_only_what_its_first_screen_needs():
+    """The engine's GPU code, help's Markdown parser, the charts, the run history's database and
+    the modules of the panes not yet shown are imported when first needed."""
     assert _python(START) == "light"

@@ -10,7 +10,7 @@ from textual.widget import Widget
 from tests.fakes import RECORDED, FakeEngine, relabelled
 from tests.pilot_waits import show_pane, wait_for
 from tui.app import make_app
-from tui.app.panes import KINDS
+from tui.app.panes import TABS
 from tui.app.widgets import PhasesPane
 from tui.engine.config import SdpaConfig
 
@@ -19,7 +19,7 @@ SMALL = SdpaConfig(b=1, h_q=2, h_kv=2, s_q=64, s_kv=64, d_qk=64, d_v=64)
 
 def made(app) -> list[str]:
     """The tabs whose pane exists."""
-    return [tab for tab in KINDS if app.query_one(f"#{tab}").children]
+    return [tab.id for tab in TABS if app.query_one(f"#{tab.id}").children]
 
 
 async def test_a_pane_is_made_when_first_shown_and_draws_only_while_shown(monkeypatch):
@@ -60,7 +60,7 @@ async def test_a_pane_key_pressed_in_a_table_shows_the_pane_and_takes_the_focus_
         app.query_one("#plans-forward").focus()
         await wait_for(pilot, lambda: app.query_one("#plans-forward").has_focus)
         await pilot.press("alt+3")
-        await wait_for(pilot, lambda: app.pane(PhasesPane) is not None)
+        await wait_for(pilot, lambda: app.pane("phases") is not None)
         assert app.query_one("#tabs").active == "tab-phases"
         assert app.focused is not None and app.query_one("#tab-phases") in app.focused.ancestors
         await pilot.press("alt+3")  # the key of the pane shown: the focus stays where it is
@@ -102,7 +102,7 @@ async def test_a_click_on_a_tab_and_the_palettes_call_each_make_and_draw_the_pan
         graph = app.query_one("#graph-forward")
         await wait_for(pilot, lambda: getattr(graph.content, "code", "") == app.result.forward.graph_json)
         assert app.query_one("#tabs").active == "tab-graph"
-        app.call_later(app.action_show_pane, list(KINDS).index("tab-phases"))
+        app.call_later(app.action_show_pane, [tab.id for tab in TABS].index("tab-phases"))
         await wait_for(
             pilot, lambda: app.query_one("#tabs").active == "tab-phases" and "tab-phases" in made(app)
         )

@@ -19,8 +19,7 @@ from pilot_waits import show_pane, wait_for
 from pytest_textual_snapshot import SVGImageExtension
 from textual.widgets import Input
 
-from tui.app import make_app
-from tui.app.widgets import sweep as sweep_view
+from tui.app import make_app, sweep_progress
 from tui.app.widgets.status import Phase
 from tui.engine.config import SdpaConfig
 from tui.engine.peers import PEER_KEYS
@@ -194,7 +193,7 @@ async def test_peers_pane(snapshot):
 async def test_sweep_pane(snapshot, monkeypatch):
     """llama3-8b-prefill with every peer ticked, swept over s = 1024 ... 8192: each point answers
     with the H200's recording of 8192 relabelled (so every line is flat), at 120x40."""
-    monkeypatch.setattr(sweep_view, "clock", lambda: 0.0)  # elapsed times read 0 s
+    monkeypatch.setattr(sweep_progress, "clock", lambda: 0.0)  # elapsed times read 0 s
     fake = FakeEngine(relabelled(PEERS))
     app = make_app(PEERS.config, client=fake)
     async with app.run_test(size=(120, 40)) as pilot:

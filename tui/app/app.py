@@ -38,6 +38,7 @@ from .actions import KeepingActions
 from .commands import ExplorerCommands
 from .explaining import ExplainDriving
 from .historying import HistoryKeeping
+from .latency_history import LatencyHistory
 from .messages import ConfigEdited, EngineMessage, TimingChoice
 from .navigation import PaneNavigation, pane_bindings
 from .panes import TABS, PaneDeck
@@ -47,7 +48,6 @@ from .sweeping import SweepDriving
 from .widgets import ConfigForm, StatusLine, SummaryPane
 from .widgets.config_form import PEER_LABELS
 from .widgets.keys import KeysFooter
-from .widgets.latency import LatencyHistory
 from .widgets.status import Status
 
 DEBOUNCE_S = 0.25  # typing "4096" must not start four builds
@@ -94,7 +94,7 @@ class SdpaExplorerApp(
         Binding("f1", "help", "Help", priority=True),
         Binding("ctrl+q", "quit", "Quit", priority=True),
         Binding("escape", "stop", "Stop", show=False),  # a dialog's own Esc comes first
-        *pane_bindings([title for title, _ in TABS]),  # Alt+1 ... Alt+0, then F2 for History
+        *pane_bindings([tab.title for tab in TABS]),  # Alt+1 ... Alt+0, then F2 for History
     ]
 
     def __init__(

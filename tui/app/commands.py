@@ -47,7 +47,7 @@ class ExplorerCommands(Provider):
             cmds.append((f"Preset: {name}", partial(app.load_preset, preset), preset.description))
         from .panes import TABS
 
-        for i, (title, _) in enumerate(TABS):
+        for i, title in enumerate(tab.title for tab in TABS):
             cmds.append(
                 (
                     f"Pane: {title}",

@@ -21,7 +21,6 @@ from textual.widgets import TabbedContent
 from ..engine.config import SdpaConfig
 from ..engine.process import EngineDied, EngineEvent, EngineExplained
 from .messages import NearestChosen
-from .widgets.explain import ExplainPane
 
 EXPLAIN_TAB = "tab-explain"
 
@@ -35,7 +34,7 @@ class ExplainDriving:
     @property
     def explain_shown(self) -> bool:
         """The pane is on screen with its widgets (the first time it is shown, once mounted)."""
-        return self.query_one(TabbedContent).active == EXPLAIN_TAB and self.pane(ExplainPane) is not None
+        return self.query_one(TabbedContent).active == EXPLAIN_TAB and self.pane("explain") is not None
 
     def on_tabbed_content_tab_activated(self, _event: TabbedContent.TabActivated) -> None:
         self.explain_next()
@@ -46,7 +45,7 @@ class ExplainDriving:
         with contextlib.suppress(NoMatches):  # asked as the app closes
             if not self.explain_shown or self._explaining is not None:
                 return
-            pane = self.query_one(ExplainPane)
+            pane = self.explain_pane
             config, errors = self.form.read_as_typed()
             if config is None:
                 pane.say(f"Nothing to ask cuDNN until these fields are fixed: {', '.join(sorted(errors))}.")
@@ -72,7 +71,7 @@ class ExplainDriving:
             return False
         request_id, config = self._explaining
         said_of = getattr(event, "request_id", None)
-        pane = self.query_one(ExplainPane)
+        pane = self.explain_pane
         if isinstance(event, EngineExplained) and said_of == request_id:
             self._explaining, self._explained = None, config
             if event.explanation is not None:

@@ -15,7 +15,6 @@ from textual.css.query import NoMatches
 from ..engine.results import RunResult
 from ..presets import Preset
 from .messages import HistoryOpened
-from .widgets.history import HistoryPane
 
 
 class HistoryKeeping:
@@ -48,7 +47,7 @@ class HistoryKeeping:
     def _kept(self) -> None:
         """The History pane lists the run kept (once it exists: when made, it reads the list)."""
         with contextlib.suppress(NoMatches):
-            pane = self.pane(HistoryPane)  # type: ignore[attr-defined]
+            pane = self.pane("history")  # type: ignore[attr-defined]
             if pane is not None:
                 pane.reload()
 

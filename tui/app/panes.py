@@ -2,57 +2,69 @@
 
 Twelve panes styled, laid out and drawn at start, and each result drawn into all of them, were
 half of the dashboard's start and most of what a result cost on screen. A pane is mounted the
-first time its tab is shown, and stays. A pane that draws the app's state (the form's result, its
-configuration's mask, the environment) is drawn when that state changes while it is on screen,
-or when it is shown after the state moved on. The panes with state of their own (Sweep, Explain,
-History, Search) are driven by the app once they exist: nothing reaches them before.
+first time its tab is shown, and stays; its module is imported then too. A pane that draws the
+app's state (the form's result, its configuration's mask, the environment) is drawn when that
+state changes while it is on screen, or when it is shown after the state moved on. The panes with
+state of their own (Sweep, Explain, History, Search) are driven by the app once they exist:
+nothing reaches them before.
 """
 
 from __future__ import annotations
 
 import contextlib
-from typing import TypeVar
+import importlib
+from typing import TYPE_CHECKING, NamedTuple
 
 from textual.app import ComposeResult
 from textual.css.query import NoMatches
 from textual.widget import AwaitMount, Widget
 from textual.widgets import TabbedContent, TabPane, Tabs
 
-from .widgets import (
-    AccuracyPane,
-    EnvironmentPane,
-    GraphPane,
-    LatencyPane,
-    MaskPane,
-    PeersPane,
-    PhasesPane,
-    PlansPane,
-    SweepPane,
-)
-from .widgets.explain import ExplainPane
-from .widgets.history import HistoryPane
-from .widgets.search import SearchPane
+if TYPE_CHECKING:
+    from .widgets.explain import ExplainPane
+    from .widgets.search import SearchPane
+    from .widgets.sweep import SweepPane
+
+
+class Tab(NamedTuple):
+    """A tab and its pane's class, by name: the first screen imports only the Plans pane's module."""
+
+    title: str
+    module: str  # under tui.app.widgets
+    kind: str  # the pane's class
+
+    @property
+    def name(self) -> str:
+        """The pane's id."""
+        return self.title.lower()
+
+    @property
+    def id(self) -> str:
+        """The tab's id."""
+        return f"tab-{self.name}"
+
+    def pane_class(self) -> type[Widget]:
+        return getattr(importlib.import_module(f"{__package__}.widgets.{self.module}"), self.kind)
+
 
 # the tabs, in order (a new one goes last: Alt+digit keys stay; the tenth is Alt+0)
 TABS = (
-    ("Plans", PlansPane),
-    ("Peers", PeersPane),
-    ("Phases", PhasesPane),
-    ("Accuracy", AccuracyPane),
-    ("Latency", LatencyPane),
-    ("Mask", MaskPane),
-    ("Environment", EnvironmentPane),
-    ("Graph", GraphPane),
-    ("Sweep", SweepPane),
-    ("Explain", ExplainPane),
-    ("History", HistoryPane),  # the eleventh: F2 (and the palette)
-    ("Search", SearchPane),  # the twelfth: F3
+    Tab("Plans", "plans", "PlansPane"),
+    Tab("Peers", "peers", "PeersPane"),
+    Tab("Phases", "phases", "PhasesPane"),
+    Tab("Accuracy", "accuracy", "AccuracyPane"),
+    Tab("Latency", "latency", "LatencyPane"),
+    Tab("Mask", "mask", "MaskPane"),
+    Tab("Environment", "environment", "EnvironmentPane"),
+    Tab("Graph", "graph_json", "GraphPane"),
+    Tab("Sweep", "sweep", "SweepPane"),
+    Tab("Explain", "explain", "ExplainPane"),
+    Tab("History", "history", "HistoryPane"),  # the eleventh: F2 (and the palette)
+    Tab("Search", "search", "SearchPane"),  # the twelfth: F3
 )
-INITIAL_TAB = "tab-plans"
-KINDS = {f"tab-{title.lower()}": kind for title, kind in TABS}
-RESULT_PANES = (PlansPane, PeersPane, PhasesPane, AccuracyPane, LatencyPane, GraphPane)  # the form's result
-
-P = TypeVar("P", bound=Widget)
+BY_ID = {tab.id: tab for tab in TABS}
+INITIAL = TABS[0]
+RESULT_PANES = ("plans", "peers", "phases", "accuracy", "latency", "graph")  # draw the form's result
 
 
 class PaneDeck:
@@ -61,56 +73,70 @@ class PaneDeck:
     The app keeps what the drawing panes show: `result`, `search_result`, `latency_history`,
     `mask_config` (the form's configuration and seed) and `environment` with `restarts`."""
 
-    _panes_ready: dict[type, Widget]
-    _panes_drawn: dict[type, tuple]
-    _panes_mounting: dict[type, AwaitMount]
+    _panes_ready: dict[str, Widget]  # by the pane's name
+    _panes_drawn: dict[str, tuple]
+    _panes_mounting: dict[str, AwaitMount]
 
     def compose_panes(self) -> ComposeResult:
         self._panes_ready, self._panes_drawn, self._panes_mounting = {}, {}, {}
-        with TabbedContent(initial=INITIAL_TAB, id="tabs"):
-            for title, kind in TABS:
-                with TabPane(title, id=f"tab-{title.lower()}"):
-                    if kind is KINDS[INITIAL_TAB]:
-                        yield kind(id=title.lower())
+        with TabbedContent(initial=INITIAL.id, id="tabs"):
+            for tab in TABS:
+                with TabPane(tab.title, id=tab.id):
+                    if tab is INITIAL:
+                        yield tab.pane_class()(id=tab.name)
 
-    def pane(self, kind: type[P]) -> P | None:
-        """The pane of this kind once it is mounted with its widgets, else None."""
-        found = self._panes_ready.get(kind)
-        if found is None and kind is KINDS[INITIAL_TAB]:
+    def pane(self, name: str) -> Widget | None:
+        """The pane of this name (its tab's title in lower case) once it is mounted with its
+        widgets, else None."""
+        found = self._panes_ready.get(name)
+        if found is None and name == INITIAL.name:
             with contextlib.suppress(NoMatches):  # composed with the app
-                found = self._panes_ready[kind] = self.query_one(kind)  # type: ignore[attr-defined]
-        return found  # type: ignore[return-value]
+                found = self._panes_ready[name] = self.query_one(f"#{name}")  # type: ignore[attr-defined]
+        return found
 
-    def pane_state(self, kind: type) -> tuple:
+    # the panes the app drives, once made (else NoMatches, as any query)
+    @property
+    def explain_pane(self) -> ExplainPane:
+        return self.query_one("#explain")  # type: ignore[attr-defined]
+
+    @property
+    def search_pane(self) -> SearchPane:
+        return self.query_one("#search")  # type: ignore[attr-defined]
+
+    @property
+    def sweep_pane(self) -> SweepPane:
+        return self.query_one("#sweep")  # type: ignore[attr-defined]
+
+    def pane_state(self, name: str) -> tuple:
         """What a drawing pane draws, in the order its `show` takes it; () for a pane of its own
         state. A pane is drawn when this changes (compared by identity) and it is on screen."""
         app = self
-        if kind is PlansPane:
+        if name == "plans":
             return (app.result, app.search_result)  # type: ignore[attr-defined]
-        if kind is LatencyPane:
+        if name == "latency":
             return (app.result, app.latency_history)  # type: ignore[attr-defined]
-        if kind in RESULT_PANES:
+        if name in RESULT_PANES:
             return (app.result,)  # type: ignore[attr-defined]
-        if kind is MaskPane:
+        if name == "mask":
             return app.mask_config  # type: ignore[attr-defined]
-        if kind is EnvironmentPane:
+        if name == "environment":
             return (app.environment, *app.restarts)  # type: ignore[attr-defined]
         return ()
 
     def draw_shown(self) -> None:
         """Draw the pane on screen if what it draws moved on (call after changing that state)."""
         with contextlib.suppress(NoMatches):  # as the app closes
-            kind = KINDS.get(self.query_one(TabbedContent).active)  # type: ignore[attr-defined]
-            pane = self.pane(kind) if kind is not None else None
-            if pane is None:
+            tab = BY_ID.get(self.query_one(TabbedContent).active)  # type: ignore[attr-defined]
+            pane = self.pane(tab.name) if tab is not None else None
+            if tab is None or pane is None:
                 return
-            state = self.pane_state(kind)
-            drawn = self._panes_drawn.get(kind)
+            state = self.pane_state(tab.name)
+            drawn = self._panes_drawn.get(tab.name)
             if not state or state[0] is None:
                 return  # nothing to draw yet: the pane's own first look stays
             if drawn is not None and all(a is b for a, b in zip(state, drawn, strict=True)):
                 return
-            self._panes_drawn[kind] = state
+            self._panes_drawn[tab.name] = state
             pane.show(*state)  # type: ignore[attr-defined]
 
     async def show_pane(self, tab: str) -> Widget | None:
@@ -134,25 +160,26 @@ class PaneDeck:
                 screen.set_focus(next((w for w in pane.query("*") if w.focusable), None) or screen.focused)
         return pane
 
-    async def mount_pane(self, tab: str) -> Widget | None:
+    async def mount_pane(self, tab_id: str) -> Widget | None:
         """The pane of a tab, mounted first if it is not, once its widgets are (None as the app
         closes)."""
-        kind = KINDS.get(tab)
-        if kind is None:
+        tab = BY_ID.get(tab_id)
+        if tab is None:
             return None
-        if (ready := self.pane(kind)) is not None:
+        if (ready := self.pane(tab.name)) is not None:
             return ready
-        waiting = self._panes_mounting.get(kind)
+        waiting = self._panes_mounting.get(tab.name)
         if waiting is None:
             try:
-                holder = self.query_one(f"#{tab}", TabPane)  # type: ignore[attr-defined]
+                holder = self.query_one(f"#{tab.id}", TabPane)  # type: ignore[attr-defined]
             except NoMatches:
                 return None
-            widget = kind(id=tab.removeprefix("tab-"))
-            waiting = self._panes_mounting[kind] = holder.mount(widget)
+            widget = tab.pane_class()(id=tab.name)
+            waiting = self._panes_mounting[tab.name] = holder.mount(widget)
         await waiting
-        widget = self._panes_ready[kind] = self._panes_ready.get(kind) or self.query_one(kind)  # type: ignore[attr-defined]
-        self._panes_mounting.pop(kind, None)
+        widget = self._panes_ready.get(tab.name) or self.query_one(f"#{tab.name}")  # type: ignore[attr-defined]
+        self._panes_ready[tab.name] = widget
+        self._panes_mounting.pop(tab.name, None)
         return widget
 
     async def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:

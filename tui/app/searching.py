@@ -34,9 +34,6 @@ from ..engine.search_results import (
     with_fresh,
 )
 from .messages import BestPinned, SearchAsked, SearchStopAsked
-from .widgets.explain import ExplainPane
-from .widgets.search import SearchPane
-from .widgets.sweep import SweepPane
 
 SEARCH_TAB = "tab-search"
 
@@ -83,7 +80,7 @@ class SearchDriving:
         was asked."""
         from ..engine.search_results import parse_budget  # the budget read as `search --budget` reads it
 
-        pane = self.query_one(SearchPane)
+        pane = self.search_pane
         if self._search is not None:
             return False
         try:
@@ -113,7 +110,7 @@ class SearchDriving:
         if run is None or run.request_id is not None:
             return
         with contextlib.suppress(NoMatches):
-            pane = self.query_one(SearchPane)
+            pane = self.search_pane
             if self._latest is not None or self._explaining is not None:
                 pane.say(f"The form's run comes first; then {run.config.label()} is searched.", running=True)
                 self._search_said("waiting for the form's run")
@@ -139,7 +136,7 @@ class SearchDriving:
         said_of = getattr(event, "request_id", None)
         if isinstance(event, EngineProgress) and said_of == run.request_id:
             run.step = event.text
-            self.query_one(SearchPane).progress(run.config.label(), event.text)
+            self.search_pane.progress(run.config.label(), event.text)
             self._search_said(event.text.removeprefix("searching: "))
             return True
         if isinstance(event, EngineSearched) and said_of == run.request_id:
@@ -165,15 +162,15 @@ class SearchDriving:
             run.options, run.step = going_on, ""
             self._send_search(run)
             words = f"a candidate crashed the engine ({going_on.crashes[-1]}): going on in a fresh one"
-            self.query_one(SearchPane).progress(run.config.label(), words)
+            self.search_pane.progress(run.config.label(), words)
             return
         config = fresh_config(result)
         # the contender, pinned, beside the pick in the process that follows (it retires)
         if config is not None:
             run.found, run.fresh_id = result, self.client.submit(config, RunOptions())
-            self.query_one(SearchPane).show(result)
+            self.search_pane.show(result)
             words = f"running {config.plan} beside the pick in a fresh engine process ..."
-            self.query_one(SearchPane).progress(run.config.label(), words)
+            self.search_pane.progress(run.config.label(), words)
             self._search_said(words.removesuffix(" ..."))
             return
         self._search_done(result)
@@ -182,7 +179,7 @@ class SearchDriving:
         """An event of the fresh run of the contender: its progress, its answer or its loss."""
         said_of = getattr(event, "request_id", None)
         if isinstance(event, EngineProgress) and said_of == run.fresh_id:
-            self.query_one(SearchPane).progress(run.config.label(), f"fresh process: {event.text}")
+            self.search_pane.progress(run.config.label(), f"fresh process: {event.text}")
             return True
         if isinstance(event, EngineResult) and said_of == run.fresh_id:
             self._search_done(with_fresh(run.found, event.result))
@@ -194,7 +191,7 @@ class SearchDriving:
 
     def _search_done(self, result: SearchResult) -> None:
         self._search, self.search_result = None, result
-        self.query_one(SearchPane).show(result)
+        self.search_pane.show(result)
         self.draw_shown()  # the Plans pane's finds  # type: ignore[attr-defined]
         self._search_said("")
         self._form_after_search()
@@ -212,10 +209,10 @@ class SearchDriving:
                 if run.fresh_id is not None
                 else "stopping at the next candidate ..."
             )
-            self.query_one(SearchPane).progress(run.config.label(), words)
+            self.search_pane.progress(run.config.label(), words)
             return
         self._search = None
-        self.query_one(SearchPane).say("Not started: stopped (Esc) while the form's run went on.")
+        self.search_pane.say("Not started: stopped (Esc) while the form's run went on.")
         self._search_said("")
         self._form_after_search()
 
@@ -245,7 +242,7 @@ class SearchDriving:
             if self.search_result is None or self.search_result.best is None:
                 self.notify("No search has found a plan yet (F3: the Search pane).", title="Nothing to pin")
                 return
-            self.query_one(SearchPane).action_pin_best()
+            self.search_pane.action_pin_best()
 
     def on_best_pinned(self, message: BestPinned) -> None:
         """The best found into the form's pinned plan; the form runs it, and Ctrl+S keeps it."""
@@ -268,11 +265,11 @@ class SearchDriving:
             if self.explain_shown:
                 config, _ = self.form.read_as_typed()
                 words = f"A knob search runs: {config.label() if config else 'the form'} is asked about when it ends."
-                self.query_one(ExplainPane).say(words, config)
+                self.explain_pane.say(words, config)
 
     def start_sweep(self, texts: tuple[str, ...]) -> bool:
         if self.searching:
-            self.query_one(SweepPane).show_errors(
+            self.sweep_pane.show_errors(
                 {1: "a knob search runs: start the sweep when it ends (Esc stops it)"}
             )
             return False

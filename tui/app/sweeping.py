@@ -21,9 +21,9 @@ from ..engine.options import RunOptions
 from ..engine.process import EngineDied, EngineEvent, EngineProgress, EngineResult
 from ..engine.results import STATUS_CANCELLED, STATUS_CRASH, STATUS_ERROR, RunResult
 from ..sweep import Point, SweepError, Vary, grid, parse_vary, point_row, varied_words
+from . import sweep_progress
 from .messages import SweepAsked
-from .widgets import sweep as sweep_view
-from .widgets.sweep import Progress, SweepPane
+from .sweep_progress import Progress
 
 NO_VARY = "give FIELD=VALUES, e.g. s=1024..32768x2 or d=64,128"
 
@@ -86,7 +86,7 @@ class SweepDriving:
     def start_sweep(self, texts: tuple[str, ...]) -> bool:
         """Read the varies against the form's configuration; run the grid if they and the form are
         good (the form's run options, as its own runs take them). Whether it started."""
-        pane = self.query_one(SweepPane)
+        pane = self.sweep_pane
         if self._sweep is not None:
             return False
         config, errors = self.form.read()
@@ -155,7 +155,7 @@ class SweepDriving:
             return
         row = point_row(run.point, result)
         run.rows.append(row)
-        self.query_one(SweepPane).add_row(row)
+        self.sweep_pane.add_row(row)
         self._sweep_said(running="", step="")
         if go_on:
             self._sweep_next()
@@ -164,7 +164,7 @@ class SweepDriving:
         """The pane's and the app's status lines say how far the sweep is."""
         run = self._sweep
         run.progress = replace(run.progress, done=len(run.rows), **changes)
-        self.query_one(SweepPane).say(run.progress)
+        self.sweep_pane.say(run.progress)
         self.status.state = self.status.state.sweeping(run.progress.short())
 
     def stop_sweep(self) -> None:
@@ -186,8 +186,8 @@ class SweepDriving:
         run, self._sweep = self._sweep, None
         if run is None:
             return
-        progress = replace(run.progress, done=len(run.rows), finished=how, ended=sweep_view.clock())
-        self.query_one(SweepPane).say(progress)
+        progress = replace(run.progress, done=len(run.rows), finished=how, ended=sweep_progress.clock())
+        self.sweep_pane.say(progress)
         self.status.state = self.status.state.sweeping("")
         config, _ = self.form.read()
         changed = config is not None and (config, self._options(self.form.timing)) != self._last_request

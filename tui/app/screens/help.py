@@ -144,8 +144,12 @@ class HelpScreen(ModalScreen[None]):
         keys = [
             "| key | does |",
             "| --- | --- |",
-            f"| Alt+1 … Alt+{min(9, len(TABS))} | show a pane: {', '.join(title for title, _ in TABS[:9])} |",
-            *(f"| {pane_key(i)} | show the {title} pane |" for i, (title, _) in enumerate(TABS) if i >= 9),
+            f"| Alt+1 … Alt+{min(9, len(TABS))} | show a pane: {', '.join(tab.title for tab in TABS[:9])} |",
+            *(
+                f"| {pane_key(i)} | show the {title} pane |"
+                for i, title in enumerate(tab.title for tab in TABS)
+                if i >= 9
+            ),
             "| F6 | from the form to the pane on show, and back to the field you left |",
             "| Esc | stop the running work at its next step; a sweep after its point under way (again: "
             "that point too); a knob search at its next candidate |",

@@ -5,6 +5,8 @@ limit, temperature, throttle reasons, capped shares, the rest wait, the L2 flush
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
@@ -24,6 +26,9 @@ from ...format import (
     sample_rows,
     us,
 )
+
+if TYPE_CHECKING:
+    from ..latency_history import LatencyHistory
 
 MIN_CHART_ROWS = 10  # below this a chart's ticks crowd out its data (app.tcss: .latency-row)
 
@@ -78,22 +83,6 @@ def pass_blocks(p: PassResult, result: RunResult) -> list[RenderableType]:
     if t.cross_check:
         blocks.append(Text(t.cross_check, style="yellow"))
     return blocks
-
-
-class LatencyHistory:
-    """Each pass's kernel time of every GPU run since the app started: kept by the app as each
-    result arrives, so the pane draws every run when it is shown, hidden meanwhile or not."""
-
-    def __init__(self) -> None:
-        self.runs = 0  # GPU runs since the app started
-        self.points: dict[str, list[tuple[int, float]]] = {}  # pass kind -> (run, kernel µs) of each
-
-    def add(self, result: RunResult) -> None:
-        timed = [p for p in result.passes if p.timing is not None]
-        if timed:
-            self.runs += 1
-            for p in timed:
-                self.points.setdefault(p.kind, []).append((self.runs, p.timing.median_us))
 
 
 class LatencyPane(VerticalScroll):

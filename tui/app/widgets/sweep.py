@@ -7,8 +7,6 @@ dense peak."""
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
@@ -21,16 +19,13 @@ from ...engine.gpu_peaks import peak_for
 from ...engine.results import PASS_KINDS, STATUS_CPU_ONLY, STATUS_OK
 from ...format import pass_short, status_style, status_word, us
 from ...sweep import peer_cell, share_cell
+from .. import sweep_progress
 from ..messages import SweepAsked
 from ..navigation import PaneKeysInput
+from ..sweep_progress import IDLE_WORDS, Progress
 from .fitted import FittedTable
 
-clock = time.monotonic  # a test holds it still, so that elapsed times read the same each run
 VARY_HINTS = ("s=1024..32768x2", "then (optional) d=64,128")
-IDLE_WORDS = (
-    "Give one or two varies (FIELD=VALUES, as sweep --vary takes them) and press Start or Enter: "
-    "the form's configuration and timing run at every point, one at a time."
-)
 NO_GPU_WORDS = (
     "Kernel times need a GPU ({why}): each point runs what a CPU can, and the table shows its status."
 )
@@ -40,51 +35,6 @@ COLORS = ((0, 215, 255), (95, 135, 255), (255, 135, 0), (95, 215, 95), (215, 95,
           (175, 175, 175), (255, 255, 255))  # fmt: skip
 PEAK_COLOR = (255, 85, 85)
 MARKERS = ("braille", "•", "x", "+", "o", "*", "#")  # a marker per value of the second vary
-
-
-def elapsed_words(seconds: float) -> str:
-    minutes, rest = divmod(round(seconds), 60)
-    return f"{minutes} min {rest} s" if minutes else f"{rest} s"
-
-
-@dataclass(frozen=True)
-class Progress:
-    """How far a sweep is, as the pane's status line says it (the app's line says it shorter)."""
-
-    total: int = 0
-    done: int = 0
-    running: str = ""  # the varied values of the point under way
-    step: str = ""  # the engine's words for what it does on that point
-    waiting: bool = False  # for the form's own run to finish first
-    stopping: bool = False  # Esc: after the point under way
-    started: float = 0.0
-    ended: float | None = None
-    finished: str = ""  # how it ended: "done", "stopped" and why
-
-    @property
-    def active(self) -> bool:
-        return self.total > 0 and not self.finished
-
-    def words(self) -> str:
-        if not self.total:
-            return IDLE_WORDS
-        took = elapsed_words((self.ended if self.ended is not None else clock()) - self.started)
-        if self.finished:
-            return f"{self.finished}: {self.done} of {self.total} points in {took}"
-        head = f"{self.done} of {self.total} points done, {took}"
-        if self.waiting:
-            return f"{head}; waiting for the form's own run to finish"
-        step = f" ({self.step})" if self.step else ""
-        if self.stopping:
-            return f"{head}; stopping after {self.running}{step}: Esc again stops it now"
-        return (
-            f"{head}; running {self.running}{step}; form edits wait for the end, Esc stops after this point"
-        )
-
-    def short(self) -> str:
-        """The app's status line: the sweep, and what happens to an edit meanwhile."""
-        now = "stopping" if self.stopping else f"running {self.running}" if self.running else "waiting"
-        return f"sweep {self.done} of {self.total} done, {now}: form edits wait for its end (Esc stops it)"
 
 
 # ---- the rows as the table and the chart read them -----------------------------------------
@@ -310,7 +260,7 @@ class SweepPane(VerticalScroll):
         sweep's rows go."""
         self.show_errors({})
         self.labels, self.xs, self.rows, self.no_gpu = labels, xs, [], no_gpu
-        self.say(Progress(total=total, started=clock()))
+        self.say(Progress(total=total, started=sweep_progress.clock()))
         self.query_one("#sweep-start", Button).disabled = True
         self.query_one(SweepTable).display = True
         self._show()
