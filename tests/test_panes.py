@@ -5,6 +5,7 @@ results came draws the newest (with every run in its history) when it is shown."
 from __future__ import annotations
 
 from textual.css.stylesheet import Stylesheet
+from textual.screen import Screen
 from textual.widget import Widget
 
 from tests.fakes import RECORDED, FakeEngine, relabelled
@@ -88,6 +89,26 @@ async def test_a_start_styles_each_widget_about_once(monkeypatch):
         widgets = len(list(app.screen.walk_children(with_self=True)))
         # each widget once as it mounts; a few again as focus, validity or a value change a class
         assert len(styled) < 2 * widgets, (len(styled), widgets)
+
+
+async def test_a_start_lays_the_screen_out_once_and_a_new_size_lays_it_out_again(monkeypatch):
+    """Textual laid the whole screen out at each resize it was told of, three times at start for
+    the size it had just been laid out at; a terminal of another size is laid out anew."""
+    sizes = []
+    refresh_layout = Screen._refresh_layout
+
+    def counted(screen, size=None, scroll=False):
+        sizes.append(screen.app.size)
+        return refresh_layout(screen, size, scroll)
+
+    monkeypatch.setattr(Screen, "_refresh_layout", counted)
+    app = make_app(SMALL, start_engine=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert len(sizes) == 1  # the first frame
+        await pilot.resize_terminal(80, 24)
+        form = app.query_one("#form")
+        await wait_for(pilot, lambda: form.outer_size.width == 32)  # the narrow form of 80 columns
+        assert sizes[-1] == (80, 24)
 
 
 async def test_a_click_on_a_tab_and_the_palettes_call_each_make_and_draw_the_pane():
