@@ -25,11 +25,11 @@ class MainScreen(Screen):
 
     def _on_screen_resume(self, event: events.ScreenResume) -> None:
         """The first resume does not restyle every widget: each was styled as it mounted, and
-        nothing has changed since (a third of a second of the start on two cores)."""
+        nothing has changed since (a third of a second of the start on two cores). Screen's own
+        handler runs next, as Textual calls each class's handler in turn."""
         if not self._resumed:
             self._resumed = True
             event.refresh_styles = False
-        super()._on_screen_resume(event)
 
     def _screen_resized(self, size: Size) -> None:
         """Laid out again only for a new size: what changed inside asks for its own layout."""
