@@ -70,6 +70,29 @@ async def test_runs_of_the_dashboard_are_kept_and_listed_newest_first():
 
 
 @pytest.mark.asyncio
+async def test_a_run_kept_while_the_pane_is_being_made_is_listed(monkeypatch):
+    """The pane's first read may start before a run is kept and end after: the run kept meanwhile
+    reads the list again (the pane was not yet the app's to tell, and the list stayed empty)."""
+    app = make_app(SMALL, client=FakeEngine(relabelled(RECORDED)), start_engine=False)
+    mounted = HistoryPane.on_mount
+
+    def mount_then_keep(pane: HistoryPane) -> None:
+        mounted(pane)  # its first read starts: the history is empty
+
+        def kept() -> None:
+            with History() as history:
+                history.record_many([(RECORDED, "seed", "run")])
+            app._kept()  # as the app's keeping thread says once a run is written
+
+        pane.call_later(kept)  # after its mount, before the app has it as made
+
+    monkeypatch.setattr(HistoryPane, "on_mount", mount_then_keep)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await show_history(app, pilot)
+        await wait_for(pilot, lambda: len(pane(app).rows) == 1 and not pane(app).filter_pending, timeout=10)
+
+
+@pytest.mark.asyncio
 async def test_the_filter_narrows_the_list_as_you_type():
     with History() as history:
         history.record_many([(RECORDED, "seed", "run"), (TRAINING, "llama3-8b-train", "check"),

@@ -75,7 +75,7 @@ class PaneDeck:
 
     _panes_ready: dict[str, Widget]  # by the pane's name
     _panes_drawn: dict[str, tuple]
-    _panes_mounting: dict[str, AwaitMount]
+    _panes_mounting: dict[str, tuple[Widget, AwaitMount]]
 
     def compose_panes(self) -> ComposeResult:
         self._panes_ready, self._panes_drawn, self._panes_mounting = {}, {}, {}
@@ -92,6 +92,8 @@ class PaneDeck:
         if found is None and name == INITIAL.name:
             with contextlib.suppress(NoMatches):  # composed with the app
                 found = self._panes_ready[name] = self.query_one(f"#{name}")  # type: ignore[attr-defined]
+        elif found is None and (mounting := self._panes_mounting.get(name)) and mounting[0].is_mounted:
+            found = mounting[0]  # mounted, its maker not resumed yet: what happens meanwhile reaches it
         return found
 
     # the panes the app drives, once made (else NoMatches, as any query)
@@ -168,16 +170,16 @@ class PaneDeck:
             return None
         if (ready := self.pane(tab.name)) is not None:
             return ready
-        waiting = self._panes_mounting.get(tab.name)
-        if waiting is None:
+        mounting = self._panes_mounting.get(tab.name)
+        if mounting is None:
             try:
                 holder = self.query_one(f"#{tab.id}", TabPane)  # type: ignore[attr-defined]
             except NoMatches:
                 return None
             widget = tab.pane_class()(id=tab.name)
-            waiting = self._panes_mounting[tab.name] = holder.mount(widget)
+            mounting = self._panes_mounting[tab.name] = (widget, holder.mount(widget))
+        widget, waiting = mounting
         await waiting
-        widget = self._panes_ready.get(tab.name) or self.query_one(f"#{tab.name}")  # type: ignore[attr-defined]
         self._panes_ready[tab.name] = widget
         self._panes_mounting.pop(tab.name, None)
         return widget
