@@ -37,3 +37,19 @@ async def show_pane(pilot, name: str) -> None:
     app, tab = pilot.app, f"tab-{name}"
     await pilot.press(pane_key([t.id for t in TABS].index(tab)).lower())
     await wait_for(pilot, lambda: app.query_one("#tabs").active == tab and app.pane(name) is not None)
+
+
+async def click(pilot, selector: str) -> None:
+    """Click a widget once it is laid out where it will be seen (a widget just shown may not have
+    its place yet, and a click at no place lands on whatever is at the screen's corner)."""
+    app = pilot.app
+
+    def placed() -> bool:
+        widget = app.query_one(selector)
+        if not widget.region:
+            return False
+        under, _ = app.screen.get_widget_at(*widget.region.offset)
+        return under is widget or widget in under.ancestors
+
+    await wait_for(pilot, placed)
+    await pilot.click(selector)

@@ -14,7 +14,7 @@ import signal
 import pytest
 import pytest_asyncio
 from fakes import FP8, RECORDED, TRAINING, FakeEngine, crash, hang, refused
-from pilot_waits import show_pane, status_text, wait_for
+from pilot_waits import click, show_pane, status_text, wait_for
 from textual.widgets import Checkbox, Input, Label, Select
 
 from tui.app import make_app
@@ -403,7 +403,7 @@ class TestTheFormWithoutAnEngine:
         await pilot.press(*"tiny", "enter")
         await pilot.pause()
         assert app.screen.__class__.__name__ == "Confirm"
-        await pilot.click("#confirm-yes")
+        await click(pilot, "#confirm-yes")
         await pilot.pause()
         assert app.presets["tiny"].config.b == 3
 

@@ -9,7 +9,7 @@ import json
 
 import pytest
 from fakes import RECORDED
-from pilot_waits import wait_for
+from pilot_waits import click, wait_for
 from textual.widgets import Input
 
 from tui.app import make_app
@@ -87,10 +87,10 @@ async def test_an_export_shows_its_folder_asks_before_replacing_and_down_enter_p
         await wait_for(pilot, lambda: "exists there" in text_of(app, "#export-where"))
         await pilot.press("enter")
         await wait_for(pilot, lambda: screen_name(app) == "Confirm")
-        await pilot.click("#confirm-no")
+        await click(pilot, "#confirm-no")
         await wait_for(pilot, lambda: len(app.screen_stack) == 1)
         assert (tmp_path / json_name).read_text() == "mine"
         await export("down", "enter")
         await wait_for(pilot, lambda: screen_name(app) == "Confirm")
-        await pilot.click("#confirm-yes")
+        await click(pilot, "#confirm-yes")
         await wait_for(pilot, lambda: (tmp_path / json_name).read_text() != "mine")

@@ -9,7 +9,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 
 from tests.fakes import RECORDED, FakeEngine, relabelled
-from tests.pilot_waits import show_pane, wait_for
+from tests.pilot_waits import click, show_pane, wait_for
 from tui.app import make_app
 from tui.app.panes import TABS
 from tui.app.widgets import PhasesPane
@@ -118,7 +118,7 @@ async def test_a_click_on_a_tab_and_the_palettes_call_each_make_and_draw_the_pan
     app = make_app(SMALL, client=fake)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: app.result is not None and not fake.busy)
-        await pilot.click("#--content-tab-tab-graph")
+        await click(pilot, "#--content-tab-tab-graph")
         await wait_for(pilot, lambda: "tab-graph" in made(app))
         graph = app.query_one("#graph-forward")
         await wait_for(pilot, lambda: getattr(graph.content, "code", "") == app.result.forward.graph_json)

@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 
 import pytest
 from fakes import RECORDED, FakeEngine, relabelled, searched
-from pilot_waits import show_pane, wait_for
+from pilot_waits import click, show_pane, wait_for
 from rich.console import Console
 from textual.widgets import Input
 
@@ -82,7 +82,7 @@ async def test_a_search_says_each_candidate_then_the_pick_the_best_the_counts_th
     async with dashboard() as (app, pilot, fake):
         await ready(pilot, fake)
         fake.hold()  # the search pauses at its first candidate
-        await pilot.click("#search-start")
+        await click(pilot, "#search-start")
         await wait_for(pilot, lambda: "candidate 1, 1 KERNEL_CFG=0" in text(app, "#search-status"))
         assert "Esc or Cancel stops it" in text(app, "#search-status")
         assert "knob search: candidate 1, 1 KERNEL_CFG=0" in text(app, "#status")
