@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable
 
 from textual._wait import wait_for_idle
+from textual.css.query import NoMatches
 
 DEADLINE_S = 60.0  # generous: a busy 2-core machine may be slow, a wrong state never arrives
 
@@ -40,12 +41,16 @@ async def show_pane(pilot, name: str) -> None:
 
 
 async def click(pilot, selector: str) -> None:
-    """Click a widget once it is laid out where it will be seen (a widget just shown may not have
-    its place yet, and a click at no place lands on whatever is at the screen's corner)."""
+    """Click a widget of the screen on show once it is laid out where it will be seen (a widget
+    just shown may not have its place yet, and a click at no place lands on whatever is at the
+    screen's corner)."""
     app = pilot.app
 
     def placed() -> bool:
-        widget = app.query_one(selector)
+        try:
+            widget = app.screen.query_one(selector)
+        except NoMatches:  # not shown yet (a dialog still opening)
+            return False
         if not widget.region:
             return False
         under, _ = app.screen.get_widget_at(*widget.region.offset)
