@@ -284,3 +284,31 @@ def test_a_run_whose_history_cannot_be_written_still_succeeds_and_warns_once(tmp
     assert warning.count("warning: run not kept in the history") == 1 and str(tmp_path / "data") in warning
     checked = invoke("check", "--preset", "gpt2-seed", "--preset", "bert-base")
     assert checked.exit_code == 0 and checked.stderr.count("warning:") == 1  # once, not once a case
+
+
+def test_threads_that_make_a_new_history_at_once_each_find_it_made(tmp_path):
+    """The dashboard's first kept run and the History pane's first read may open a new file at the
+    same moment: the file is prepared by one of them, and the other finds it made (it failed with
+    "duplicate column name" when both added the searched column)."""
+    import threading
+
+    for attempt in range(12):
+        path = tmp_path / f"h{attempt}.sqlite3"
+        start, failures = threading.Barrier(4), []
+
+        def open_it(path=path, start=start, failures=failures) -> None:
+            start.wait()
+            try:
+                with History(path) as history:
+                    history.record(RECORDED)
+            except Exception as exc:  # noqa: BLE001 - any failure is the finding
+                failures.append(exc)
+
+        threads = [threading.Thread(target=open_it) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert failures == []
+        with History(path) as history:
+            assert history.count() == 4

@@ -16,6 +16,7 @@ import dataclasses
 import os
 import sqlite3
 import sys
+import threading
 import time
 import zlib
 from collections.abc import Callable, Iterable
@@ -252,9 +253,27 @@ def _row(r: tuple) -> HistoryRow:
     return HistoryRow(**{**values, "backward": bool(values["backward"])})
 
 
+_PREPARING = threading.Lock()  # one thread of this process prepares a file at a time
+
+
 def _prepare(conn: sqlite3.Connection) -> None:
     """WAL, and the table and its indexes where this file is new (the searched column and its index
-    added to a file of schema 1)."""
+    added to a file of schema 1). The dashboard's first kept run and the History pane's first read
+    may open a new file at once, as may two processes: one prepares it, the other waits (a lock
+    of SQLite's own that it would not wait for is tried again until BUSY_S has passed)."""
+    deadline = time.monotonic() + BUSY_S
+    with _PREPARING:
+        while True:
+            try:
+                _prepare_once(conn)
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
+
+
+def _prepare_once(conn: sqlite3.Connection) -> None:
     mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
     if str(mode).lower() != "wal":
         raise sqlite3.OperationalError(f"the database cannot use WAL mode (it is in {mode} mode)")
@@ -263,6 +282,9 @@ def _prepare(conn: sqlite3.Connection) -> None:
         return
     columns = ", ".join(f"{name} {kind}" for name, kind in COLUMNS)
     with conn:
+        conn.execute("BEGIN IMMEDIATE")  # one writer makes the table; another waits, then finds it made
+        if conn.execute("PRAGMA user_version").fetchone()[0] >= SCHEMA:
+            return
         conn.execute(f"CREATE TABLE IF NOT EXISTS runs (id INTEGER PRIMARY KEY AUTOINCREMENT, "
                      f"{columns}, result BLOB NOT NULL)")  # fmt: skip
         for name in FILTERS:  # each with the id, so that a filtered list comes newest first unsorted

@@ -11,7 +11,7 @@ from textual.widgets import Static
 
 from ...engine.results import ErrorMetrics, Fp8Scaling, PassResult, RunResult
 from ...format import sci, verdict_words
-from .fitted import FittedTable
+from .fitted import FittedStatic, FittedTable
 
 
 def verdict(m: ErrorMetrics | None) -> Text:
@@ -82,9 +82,9 @@ def checks_head(result: RunResult) -> Text:
 
 class AccuracyPane(VerticalScroll):
     def compose(self) -> ComposeResult:
-        yield Static("", id="accuracy-head")
+        yield FittedStatic("", id="accuracy-head")
         yield ChecksTable(id="accuracy-table")
-        yield Static("", id="fp8-head", classes="section-head")
+        yield FittedStatic("", id="fp8-head", classes="section-head")
         yield AmaxTable(id="fp8-table")
 
     def on_mount(self) -> None:

@@ -18,7 +18,7 @@ from textual.widgets import DataTable, Static
 
 from ...engine.config import SdpaConfig
 from ..messages import NearestChosen
-from .fitted import FittedTable
+from .fitted import FittedStatic, FittedTable
 
 if TYPE_CHECKING:
     from ...engine.explain import Cell, Explanation, Nearest, Refusal, Requirement
@@ -142,17 +142,17 @@ class ExplainPane(VerticalScroll, can_focus=False):
     explanation: Explanation | None = None
 
     def compose(self) -> ComposeResult:
-        yield Static(
+        yield FittedStatic(
             "Explain shows who refuses the form's configuration once it is asked.", id="explain-head"
         )
         cells = FittedTable(id="explain-cells", cursor_type="none", zebra_stripes=True)
         cells.can_focus = False  # a map to read: F6 goes on to the nearest configurations
         yield cells
-        yield Static("", id="explain-refusals")
-        yield Static("", id="explain-versions")
-        yield Static("Nearest working configurations", id="explain-nearest-head")
+        yield FittedStatic("", id="explain-refusals")
+        yield FittedStatic("", id="explain-versions")
+        yield FittedStatic("Nearest working configurations", id="explain-nearest-head")
         yield NearestTable(id="explain-nearest")
-        yield Static("", id="explain-nearest-words")
+        yield FittedStatic("", id="explain-nearest-words")
 
     def on_mount(self) -> None:
         for widget in self.query("#explain-cells, #explain-nearest, #explain-nearest-head"):

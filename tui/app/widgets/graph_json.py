@@ -9,6 +9,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from ...engine.results import PASS_KINDS, RunResult
+from .fitted import FittedStatic
 from .sections import show_passes
 
 
@@ -19,8 +20,8 @@ def json_view(graph_json: str) -> Syntax | str:
 class GraphPane(VerticalScroll):
     def compose(self) -> ComposeResult:
         for kind in PASS_KINDS:
-            yield Static(f"{kind} graph", id=f"graph-{kind}-head", classes="pass-head")
-            yield Static("no graph yet", id=f"graph-{kind}")
+            yield FittedStatic(f"{kind} graph", id=f"graph-{kind}-head", classes="pass-head")
+            yield FittedStatic("no graph yet", id=f"graph-{kind}")
 
     def on_mount(self) -> None:
         show_passes(self, "graph", ())

@@ -31,6 +31,7 @@ from ...format import status_style, us
 from ...history import History, HistoryError, HistoryRow, compare
 from ..messages import HistoryOpened
 from ..navigation import PaneKeysInput
+from .fitted import FittedStatic
 
 PAGE = 200  # runs read at a time
 LINES_KEPT = 200  # lines drawn, kept for the cursor's moves and scrolling back: a few screens
@@ -268,9 +269,9 @@ class HistoryPane(Vertical):
     def compose(self) -> ComposeResult:
         yield PaneKeysInput(placeholder="filter: label, preset, status, GPU or version", id="history-filter")
         yield self.table
-        yield Static(HINT, id="history-note")
+        yield FittedStatic(HINT, id="history-note")
         with VerticalScroll(id="history-compare"):
-            yield Static("", id="history-comparison")
+            yield FittedStatic("", id="history-comparison")
 
     def on_mount(self) -> None:
         self.watch(self.table, "scroll_y", self._scrolled, init=False)

@@ -26,6 +26,7 @@ from ...format import (
     sample_rows,
     us,
 )
+from .fitted import FittedStatic
 
 if TYPE_CHECKING:
     from ..latency_history import LatencyHistory
@@ -98,7 +99,7 @@ class LatencyPane(VerticalScroll):
         with Horizontal(classes="latency-row", id="latency-detail"):
             yield PlotextPlot(id="latency-samples")
             with VerticalScroll(id="latency-gpu-box"):
-                yield Static(id="latency-gpu")
+                yield FittedStatic(id="latency-gpu")
 
     def on_mount(self) -> None:
         self._draw_history()

@@ -12,6 +12,7 @@ from textual.widgets import Select, Static
 from ...engine.config import SdpaConfig
 from ...engine.maskmap import mask_grid
 from ...engine.pagemap import MORE, packing_words, page_view
+from .fitted import FittedStatic
 
 SHADES = " ░▒▓█"
 MIN_PAGE_ROWS = 2  # sequences of the page table shown however short the pane
@@ -25,8 +26,8 @@ class MaskPane(VerticalScroll):
 
     def compose(self) -> ComposeResult:
         yield Select([("batch 0", 0)], value=0, allow_blank=False, id="mask-batch", compact=True)
-        yield Static("", id="mask-map")
-        yield Static("", id="mask-storage")
+        yield FittedStatic("", id="mask-map")
+        yield FittedStatic("", id="mask-storage")
 
     def show(self, config: SdpaConfig, seed: int = 0) -> None:
         """The form's configuration (not a result's), with the inputs' seed."""

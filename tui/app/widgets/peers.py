@@ -34,7 +34,7 @@ from ...format import (
     us,
     verdict_words,
 )
-from .fitted import FittedTable
+from .fitted import FittedStatic, FittedTable
 
 HOW_TO_ASK = (
     "Tick peers in the form (under timing: peers timed beside cuDNN), or give the CLI "
@@ -136,10 +136,10 @@ class PeersPane(VerticalScroll):
         self.off_scale: dict[str, float] = {}  # label -> cuDNN's speed multiple, of those not drawn
 
     def compose(self) -> ComposeResult:
-        yield Static(no_peers_words(None), id="peers-head")
+        yield FittedStatic(no_peers_words(None), id="peers-head")
         yield PeerTable(id="peers-table")
         yield PlotextPlot(id="peers-chart")
-        yield Static("", id="peers-unrun")  # the peers that did not run and why, wider than a cell
+        yield FittedStatic("", id="peers-unrun")  # the peers that did not run and why, wider than a cell
 
     def on_mount(self) -> None:
         self._measured(False)

@@ -10,7 +10,7 @@ from textual.widgets import Static
 
 from ...engine.results import PASS_KINDS, PhaseTiming, RunResult
 from ...format import ms
-from .fitted import FittedTable
+from .fitted import FittedStatic, FittedTable
 from .sections import show_passes
 
 BAR_WIDTH = 24
@@ -41,7 +41,7 @@ def total(phases: tuple[PhaseTiming, ...]) -> str:
 class PhasesPane(Vertical):
     def compose(self) -> ComposeResult:
         for kind in PASS_KINDS:
-            yield Static("", id=f"phases-{kind}-head", classes="pass-head")
+            yield FittedStatic("", id=f"phases-{kind}-head", classes="pass-head")
             yield PhaseTable(id=f"phases-{kind}")
 
     def on_mount(self) -> None:

@@ -16,6 +16,7 @@ from ...engine.results import PASS_KINDS, PassResult, PlanResult, RunResult
 from ...engine.search_results import SearchResult
 from ...format import format_bytes, ms, plan_mark, sci, timing_text, us
 from ...report import plan_source_short, plan_source_words
+from .fitted import FittedStatic
 from .sections import show_passes
 
 LEGEND = "H: the heuristic's pick   P: pinned   *: fastest measured   from: where the plan comes from   select a row for details"
@@ -121,9 +122,9 @@ class PlansPane(Vertical):
 
     def compose(self) -> ComposeResult:
         for kind in PASS_KINDS:
-            yield Static("", id=f"plans-{kind}-head", classes="pass-head")
+            yield FittedStatic("", id=f"plans-{kind}-head", classes="pass-head")
             yield PlanTable(kind, id=f"plans-{kind}")
-        yield Static(LEGEND, id="plan-detail")
+        yield FittedStatic(LEGEND, id="plan-detail")
 
     def on_mount(self) -> None:
         show_passes(self, "plans", ())

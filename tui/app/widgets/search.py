@@ -21,7 +21,7 @@ from ...engine.search_results import SearchOptions, SearchResult
 from ...format import fresh_words, placement_words, us
 from ..messages import BestPinned, SearchAsked, SearchStopAsked
 from ..navigation import PaneKeysInput
-from .fitted import FittedTable
+from .fitted import FittedStatic, FittedTable
 
 TOP = 12  # candidates the table lists, fastest first (as the CLI's table)
 IDLE_WORDS = (
@@ -203,12 +203,12 @@ class SearchPane(VerticalScroll):
             yield Button("Start", id="search-start", variant="primary", compact=True)
             yield Button("Cancel", id="search-cancel", compact=True, disabled=True)
             yield Button("Pin best", id="search-pin", compact=True, disabled=True)
-        yield Static("", id="search-budget-error")
-        yield Static(IDLE_WORDS, id="search-status")
-        yield Static("", id="search-summary")
+        yield FittedStatic("", id="search-budget-error")
+        yield FittedStatic(IDLE_WORDS, id="search-status")
+        yield FittedStatic("", id="search-summary")
         yield PlotextPlot(id="search-chart")
-        yield Static("", id="search-legend")
-        yield Static("", id="search-table-head")
+        yield FittedStatic("", id="search-legend")
+        yield FittedStatic("", id="search-table-head")
         yield CandidateTable(id="search-table")
 
     def on_mount(self) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from rich.text import Text
-from textual.widgets import Static
 
 from ...engine.results import GOOD_STATUSES, ErrorMetrics, PassResult, RunResult
 from ...format import (
@@ -17,6 +16,7 @@ from ...format import (
     step_regime,
     us,
 )
+from .fitted import FittedStatic
 
 
 def speed_line(p: PassResult) -> Text:
@@ -75,7 +75,7 @@ def details_line(p: PassResult) -> str:
     return "; ".join(details)
 
 
-class SummaryPane(Static):
+class SummaryPane(FittedStatic):
     """The headline. While the panes are stale it says so first, and every verdict under it is
     grey: a green PASS must never stand for a configuration the form no longer shows."""
 

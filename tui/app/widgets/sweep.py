@@ -23,7 +23,7 @@ from .. import sweep_progress
 from ..messages import SweepAsked
 from ..navigation import PaneKeysInput
 from ..sweep_progress import IDLE_WORDS, Progress
-from .fitted import FittedTable
+from .fitted import FittedStatic, FittedTable
 
 VARY_HINTS = ("s=1024..32768x2", "then (optional) d=64,128")
 NO_GPU_WORDS = (
@@ -220,15 +220,15 @@ class SweepPane(VerticalScroll):
             with Horizontal(classes="sweep-vary"):
                 yield Label("vary" if i == 1 else "and", classes="sweep-label")
                 yield PaneKeysInput(placeholder=hint, id=f"sweep-vary-{i}", compact=True)
-            yield Static("", id=f"sweep-error-{i}", classes="sweep-error")
+            yield FittedStatic("", id=f"sweep-error-{i}", classes="sweep-error")
         with Horizontal(id="sweep-bar"):
             yield Button("Start", id="sweep-start", variant="primary", compact=True)
-            yield Static(IDLE_WORDS, id="sweep-status")
-        yield Static("", id="sweep-note")  # what is missing without a GPU
+            yield FittedStatic(IDLE_WORDS, id="sweep-status")
+        yield FittedStatic("", id="sweep-note")  # what is missing without a GPU
         yield SweepTable(id="sweep-table")
         yield PlotextPlot(id="sweep-chart")
-        yield Static("", id="sweep-legend")  # below the chart: plotext's own hides lines, or itself
-        yield Static("", id="sweep-unrun")  # the peers that ran at no point, and why
+        yield FittedStatic("", id="sweep-legend")  # below the chart: plotext's own hides lines, or itself
+        yield FittedStatic("", id="sweep-unrun")  # the peers that ran at no point, and why
 
     def on_mount(self) -> None:
         self.set_interval(1.0, self._tick)
