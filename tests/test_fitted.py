@@ -1,0 +1,73 @@
+"""Widgets of auto height are laid out exactly when their height changes: a table follows its rows
+even when the screen laid it out before it measured them (the Explain grid stayed empty in one
+start of eight on a loaded machine), and a line whose new words fill as many rows repaints alone."""
+
+from __future__ import annotations
+
+import pytest
+from pilot_waits import wait_for
+from textual.app import App, ComposeResult
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Static
+
+from tui.app.widgets.fitted import FittedStatic, FittedTable
+
+
+class OneTable(App):
+    CSS = "FittedTable { height: auto; }"
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Static("above")
+            yield FittedTable(cursor_type="none")
+            yield Static("below")
+
+    def on_mount(self) -> None:
+        self.query_one(FittedTable).display = False  # shown with its first rows, as the Explain grid
+
+
+@pytest.mark.asyncio
+async def test_a_table_laid_out_before_it_measured_its_rows_takes_their_height_after():
+    app = OneTable()
+    async with app.run_test(size=(60, 20)) as pilot:
+        table = app.query_one(FittedTable)
+        await wait_for(pilot, lambda: app.query_one(VerticalScroll).size.height > 0)
+        table.display = True  # asks for a layout ...
+        table.add_columns("plan", "kernel time")
+        table.add_rows([("1", "10 µs"), ("2", "11 µs"), ("3", "12 µs")])  # ... its rows measured when idle
+        app.query_one(VerticalScroll)._clear_arrangement_cache()  # as a neighbour's new text does
+        app.screen._refresh_layout()  # the screen lays the table out first, as a busy one may
+        assert table.size.height == 0
+        await wait_for(pilot, lambda: table.size.height == 4, timeout=10)
+
+
+class OneLine(App):
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield FittedStatic("sweep: 1 of 8 points done", id="line")
+            yield Static("below", id="below")
+
+
+@pytest.mark.asyncio
+async def test_a_line_lays_the_screen_out_only_when_its_words_change_its_height(monkeypatch):
+    app = OneLine()
+    async with app.run_test(size=(60, 20)) as pilot:
+        line, below = app.query_one("#line", FittedStatic), app.query_one("#below")
+        await wait_for(pilot, lambda: line.size.height == 1 and below.region.y == line.region.y + 1)
+        await pilot.pause()  # the start's layouts all done
+        layouts = []  # what asked for each layout of the screen
+        refresh_layout = Screen._refresh_layout
+
+        def counted(screen, size=None, scroll=False):
+            layouts.append({w.id for asked in screen._layout_widgets.values() for w in asked})
+            return refresh_layout(screen, size, scroll)
+
+        monkeypatch.setattr(Screen, "_refresh_layout", counted)
+        line.update("sweep: 2 of 8 points done")
+        await wait_for(pilot, lambda: "2 of 8" in str(line.render()))
+        await pilot.pause()
+        assert layouts == []  # the same row: repainted alone
+        line.update("sweep: 3 of 8 points done\nthe point under way: s=4096")
+        await wait_for(pilot, lambda: line.size.height == 2 and below.region.y == line.region.y + 2)
+        assert layouts
