@@ -264,7 +264,6 @@ class HistoryPane(Vertical):
         self._reading: str | None = None  # the filter whose first page is being read
         self._stale = False  # the list is to be read again (a run was recorded)
         self._listing = 0  # which reading of the list the rows belong to: pages of an older one are dropped
-        self._note_wraps = True  # the note's line is longer than the pane is wide
 
     def compose(self) -> ComposeResult:
         yield PaneKeysInput(placeholder="filter: label, preset, status, GPU or version", id="history-filter")
@@ -346,10 +345,8 @@ class HistoryPane(Vertical):
             f" matching “{self.search}”" if self.search else ""
         )
         marked = f" · marked {', '.join(f'#{i}' for i in self.marked)}" if self.marked else ""
-        note, line = self.query_one("#history-note", Static), problem or f"{shown}{marked} · {HINT}"
-        wraps = cell_len(line) > note.size.width
-        note.update(Text(line), layout=wraps or self._note_wraps)  # a line that fits: no layout of the screen
-        self._note_wraps = wraps
+        line = problem or f"{shown}{marked} · {HINT}"
+        self.query_one("#history-note", FittedStatic).update(Text(line))  # laid out only if its rows change
 
     def cursor_moved(self, row: int) -> None:
         """The cursor within a screen of the end of what is read: read the next page."""
