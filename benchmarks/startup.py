@@ -5,12 +5,15 @@ options the dashboard uses, and the difference (the dashboard's own cost).
     python -m benchmarks.startup [--preset NAME] [--repeat N] [--out result.json]
 
 Steps: importing torch, cudnn and the app (Textual); the first validate() of a process; the
-engine process's start (a fork of the server that imported torch); then `run` end to end and
-its phases (on a GPU: planning, JIT, timing and the reference, as the result reports them).
-Both `run` and the dashboard are timed cold, from the launch of a fresh process, in turns; the
-dashboard's breakdown says when it painted, when its engine said ready and when the first result
-was on screen. Targets live here, not in tests: the dashboard's first result at most 1 s slower
-than `run`; on the H200 the second launch's first result for the seed at most 4 s.
+engine process's start (with no engine server: a fork of this launch's fork server, which
+imports torch first; with the engine server up: a fork of it); then `run` end to end and its
+phases (on a GPU: planning, JIT, timing and the reference, as the result reports them).
+The first launch starts an engine server (in a folder of the benchmark's own, stopped at the
+end); the later launches, `run` and the dashboard in turns, each from a fresh process, find it.
+The dashboard's breakdown says when it painted, when its engine said ready and when the first
+result was on screen. Targets live here, not in tests: the dashboard's first result at most 1 s
+slower than `run`; on the H200 the second launch's first result for the seed at most 4 s.
+`--no-server` measures every launch as if none were running (SDPA_EXPLORER_SERVER_IDLE=0).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 STEPS = {
@@ -31,11 +35,23 @@ STEPS = {
         "import time, tui.engine.graph as g; from tui.engine.config import SdpaConfig; "
         "t = time.perf_counter(); g.define_and_validate(SdpaConfig()); print(time.perf_counter() - t)"
     ),
-    "engine process start": (
-        "import time; from tui.engine.session import EngineSession; t = time.perf_counter(); s = EngineSession(); "
-        "s.__enter__(); s.ready(); print(time.perf_counter() - t); s.__exit__(None, None, None)"
-    ),
 }
+ENGINE_START = (
+    "import time; from tui.engine.session import EngineSession; t = time.perf_counter(); s = EngineSession(); "
+    "s.__enter__(); s.ready(); print(time.perf_counter() - t); s.__exit__(None, None, None)"
+)
+
+
+def fresh_engine_start(server: bool) -> float:
+    """An engine process's start to ready in a fresh process, with or without the engine server."""
+    if server:
+        return fresh(ENGINE_START)
+    with_env = {**os.environ, "SDPA_EXPLORER_SERVER_IDLE": "0"}
+    t0 = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-c", ENGINE_START], capture_output=True, text=True, check=True, env=with_env
+    )
+    return float(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else time.perf_counter() - t0
 
 
 def fresh(code: str) -> float:
@@ -115,14 +131,42 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--preset", default="gpt2-seed")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each step; the median is reported")
     parser.add_argument("--out", help="write the figures here as JSON")
+    parser.add_argument(
+        "--no-server", action="store_true", help="no engine server: each launch imports torch"
+    )
     args = parser.parse_args(argv)
-    figures: dict = {"preset": args.preset, "steps_s": {}}
+    os.environ["SDPA_EXPLORER_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="sdpa-bench-")  # no user's server
+    if args.no_server:
+        os.environ["SDPA_EXPLORER_SERVER_IDLE"] = "0"
+    figures: dict = {"preset": args.preset, "engine_server": not args.no_server, "steps_s": {}}
     for name, code in STEPS.items():
         figures["steps_s"][name] = round(statistics.median(fresh(code) for _ in range(args.repeat)), 3)
+    starts = [fresh_engine_start(server=False) for _ in range(args.repeat)]
+    figures["steps_s"]["engine process start, no engine server"] = round(statistics.median(starts), 3)
+    try:
+        first_launch = dashboard_first_result(args.preset)  # starts the engine server, unless --no-server
+        figures["first_launch_first_result_s"] = first_launch["first_result"]
+        if not args.no_server:
+            starts = [fresh_engine_start(server=True) for _ in range(args.repeat)]
+            figures["steps_s"]["engine process start, engine server up"] = round(statistics.median(starts), 3)
+        measured = later_launches(args.preset, args.repeat, figures)
+    finally:
+        from tui.engine.server_client import ask_all
+
+        ask_all("stop")
+    print(json.dumps(measured, indent=1))
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as out:
+            json.dump(measured, out, indent=1)
+    return 0
+
+
+def later_launches(preset: str, repeat: int, figures: dict) -> dict:
+    """`run` and the dashboard, launched afresh in turns after the first launch."""
     runs, firsts = [], []
-    for _ in range(args.repeat):  # in turns: a busy spell of the machine falls on both
-        runs.append(run_end_to_end(args.preset))
-        firsts.append(dashboard_first_result(args.preset))
+    for _ in range(repeat):  # in turns: a busy spell of the machine falls on both
+        runs.append(run_end_to_end(preset))
+        firsts.append(dashboard_first_result(preset))
     figures["run_s"] = round(statistics.median(w for w, _ in runs), 2)
     figures["run_result"] = runs[-1][1]
     for name in ("first_paint", "engine_ready", "first_result"):
@@ -133,11 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     figures["dashboard_minus_run_each_s"] = [
         round(f["first_result"] - w, 2) for f, (w, _) in zip(firsts, runs, strict=True)
     ]
-    print(json.dumps(figures, indent=1))
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as out:
-            json.dump(figures, out, indent=1)
-    return 0
+    return figures
 
 
 if __name__ == "__main__":

@@ -41,6 +41,10 @@ def own_user_presets(tmp_path_factory):
         mp.setenv("SDPA_EXPLORER_PRESET_DIR", str(tmp_path_factory.mktemp("user-presets")))
         mp.setenv("SDPA_EXPLORER_CACHE_DIR", str(tmp_path_factory.mktemp("plan-cache")))  # plans too
         mp.setenv("SDPA_EXPLORER_DATA_DIR", str(tmp_path_factory.mktemp("user-data")))  # the run history
+        # engines from each test process's own fork server: no engine server outlives the suite
+        # (test_server.py starts its own, in a folder of its own, and stops it)
+        mp.setenv("SDPA_EXPLORER_SERVER_IDLE", "0")
+        mp.setenv("SDPA_EXPLORER_RUNTIME_DIR", str(tmp_path_factory.mktemp("runtime")))
         yield
 
 

@@ -181,6 +181,11 @@ def test_a_fork_server_warmed_in_advance_is_the_one_engines_fork_from():
     launcher.warm()
     server = multiprocessing.forkserver._forkserver._forkserver_pid
     assert server is not None and sys.stderr is before
+    assert_forked_from(server)
+
+
+def assert_forked_from(server: int) -> None:
+    """An engine started now is a fork of the process `server`."""
     c, events = client()
     try:
         next_of(events, EngineReady)

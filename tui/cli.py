@@ -427,7 +427,8 @@ else:
     from .cli_cache import cache as cache_command
     from .cli_explain import explain
     from .cli_search import search
+    from .cli_server import server
     from .sweep_cli import merge, sweep
 
-    for command in (sweep, merge, explain, history, compare, cache_command, search):
+    for command in (sweep, merge, explain, history, compare, cache_command, search, server):
         main.add_command(command)

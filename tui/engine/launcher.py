@@ -1,12 +1,13 @@
 """Starting an engine process quickly: forked from a server that imported torch once.
 
-Importing torch costs seconds (4 s of CPU on a small machine); a fresh engine process after a
-crash, a hang or a lost context should not pay it again. So engine processes come from the
-standard library's fork server, which imports torch (and never CUDA: a process that holds a CUDA
-context must not be forked) when the first engine starts, or earlier when `warm()` asks (the
-dashboard does at launch, so torch loads while the UI imports and paints), and forks each engine
-from there. Where there is no fork server (Windows), or it cannot start, each engine is spawned
-afresh: slower, the same otherwise.
+Importing torch costs seconds (4 s of CPU on a small machine, 3.7-5.9 s on the H200); neither a
+fresh engine process after a crash, a hang or a lost context, nor the next launch, should pay it
+again. So engine processes come first from the engine server (server.py), which outlives the
+launch that started it; where it is turned off or cannot start, from the standard library's fork
+server of this launch. Both import torch (and never CUDA: a process that holds a CUDA context must
+not be forked) when the first engine starts, or earlier when `warm()` asks (the dashboard does at
+launch, so torch loads while the UI imports and paints), and fork each engine from there. Where
+neither can start (Windows), each engine is spawned afresh: slower, the same otherwise.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import os
 import threading
 from multiprocessing.connection import Connection
 from typing import Any
+
+from . import server_client
 
 PRELOAD = "tui.engine.server_preload"
 _failed: set[str] = set()  # start methods that could not start an engine in this process
@@ -63,6 +66,9 @@ class EngineProcess:
                 self._process.close()
 
 
+Launched = EngineProcess | server_client.ServedProcess  # one face: pid, returncode, poll, wait, kill, release
+
+
 def _contexts() -> list[multiprocessing.context.BaseContext]:
     methods = [m for m in ("forkserver", "spawn") if m in multiprocessing.get_all_start_methods()]
     contexts = []
@@ -76,13 +82,20 @@ def _contexts() -> list[multiprocessing.context.BaseContext]:
     return contexts or [multiprocessing.get_context("spawn")]
 
 
-def warm() -> None:
-    """Start the fork server now, without waiting for it: it imports torch in its own process while
-    the caller goes on, and the first `launch` forks from it. A fork server that cannot start is
-    left to `launch`, which says why or spawns instead. Call it before a UI captures the output."""
+def warm() -> threading.Thread | None:
+    """Start the engine server (or this launch's fork server) now, without waiting for it: it
+    imports torch in its own process while the caller goes on, and the first `launch` forks from
+    it. One that cannot start is left to `launch`, which says why or spawns instead. Call it
+    before a UI captures the output. The engine server is reached from a thread, returned (tests
+    join it); a fork server is started here, where swapping sys.stderr races no UI."""
+    if server_client.enabled():
+        thread = threading.Thread(target=server_client.warm, daemon=True, name="sdpa-engine-warm")
+        thread.start()
+        return thread
     if _contexts()[0].get_start_method() == "forkserver":  # the first sets the server's preload
         with _quiet(), contextlib.suppress(Exception):
             multiprocessing.forkserver.ensure_running()
+    return None
 
 
 @contextlib.contextmanager
@@ -93,9 +106,14 @@ def _quiet():
         yield
 
 
-def launch(target: Any, args: tuple, log_file: str | None) -> tuple[EngineProcess, Connection, Connection]:
+def launch(target: Any, args: tuple, log_file: str | None) -> tuple[Launched, Connection, Connection]:
     """Start `target(recv, send, *args, log_file)` in an engine process; return it with the
     parent's ends of the two pipes (send requests, receive replies)."""
+    if "server" not in _failed:
+        try:
+            return server_client.launch(target, args, log_file)
+        except server_client.ServerUnavailable:
+            _failed.add("server")  # this launch's own fork server from now on
     error: Exception | None = None
     for ctx in _contexts():
         to_child_r, to_child_w = ctx.Pipe(duplex=False)

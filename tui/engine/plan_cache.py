@@ -23,13 +23,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .private import FolderRefused, private_folder
+
 DEFAULT_CAP_BYTES = 512 << 20  # ~5,000 plans of 70-100 KB (H200: 70-96 KB each)
 ENV_FOLDER = "SDPA_EXPLORER_CACHE_DIR"  # where the cache lives instead of the user cache folder
 FORMAT = 1  # of an entry's metadata; another format is a miss, never an error
-
-
-class CacheRefused(Exception):
-    """The folder is not one the cache can trust (the message says why)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,15 +85,8 @@ class PlanCache:
     def ready(self) -> bool:
         """Create the folder (0700) or check the one there: ours and writable by no one else."""
         try:
-            self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-            st = self.folder.lstat()
-            if not self.folder.is_dir() or self.folder.is_symlink():
-                raise CacheRefused(f"{self.folder} is not a folder")
-            if hasattr(os, "getuid") and st.st_uid != os.getuid():
-                raise CacheRefused(f"{self.folder} belongs to another user")
-            if st.st_mode & 0o022:
-                raise CacheRefused(f"{self.folder} is writable by others (mode {st.st_mode & 0o777:o})")
-        except (OSError, CacheRefused) as exc:
+            private_folder(self.folder)
+        except (OSError, FolderRefused) as exc:
             self.notes.append(f"plan cache off: {exc}")
             return False
         return True

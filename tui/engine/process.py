@@ -197,7 +197,7 @@ class EngineClient:
         self.device = device  # the box's visible GPU the engine uses (None: CUDA's first)
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
-        self._proc: launcher.EngineProcess | None = None
+        self._proc: launcher.Launched | None = None
         self._send: Any = None
         self._recv: Any = None
         self._in_flight: int | None = None
@@ -339,7 +339,7 @@ class EngineClient:
         return request_id
 
     # ---- reader thread ------------------------------------------------------------------
-    def _read(self, proc: launcher.EngineProcess, conn: Any) -> None:
+    def _read(self, proc: launcher.Launched, conn: Any) -> None:
         while not self._closing:
             try:
                 has_data = conn.poll(0.1)
@@ -361,7 +361,7 @@ class EngineClient:
                 self._died(proc, silence_reason(self.time_limit_s))
                 return
 
-    def _exited(self, proc: launcher.EngineProcess) -> None:
+    def _exited(self, proc: launcher.Launched) -> None:
         code = proc.poll()
         self._died(proc, exit_reason(code), crashed=native_crash(code))
 
@@ -392,7 +392,7 @@ class EngineClient:
                 explanation = Explanation.from_dict(msg[2]) if msg[2] is not None else None
                 self.on_event(EngineExplained(request_id, explanation, msg[3]))
 
-    def _died(self, proc: launcher.EngineProcess, reason: str, crashed: bool = False) -> None:
+    def _died(self, proc: launcher.Launched, reason: str, crashed: bool = False) -> None:
         if self._closing:
             return
         lost_context = proc.returncode == EXIT_CONTEXT_LOST

@@ -1,0 +1,215 @@
+"""The engine server: engines of several launches forked from one process that imported torch
+once, crashes still costing only the engine, and nothing of the server's outliving its use."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import tempfile
+import time
+
+import pytest
+from fakes import NO_GPU
+from test_process import SMALL, assert_forked_from, client, next_of, parent_of
+
+from tui.engine import launcher, server_client
+from tui.engine.options import RunOptions
+from tui.engine.process import EngineDied, EngineReady, EngineResult
+from tui.engine.results import STATUS_CPU_ONLY
+
+pytestmark = pytest.mark.skipif(not hasattr(socket, "send_fds"), reason="needs SCM_RIGHTS (Linux)")
+
+
+def until(predicate, timeout: float = 60.0, what: str = "the state expected") -> None:
+    """Wait for a state another process reaches, never for a fixed time."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def serving(mp: pytest.MonkeyPatch, idle_s: str) -> str:
+    """Engine servers on, in a short folder of their own (a socket's path is at most 107 bytes)."""
+    folder = tempfile.mkdtemp(prefix="sdpa-rt-")
+    mp.setenv(server_client.ENV_FOLDER, folder)
+    mp.setenv(server_client.ENV_IDLE, idle_s)
+    mp.setattr(launcher, "_failed", set())
+    return folder
+
+
+def stop_server(folder: str) -> None:
+    status = server_client.ask("status")
+    if status is not None:
+        server_client.ask("stop")
+        until(lambda: gone(status["pid"]), what="the server to end")
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def server():
+    """One server for the module's tests: each of its starts imports torch."""
+    with pytest.MonkeyPatch.context() as mp:
+        folder = serving(mp, "120")
+        launcher.warm().join()
+        status = server_client.ask("status")
+        assert status is not None
+        yield status["pid"]
+        stop_server(folder)
+
+
+def test_the_engines_of_two_launches_are_forks_of_one_server(server):
+    pids = []
+    for _launch in range(2):
+        c, events = client()
+        try:
+            next_of(events, EngineReady)
+            assert parent_of(c.pid) == server
+            pids.append(c.pid)
+            request = c.submit(SMALL, RunOptions())
+            result = next_of(events, EngineResult)
+            assert result.request_id == request and result.result.status == STATUS_CPU_ONLY
+        finally:
+            c.close()
+    status = server_client.ask("status")
+    assert pids[0] != pids[1] and status["pid"] == server and status["engines"] == []
+    assert status["served"] >= 2
+
+
+def test_a_crash_costs_the_engine_and_says_which_signal(server):
+    c, events = client()
+    try:
+        next_of(events, EngineReady)
+        first = c.pid
+        request = c.submit(SMALL, RunOptions())
+        next_of(events, EngineResult)
+        os.kill(first, signal.SIGSEGV)
+        died = next_of(events, EngineDied)
+        assert died.crashed and "SIGSEGV" in died.reason and died.restarting
+        next_of(events, EngineReady)
+        assert c.pid != first and parent_of(c.pid) == server  # the next engine: the same server's
+        request = c.submit(SMALL, RunOptions())
+        assert next_of(events, EngineResult).request_id == request
+    finally:
+        c.close()
+
+
+def test_an_engine_ends_with_the_launch_that_asked_for_it(server):
+    """A launch that dies leaves no engine behind: its connection's end is the engine's end."""
+    from tui.engine.child import engine_main
+
+    proc, send, recv = server_client.launch(engine_main, (NO_GPU.__dict__, None), None)
+    try:
+        assert recv.recv()[0] == "ready"
+        proc._sock.close()  # the launch gone, without a word
+        until(lambda: gone(proc.pid), what="the engine to end")
+    finally:
+        send.close()
+        recv.close()
+
+
+def test_a_bad_caller_is_dropped_and_the_server_serves_on(server):
+    path, _lock = server_client.paths()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.connect(path)
+        s.sendall(b"not json\n")
+        assert s.recv(64) == b""  # hung up on
+    assert_forked_from(server)
+
+
+def test_an_idle_server_ends_and_takes_its_socket_away(monkeypatch):
+    folder = serving(monkeypatch, "0.5")
+    try:
+        launcher.warm().join()
+        status = server_client.ask("status")
+        assert status is not None and status["idle_s"] == 0.5
+        until(lambda: gone(status["pid"]), what="the idle server to end")
+        assert not os.path.exists(status["socket"]) and server_client.ask("status") is None
+    finally:
+        stop_server(folder)
+
+
+def test_a_changed_install_has_a_server_of_its_own(monkeypatch):
+    key = server_client.server_key()
+    monkeypatch.setenv("SDPA_EXPLORER_UNRELATED", "1")
+    assert server_client.server_key() == key
+    monkeypatch.setenv("LD_LIBRARY_PATH", "/elsewhere/lib")
+    assert server_client.server_key() != key  # torch would load other libraries
+
+
+def test_off_or_untrusted_means_this_launch_forks_its_own(monkeypatch, tmp_path):
+    monkeypatch.setattr(launcher, "_failed", set())
+    monkeypatch.setenv(server_client.ENV_IDLE, "soon")
+    assert not server_client.enabled()
+    with pytest.raises(server_client.ServerUnavailable, match="SDPA_EXPLORER_SERVER_IDLE='soon'"):
+        server_client.connect()
+    monkeypatch.setenv(server_client.ENV_IDLE, "60")
+    folder = tmp_path / "rt"
+    folder.mkdir(mode=0o777)
+    folder.chmod(0o777)
+    monkeypatch.setenv(server_client.ENV_FOLDER, str(folder))
+    with pytest.raises(server_client.ServerUnavailable, match="writable by others"):
+        server_client.connect()
+    c, events = client()  # served anyway: by this launch's own fork server
+    try:
+        next_of(events, EngineReady)
+        assert "server" in launcher._failed and not list(folder.iterdir())
+    finally:
+        c.close()
+
+
+def test_the_server_command_shows_and_stops_the_servers(monkeypatch):
+    from click.testing import CliRunner
+
+    from tui.cli import main
+
+    folder = serving(monkeypatch, "120")
+    try:
+        assert "no engine server runs" in CliRunner().invoke(main, ["server"]).output
+        launcher.warm().join()
+        pid = server_client.ask("status")["pid"]
+        shown = CliRunner().invoke(main, ["server"]).output
+        assert f"engine server pid {pid}, this install's" in shown and "ends after 120 s" in shown
+        stopped = CliRunner().invoke(main, ["server", "--stop", "--json"])
+        assert stopped.exit_code == 0 and '"stopped": true' in stopped.output
+        until(lambda: gone(pid), what="the stopped server to end")
+        monkeypatch.setenv(server_client.ENV_IDLE, "0")
+        assert "would start no engine server: turned off" in CliRunner().invoke(main, ["server"]).output
+    finally:
+        stop_server(folder)
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_engines_forked_by_the_server_run_lose_their_context_and_are_replaced(monkeypatch):
+    """The engine server imported torch and never CUDA: each engine it forks makes a context of its
+    own, a lost one costs that engine only, and the next launch's engine runs at once."""
+    from tui.engine.config import SdpaConfig
+    from tui.engine.results import STATUS_CRASH, STATUS_OK
+    from tui.engine.session import EngineSession
+
+    folder = serving(monkeypatch, "120")
+    try:
+        with EngineSession() as session:
+            assert session.ready().gpu_available
+            server = server_client.ask("status")["pid"]
+            assert parent_of(session.client.pid) == server
+            lost = session.inject_fault()
+            assert lost.status == STATUS_CRASH and lost.crash.context_lost, lost.message
+            after = session.run(SdpaConfig(), RunOptions())
+            assert after.status == STATUS_OK and session.restarts == 1, after.message
+            assert parent_of(session.client.pid) == server
+        with EngineSession() as later:  # the next launch: no torch to import
+            assert later.ready().gpu_available and parent_of(later.client.pid) == server
+            second = later.run(SdpaConfig(dtype="bf16"), RunOptions())
+            assert second.status == STATUS_OK, second.message
+    finally:
+        stop_server(folder)
