@@ -32,7 +32,6 @@ def test_a_second_engine_loads_every_plan_and_runs_them_to_the_same_bits(folder)
     for before, after in zip(first.passes, second.passes, strict=True):
         assert [p.name for p in after.phases] == list(graphmod.LOADED_PHASES), after.kind
         assert "building them took" in after.phases[-1].note
-        assert after.phases[-1].seconds < 0.5 * sum(p.seconds for p in before.phases[2:])
         assert [p.name for p in after.plans] == [p.name for p in before.plans]
         assert all(p.timing is not None for p in after.plans if p.built), after.kind
         assert after.heuristic_plan == before.heuristic_plan and after.passed

@@ -1,0 +1,97 @@
+"""How long a burst measurement must rest after capped work: the burst regime's quiet window.
+
+Each trial loads the GPU with the preset's own plan for --load-s seconds (at large shapes this
+reaches the H200's power cap), then rests until NVML's violation counters have stood still for
+one quiet window, then times a burst. Windows are tried in turns, so a drift of the machine falls
+on all of them. Reported per window: the wait it took and the bursts' kernel times and capped
+shares. A window is long enough when its bursts read what the longest window's read.
+
+    python -m benchmarks.rest_window [--preset llama3-8b-prefill] [--windows 0.1,0.3,1.0] [--trials 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import statistics
+import time
+
+
+def load(run, torch, seconds: float) -> None:
+    """The plan back to back for `seconds`, waiting on the GPU every few executions."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        for _ in range(16):
+            run()
+        torch.cuda.synchronize()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--preset", default="llama3-8b-prefill")
+    parser.add_argument("--windows", default="0.1,0.3,1.0", help="quiet windows to compare, in seconds")
+    parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--load-s", type=float, default=2.0)
+    parser.add_argument("--out", help="write the figures here as JSON")
+    args = parser.parse_args(argv)
+    import torch
+
+    from tui.engine.options import RunOptions
+    from tui.engine.runner import Engine
+    from tui.engine.telemetry import Nvml
+    from tui.engine.timing import TimingOptions, kernel_time
+    from tui.presets import find
+
+    engine = Engine()
+    config = find(args.preset).config
+    built = engine.run(config, RunOptions(autotune=False, check=False))
+    if built.status != "ok":
+        raise SystemExit(f"{args.preset}: {built.status}: {built.message}")
+    run, gpu, env = engine.executor(config), engine.gpu(), engine.environment()
+    if gpu is None:
+        raise SystemExit("NVML cannot be read here: no rest to measure")
+    windows = [float(w) for w in args.windows.split(",")]
+    rows = []
+    for trial in range(args.trials):
+        for quiet in windows[trial % len(windows) :] + windows[: trial % len(windows)]:
+            load(run, torch, args.load_s)
+            gpu.wait_until_rested = functools.partial(Nvml.wait_until_rested, gpu, quiet_s=quiet)
+            stats = kernel_time(run, engine._set_stream, TimingOptions(), env.l2_bytes, gpu)
+            t = stats.telemetry
+            rows.append(
+                {
+                    "quiet_s": quiet,
+                    "wait_s": round(t.rest_wait_s, 3),
+                    "rested": t.rested,
+                    "median_us": round(stats.median_us, 2),
+                    "p90_over_p10": round(stats.p90_us / stats.p10_us, 4),
+                    "power_capped_pct": t.power_capped_pct,
+                    "sm_clock_mhz": t.before.sm_clock_mhz,
+                }
+            )
+    summary = {}
+    for quiet in windows:
+        mine = [r for r in rows if r["quiet_s"] == quiet]
+        summary[str(quiet)] = {
+            "wait_s": statistics.median(r["wait_s"] for r in mine),
+            "median_us": statistics.median(r["median_us"] for r in mine),
+            "median_us_each": [r["median_us"] for r in mine],
+            "power_capped_pct_each": [r["power_capped_pct"] for r in mine],
+        }
+    figures = {
+        "preset": args.preset,
+        "gpu": env.gpu_name,
+        "load_s": args.load_s,
+        "windows": summary,
+        "rows": rows,
+    }
+    print(json.dumps(figures, indent=1))
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as out:
+            json.dump(figures, out, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
