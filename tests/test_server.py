@@ -8,6 +8,7 @@ import shutil
 import signal
 import socket
 import tempfile
+import threading
 import time
 
 import pytest
@@ -18,6 +19,7 @@ from tui.engine import launcher, server_client
 from tui.engine.options import RunOptions
 from tui.engine.process import EngineDied, EngineReady, EngineResult
 from tui.engine.results import STATUS_CPU_ONLY
+from tui.engine.server import Server
 
 pytestmark = pytest.mark.skipif(not hasattr(socket, "send_fds"), reason="needs SCM_RIGHTS (Linux)")
 
@@ -126,14 +128,26 @@ def test_a_bad_caller_is_dropped_and_the_server_serves_on(server):
     assert_forked_from(server)
 
 
+def server_here(idle_s: float) -> tuple[Server, threading.Thread]:
+    """The server's loop in a thread of this process, at this install's socket: its idle end and
+    its stop, without the seconds a server process takes to import torch."""
+    path, lock = server_client.paths()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(8)
+    here = Server(listener, path, lock, idle_s)
+    thread = threading.Thread(target=here.run, daemon=True)
+    thread.start()
+    return here, thread
+
+
 def test_an_idle_server_ends_and_takes_its_socket_away(monkeypatch):
-    folder = serving(monkeypatch, "0.5")
+    folder = serving(monkeypatch, "60")
     try:
-        launcher.warm().join()
-        status = server_client.ask("status")
-        assert status is not None and status["idle_s"] == 0.5
-        until(lambda: gone(status["pid"]), what="the idle server to end")
-        assert not os.path.exists(status["socket"]) and server_client.ask("status") is None
+        here, thread = server_here(idle_s=0.3)
+        thread.join(timeout=30)
+        assert not thread.is_alive() and here.listener.fileno() == -1
+        assert not os.path.exists(here.path) and server_client.ask("status") is None
     finally:
         stop_server(folder)
 
@@ -175,13 +189,18 @@ def test_the_server_command_shows_and_stops_the_servers(monkeypatch):
     folder = serving(monkeypatch, "120")
     try:
         assert "no engine server runs" in CliRunner().invoke(main, ["server"]).output
-        launcher.warm().join()
-        pid = server_client.ask("status")["pid"]
+        _here, thread = server_here(idle_s=120)
         shown = CliRunner().invoke(main, ["server"]).output
-        assert f"engine server pid {pid}, this install's" in shown and "ends after 120 s" in shown
+        assert f"engine server pid {os.getpid()}, this install's" in shown and "ends after 120 s" in shown
         stopped = CliRunner().invoke(main, ["server", "--stop", "--json"])
         assert stopped.exit_code == 0 and '"stopped": true' in stopped.output
-        until(lambda: gone(pid), what="the stopped server to end")
+        thread.join(timeout=30)
+        assert not thread.is_alive() and server_client.ask("status") is None
+        dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # a server that died, its socket left
+        dead.bind(os.path.join(folder, "engine-0123456789abcdef.sock"))
+        dead.close()
+        assert "no engine server runs" in CliRunner().invoke(main, ["server"]).output
+        assert not [f for f in os.listdir(folder) if f.endswith(".sock")]  # swept
         monkeypatch.setenv(server_client.ENV_IDLE, "0")
         assert "would start no engine server: turned off" in CliRunner().invoke(main, ["server"]).output
     finally:

@@ -247,6 +247,7 @@ def main(path: str, lock_path: str, idle_s: float) -> None:
     if os.fork():
         os._exit(0)
     os.setsid()
+    os.chdir("/")  # holds no caller's folder (each engine goes to its caller's)
     from . import server_preload  # noqa: F401 - output to the null device, then torch
 
     server.run()

@@ -36,6 +36,7 @@ DEFAULT_IDLE_S = 600.0
 # engines that loaded other libraries than this launch asks for
 KEY_VARIABLES = ("LD_", "CUDA_HOME", "CUDA_PATH", "CUDNN", "TORCH", "PYTORCH", "NVIDIA_", "PYTHON")
 START_WAIT_S = 10.0  # a new server binds its socket before it imports anything heavy
+LOCK_NAME = "server.lock"  # callers connect, servers start and end under it, one at a time
 REPLY_WAIT_S = 300.0  # a server still importing torch on a cold disk answers once it has
 
 
@@ -104,7 +105,7 @@ def paths() -> tuple[str, str]:
         where = private_folder(folder())
     except (OSError, FolderRefused) as exc:
         raise ServerUnavailable(f"no folder for its socket: {exc}") from None
-    return str(where / f"engine-{server_key()}.sock"), str(where / "server.lock")
+    return str(where / f"engine-{server_key()}.sock"), str(where / LOCK_NAME)
 
 
 def _connect(path: str) -> socket.socket | None:
@@ -318,9 +319,23 @@ def ask_all(op: str) -> list[dict[str, Any]]:
     with contextlib.suppress(OSError):
         for path in sorted(folder().glob("engine-*.sock")):
             sock = _connect(str(path))
-            if sock is not None:
-                with contextlib.suppress(OSError, ValueError):
-                    answer = _ask(sock, op)
-                    if answer is not None:
-                        answers.append({**answer, "socket": str(path)})
+            if sock is None:
+                _sweep(path)
+                continue
+            with contextlib.suppress(OSError, ValueError):
+                answer = _ask(sock, op)
+                if answer is not None:
+                    answers.append({**answer, "socket": str(path)})
     return answers
+
+
+def _sweep(path: Path) -> None:
+    """Remove the socket of a server that died without taking it away, under the lock a starting
+    server binds under (so never one that is about to listen)."""
+    with contextlib.suppress(OSError), open(path.parent / LOCK_NAME, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        sock = _connect(str(path))
+        if sock is None:
+            path.unlink()
+        else:
+            sock.close()
