@@ -131,19 +131,24 @@ def test_the_dashboard_warms_the_engine_server_only_for_an_engine_of_its_own(mon
 
 
 @pytest.mark.asyncio
-async def test_the_engine_starts_once_the_first_frame_is_on_screen(fake_engine, monkeypatch):
-    """The first frame comes first (the engine's start takes the CPU the paint needs); the engine
-    starts once it is on screen, and runs the form."""
+async def test_the_engine_starts_with_the_app_and_runs_the_form_once_the_first_frame_is_on_screen(
+    fake_engine, monkeypatch
+):
+    """The engine process starts as the app does (forked from a warm engine server, it is ready
+    about when the first frame is); the form runs once that frame is on screen (its CPU goes to
+    the first layout passes otherwise), and what the engine said meanwhile is shown then."""
     from textual.screen import Screen
 
-    frames, started = [], []
-    paint, start = Screen._compositor_refresh, fake_engine.start
+    frames, started, submitted = [], [], []
+    paint, start, submit = Screen._compositor_refresh, fake_engine.start, fake_engine.submit
     monkeypatch.setattr(Screen, "_compositor_refresh", lambda screen: (frames.append(1), paint(screen)))
     monkeypatch.setattr(fake_engine, "start", lambda on_event: (started.append(len(frames)), start(on_event)))
+    monkeypatch.setattr(fake_engine, "submit", lambda *a: (submitted.append(len(frames)), submit(*a))[1])
     app = make_app(SMALL, client=fake_engine)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: app.result is not None)
-    assert len(started) == 1 and started[0] >= 1 and fake_engine.requests
+        assert app.environment is not None and app.status.state.startup_s is not None  # ready, shown
+    assert started == [0] and submitted[0] >= 1 and fake_engine.requests
 
 
 # ---- a scripted engine --------------------------------------------------------------------------
@@ -309,7 +314,8 @@ async def test_a_crash_a_refusal_and_a_hang_are_each_reported_and_the_next_run_r
 async def test_a_saved_result_opens_and_runs_only_when_asked(fake_engine):
     app = make_app(client=fake_engine, opened=TRAINING)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.status.state.startup_s is not None)  # the engine is ready
+        # the engine is ready, and the form's own changes as the result was loaded are handled
+        await wait_for(pilot, lambda: app.status.state.startup_s is not None and not app.run_pending)
         assert app.result is TRAINING and app.form.read()[0] == TRAINING.config
         assert app.form.timing.regime == "sustained"  # Ctrl+R measures it as it was measured
         assert TRAINING.config.label() in str(app.query_one("#summary").render())

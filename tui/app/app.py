@@ -115,6 +115,7 @@ class SdpaExplorerApp(
         self.mask_config: tuple[SdpaConfig, int] = (self.initial_config, 0)  # the form's, with the seed
         self.client = client
         self._client_started = False
+        self._early_events: list[EngineEvent] | None = []  # what the engine said before the first frame
         self.edit_to_result_s: list[tuple[bool, float]] = []  # (cache hit, seconds) of each result shown
         self._start_engine_on_mount = start_engine
         if start_engine and client is None:
@@ -175,11 +176,21 @@ class SdpaExplorerApp(
         if self.opened is not None:
             self.open_saved(self.opened)  # shown, not to run, nor kept in the history again
 
-    def on_ready(self) -> None:
-        """The first frame is on screen: the engine starts now, not after the layout passes that
-        follow it (the fork server it forks from has been loading torch since the app was made)."""
+    def on_load(self) -> None:
+        """The app runs: its engine process starts now, beside the UI's first layout and paint. A
+        fork of a warm engine server is ready about when the first frame is; a fork server still
+        importing torch (the first launch) keeps it waiting in a thread of its own."""
         if self._start_engine_on_mount:
-            self.start_engine()
+            self._start_client()
+
+    def on_ready(self) -> None:
+        """The first frame is on screen: what the engine said meanwhile is shown, and the form's
+        configuration runs (not before: its CPU would go to the first frame's layout passes)."""
+        early, self._early_events = self._early_events or [], None
+        for event in early:
+            self.on_engine_message(EngineMessage(event))
+        if self._start_engine_on_mount and self.opened is None:
+            self.action_run()
         # what is alive now (the widgets, the imported modules) lives as long as the app: out of the
         # collector's full passes, which walked it all and held a key's answer past 100 ms
         gc.collect()
@@ -187,12 +198,15 @@ class SdpaExplorerApp(
 
     def start_engine(self) -> None:
         """Start the engine client; run the form's configuration unless a saved result is open."""
+        self._start_client()
+        if self.opened is None:
+            self.action_run()
+
+    def _start_client(self) -> None:
         if self.client is None:
             self.client = EngineClient()
         self.client.start(self._on_engine_event)
         self._client_started = True
-        if self.opened is None:
-            self.action_run()
 
     def on_unmount(self) -> None:
         if self.client is not None:
@@ -212,6 +226,9 @@ class SdpaExplorerApp(
         self.post_message(EngineMessage(event))
 
     def on_engine_message(self, message: EngineMessage) -> None:
+        if self._early_events is not None:  # no panes to tell yet: kept for the first frame
+            self._early_events.append(message.event)
+            return
         with contextlib.suppress(NoMatches):  # an event that arrives while the screen goes away
             event = message.event
             if not (self._sweep_event(event) or self.search_event(event) or self.explain_event(event)):
