@@ -3,6 +3,7 @@ once, crashes still costing only the engine, and nothing of the server's outlivi
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -149,6 +150,35 @@ def test_an_idle_server_ends_and_takes_its_socket_away(monkeypatch):
         assert not thread.is_alive() and here.listener.fileno() == -1
         assert not os.path.exists(here.path) and server_client.ask("status") is None
     finally:
+        stop_server(folder)
+
+
+def test_a_server_that_does_not_answer_is_asked_once_and_this_launch_forks_its_own(monkeypatch):
+    import multiprocessing.forkserver
+
+    folder = serving(monkeypatch, "60")
+    monkeypatch.setattr(server_client, "REPLY_WAIT_S", 0.5)
+    mute = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # listens, and never answers
+    mute.bind(server_client.paths()[0])
+    mute.listen(8)
+    try:
+        c, events = client()
+        try:
+            next_of(events, EngineReady)
+            assert "server" in launcher._failed
+            assert parent_of(c.pid) == multiprocessing.forkserver._forkserver._forkserver_pid
+        finally:
+            c.close()
+        mute.setblocking(False)
+        callers = []
+        with contextlib.suppress(BlockingIOError):
+            while True:
+                callers.append(mute.accept()[0])
+        assert len(callers) == 1  # asked once: a hang is not waited out twice
+        for caller in callers:
+            caller.close()
+    finally:
+        mute.close()
         stop_server(folder)
 
 

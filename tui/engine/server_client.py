@@ -265,7 +265,7 @@ def launch(target: Any, args: tuple, log_file: str | None) -> tuple[ServedProces
             sock.close()
             to_child_w.close()
             to_parent_r.close()
-            if attempt:
+            if attempt or isinstance(exc, TimeoutError):  # one that hangs is not asked twice
                 raise ServerUnavailable(f"the engine server did not answer: {exc}") from None
             continue
         finally:
