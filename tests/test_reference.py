@@ -144,3 +144,35 @@ def test_a_reference_that_is_not_finite_is_a_mismatch_never_a_pass():
     e = compare(out, ref, 1e-3, 1e-3)
     assert e.mismatched == 1 and not e.passed and e.nonfinite == 0
     assert compare(out, torch.ones(4, 4), 1e-3, 1e-3).passed
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gradients_as_a_scalar_are_those_of_the_given_output_gradient_to_the_bit(dtype):
+    from tui.engine.reference import vjp
+
+    gen = torch.Generator().manual_seed(7)
+    q, k, v = (torch.randn(1, 4, 48, 32, generator=gen).to(dtype).requires_grad_() for _ in range(3))
+    o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    d_o = torch.randn(o.shape, generator=gen).to(dtype) * 1e4  # large: a sum that overflows changes nothing
+    given = torch.autograd.grad(o, (q, k, v), d_o, retain_graph=True)
+    assert all(torch.equal(a, b) for a, b in zip(given, vjp(torch, o, (q, k, v), d_o), strict=True))
+
+
+def test_the_backward_reference_leaves_sympy_unimported():
+    """Autograd's check of a given output gradient imports torch.fx's symbolic shapes and sympy:
+    2.3 s of each engine process that checks a backward pass on the H200 (no bytecode there)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, torch; from tui.engine.config import SdpaConfig; "
+        "from tui.engine.reference import make_inputs, reference_grads; "
+        "c = SdpaConfig(b=1, h_q=2, h_kv=1, s_q=16, s_kv=16, d_qk=8, d_v=8, backward=True); "
+        "q, k, v, _ = (t.float() if t is not None else t for t in make_inputs(c, 'cpu')); "
+        "reference_grads(c, q, k, v, torch.randn(c.o_dims)); "
+        "print('sympy' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.split() == ["False"]

@@ -292,6 +292,14 @@ def reference_fp32(
     return out
 
 
+def vjp(torch: Any, output: Any, inputs: tuple, grad_output: Any) -> tuple[Any, ...]:
+    """The gradients of `inputs` for `grad_output` at `output`, as autograd of the scalar
+    sum(output * grad_output): to the bit what passing grad_output gives (the product's backward
+    multiplies it by exactly 1.0), without autograd's shape check of a given grad_output, which
+    imports torch.fx's symbolic shapes and sympy (2.3 s of an engine process on the H200)."""
+    return torch.autograd.grad((output * grad_output).sum(), inputs)
+
+
 def reference_grads(
     config: SdpaConfig,
     q: Any,
@@ -335,7 +343,7 @@ def reference_grads(
             leaves = (qb, kf, vf) if sb is None else (qb, kf, vf, sb)
             with warnings.catch_warnings():  # autograd's worker thread starts without a current CUDA context
                 warnings.filterwarnings("ignore", message="Attempting to run cuBLAS")
-                gq, gk, gv, *gs = torch.autograd.grad(o, leaves, d_o[bi, hs, rs].float())
+                gq, gk, gv, *gs = vjp(torch, o, leaves, d_o[bi, hs, rs].float())
             dq[bi, hs, rs] = gq
             dk[bi] += gk
             dv[bi] += gv
@@ -426,9 +434,7 @@ def torch_sdpa_grads(
                     warnings.catch_warnings()
                 ):  # autograd's worker thread starts without a current CUDA context
                     warnings.filterwarnings("ignore", message="Attempting to run cuBLAS")
-                    gq, gk, gv = torch.autograd.grad(
-                        o, (qb, kb, vb), d_o[bi : bi + 1, :, rows.start : rows.stop]
-                    )
+                    gq, gk, gv = vjp(torch, o, (qb, kb, vb), d_o[bi : bi + 1, :, rows.start : rows.stop])
                 dq[bi, :, rows.start : rows.stop] = gq[0].float()
                 dk[bi] += gk[0].float().unflatten(0, (config.h_kv, group)).sum(1)
                 dv[bi] += gv[0].float().unflatten(0, (config.h_kv, group)).sum(1)
