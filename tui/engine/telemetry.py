@@ -50,8 +50,8 @@ CAP_REASONS = frozenset(
 )
 
 MAX_REST_S = 2.0  # the longest a burst measurement waits for the GPU to rest
-QUIET_S = 0.3  # how long the counters must stand still, with no cap reason, to call the GPU rested
-POLL_S = 0.05  # how often the rest wait reads NVML
+QUIET_S = 0.1  # how long the counters must stand still, with no cap reason, to call the GPU rested
+POLL_S = 0.025  # how often the rest wait reads NVML
 _TICK_S = 1e-6  # closer than this to a deadline is at it (float sums of sleeps stop short)
 
 Counters = tuple[int | None, int | None]  # violation time (ns) so far: power, thermal
@@ -297,13 +297,17 @@ class Nvml:
         neither reasons nor counters (nothing to wait on).
 
         It does not wait for the top clock: an idle GPU parks its SM clock (345 MHz on the H200).
-        The issue suggested counters still for about a second; the quiet window is 0.3 s (six
-        readings 50 ms apart), as measured on the H200 (driver 580.159): after 8 s of capped bf16
+        The issue suggested counters still for about a second; the quiet window is 0.1 s (five
+        readings 25 ms apart), as measured on the H200 (driver 580.159): after 8 s of capped bf16
         matmuls the clock was back at 1965 MHz within 0.1 s of the load's end, while the SW power
         cap reason and the power counter (which moves every ~10 ms under a cap) stopped about
         0.35 s after it; a burst then read 1.39 ms a matmul after a rest of 0.1 s, of 0.3 s, after
         this wait (0.78 s) and after a 1 s window (1.43 s) alike, against 1.65 ms with no rest.
-        So a second buys nothing here and the wait, before every burst, stays short. Where the
+        benchmarks/rest_window.py (llama3-8b-prefill after 2 s of capped load, three trials a
+        window) read 893.5, 892.4 and 894.0 µs after windows of 0.1, 0.3 and 1.0 s, which waited
+        0.57, 0.75 and 1.46 s: the window was 0.3 s until then, 0.2 s of every wait (3.4 s of a
+        check) bought nothing. So a second buys nothing here and the wait, before every burst,
+        stays short. Where the
         counters have not moved since the last measurement began (nothing it or anything after
         it ran was capped) and no cap reason is active, the GPU is rested at once, after one
         reading: a GPU that never reaches its limit waits nothing, and only the first burst of a
