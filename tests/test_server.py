@@ -122,10 +122,15 @@ def test_an_engine_ends_with_the_launch_that_asked_for_it(server):
 
 def test_a_bad_caller_is_dropped_and_the_server_serves_on(server):
     path, _lock = server_client.paths()
+    r, w = os.pipe()
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.connect(path)
-        s.sendall(b"not json\n")
+        socket.send_fds(s, [b"not json\n"], [r])
+        os.close(r)
         assert s.recv(64) == b""  # hung up on
+    with pytest.raises(BrokenPipeError):  # and the descriptor it was sent, closed: no reader is left
+        os.write(w, b"x")
+    os.close(w)
     assert_forked_from(server)
 
 

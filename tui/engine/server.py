@@ -65,7 +65,12 @@ def read_request(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
                 os.close(fd)
             raise ConnectionError("the caller hung up before its request was whole")
         data += chunk
-    return json.loads(data), fds
+    try:
+        return json.loads(data), fds
+    except ValueError:
+        for fd in fds:
+            os.close(fd)
+        raise
 
 
 class Server:
@@ -115,12 +120,16 @@ class Server:
         if op == "engine" and len(fds) == 2:
             self.last_busy = time.monotonic()  # a status or a stop does not keep the server
             pid = self.fork(conn, request, fds)
-            conn.settimeout(None)
-            conn.sendall(f"pid {pid}\n".encode())
-            conn.setblocking(False)
-            self.engines[pid] = conn
-            self.sel.register(conn, selectors.EVENT_READ, pid)
+            self.engines[pid] = conn  # reaped whatever happens next
             self.served += 1
+            try:
+                conn.settimeout(None)
+                conn.sendall(f"pid {pid}\n".encode())
+            except OSError:  # the caller is gone already: so is its engine
+                os.kill(pid, signal.SIGKILL)
+                return
+            conn.setblocking(False)
+            self.sel.register(conn, selectors.EVENT_READ, pid)
             return
         for fd in fds:
             os.close(fd)
