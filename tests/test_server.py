@@ -238,6 +238,9 @@ def test_the_server_command_shows_and_stops_the_servers(monkeypatch):
         assert not [f for f in os.listdir(folder) if f.endswith(".sock")]  # swept
         monkeypatch.setenv(server_client.ENV_IDLE, "0")
         assert "would start no engine server: turned off" in CliRunner().invoke(main, ["server"]).output
+        monkeypatch.setenv(server_client.ENV_IDLE, "ten minutes")
+        said = CliRunner().invoke(main, ["server"]).output
+        assert "would start no engine server: SDPA_EXPLORER_SERVER_IDLE='ten minutes' is not a number" in said
     finally:
         stop_server(folder)
 

@@ -22,11 +22,11 @@ def server(stop: bool, as_json: bool) -> None:
     """Show the engine servers that keep torch imported between launches; --stop ends them."""
     from .engine import server_client
 
+    why = server_client.unavailable()
     try:
-        ours = server_client.paths()[0] if server_client.enabled() else None
-        why = "" if ours else f"turned off ({server_client.ENV_IDLE}=0, or not Linux)"
+        ours = server_client.paths()[0]  # whether or not this launch would use it
     except server_client.ServerUnavailable as exc:
-        ours, why = None, str(exc)
+        ours, why = None, why or str(exc)
     servers = server_client.ask_all("status")
     for s in servers:
         s["this_install"] = s["socket"] == ours

@@ -53,12 +53,19 @@ def idle_seconds() -> float:
         raise ServerUnavailable(f"{ENV_IDLE}={text!r} is not a number of seconds") from None
 
 
-def enabled() -> bool:
-    """Whether launches ask an engine server: on Linux, unless SDPA_EXPLORER_SERVER_IDLE is 0."""
+def unavailable() -> str:
+    """Why launches here ask no engine server ('' when they do): not Linux, turned off, or a
+    SDPA_EXPLORER_SERVER_IDLE that is no number of seconds (said, never a launch's failure)."""
+    if sys.platform != "linux":
+        return "the engine server runs on Linux only"
     try:
-        return sys.platform == "linux" and idle_seconds() > 0
-    except ServerUnavailable:
-        return False
+        return "" if idle_seconds() > 0 else f"turned off ({ENV_IDLE}=0)"
+    except ServerUnavailable as exc:
+        return str(exc)
+
+
+def enabled() -> bool:
+    return not unavailable()
 
 
 def folder() -> Path:
