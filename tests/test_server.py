@@ -270,3 +270,19 @@ def test_on_the_gpu_engines_forked_by_the_server_run_lose_their_context_and_are_
             assert second.status == STATUS_OK, second.message
     finally:
         stop_server(folder)
+
+
+def test_a_socket_another_user_serves_is_never_asked(server, monkeypatch):
+    """What an engine sends back is unpickled by its caller: a server of another user's (a socket
+    put in a shared /tmp fallback folder) is refused before anything is sent to it."""
+    from click.testing import CliRunner
+
+    from tui.cli import main
+
+    monkeypatch.setattr(server_client, "peer_uid", lambda _sock: os.getuid() + 1)
+    with pytest.raises(server_client.ServerUnavailable, match="is served by another user"):
+        server_client.connect()
+    shown = CliRunner().invoke(main, ["server"])
+    assert shown.exit_code == 0 and "no engine server runs" in shown.output
+    monkeypatch.undo()
+    assert server_client.ask("status")["pid"] == server  # left as it was

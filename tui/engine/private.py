@@ -1,9 +1,12 @@
-"""A folder only this user can change: where the plan cache keeps native code and where the engine
-server listens. Made 0700 if missing; one that is not ours, or that others may write, is refused."""
+"""What only this user can change: a folder (where the plan cache keeps native code and where the
+engine server listens), made 0700 if missing, one that is not ours or that others may write
+refused; and the uid at the other end of a socket (the engine server and its callers check it)."""
 
 from __future__ import annotations
 
 import os
+import socket
+import struct
 from pathlib import Path
 
 
@@ -23,3 +26,13 @@ def private_folder(folder: Path) -> Path:
     if st.st_mode & 0o022:
         raise FolderRefused(f"{folder} is writable by others (mode {st.st_mode & 0o777:o})")
     return folder
+
+
+def peer_uid(conn: socket.socket) -> int | None:
+    """The uid of the process at the other end of a Unix socket (Linux), or None where it cannot
+    be read."""
+    try:
+        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except (AttributeError, OSError):
+        return None
+    return struct.unpack("3i", creds)[1]

@@ -32,25 +32,17 @@ import os
 import selectors
 import signal
 import socket
-import struct
 import sys
 import time
 import traceback
 from multiprocessing.connection import Connection
 from typing import Any
 
+from .private import peer_uid
+
 REAP_S = 0.05  # how often a server with engines looks for ended ones
 HEADER_LIMIT = 1 << 20  # bytes of a request's line; the environment is most of it
 HEADER_WAIT_S = 5.0  # a caller that connects and says nothing within this is dropped
-
-
-def peer_uid(conn: socket.socket) -> int | None:
-    """The uid of the process at the other end (Linux), or None where it cannot be read."""
-    try:
-        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    except (AttributeError, OSError):
-        return None
-    return struct.unpack("3i", creds)[1]
 
 
 def read_request(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:

@@ -27,7 +27,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from .private import FolderRefused, private_folder
+from .private import FolderRefused, peer_uid, private_folder
 
 ENV_IDLE = "SDPA_EXPLORER_SERVER_IDLE"
 ENV_FOLDER = "SDPA_EXPLORER_RUNTIME_DIR"
@@ -116,12 +116,17 @@ def paths() -> tuple[str, str]:
 
 
 def _connect(path: str) -> socket.socket | None:
+    """A connection to the server listening at `path`, or None where none listens. A socket
+    served by another user is refused: what comes back from an engine is unpickled here."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.connect(path)
     except OSError:
         sock.close()
         return None
+    if peer_uid(sock) not in (None, os.getuid()):
+        sock.close()
+        raise ServerUnavailable(f"{path} is served by another user")
     return sock
 
 
@@ -323,7 +328,7 @@ def ask_all(op: str) -> list[dict[str, Any]]:
     """The answer of every server of this user's (this install's and others': an older version's,
     another virtual environment's) to `status` or `stop`."""
     answers = []
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError, ServerUnavailable):  # a stranger's socket ends the look
         for path in sorted(folder().glob("engine-*.sock")):
             sock = _connect(str(path))
             if sock is None:
@@ -339,7 +344,7 @@ def ask_all(op: str) -> list[dict[str, Any]]:
 def _sweep(path: Path) -> None:
     """Remove the socket of a server that died without taking it away, under the lock a starting
     server binds under (so never one that is about to listen)."""
-    with contextlib.suppress(OSError), open(path.parent / LOCK_NAME, "a") as lock:
+    with contextlib.suppress(OSError, ServerUnavailable), open(path.parent / LOCK_NAME, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         sock = _connect(str(path))
         if sock is None:
