@@ -20,7 +20,6 @@ Per case: its wall time and each part's. Target (issue 15, not a test): a warm c
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
 import sys
@@ -28,6 +27,8 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
+
+from benchmarks.figures import save
 
 
 class Parts:
@@ -156,9 +157,7 @@ def main(argv: list[str] | None = None, say: Callable[[str], None] = print) -> i
     if figures.get("launches"):
         figures["warm_check_s"] = figures["launches"][-1]["wall_s"]
         figures["median_case_s"] = statistics.median(r["wall_s"] for r in one["cases"])
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as out:
-            json.dump(figures, out, indent=1)
+    save(figures, args.out)
     return 0
 
 

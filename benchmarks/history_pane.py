@@ -33,6 +33,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from benchmarks.figures import save
+
 TARGET_MS = 100.0
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
 RECORDINGS = ("seed_v21", "train_v21", "fp8_v21", "peers")  # tests/data/NAME_h200.json
@@ -238,8 +240,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{kind:>10}: {s['keys']:3} keys, median {s['median_ms']} ms, p90 {s['p90_ms']} ms, "
               f"max {s['max_ms']} ms (UI thread CPU, median {s['cpu_median_ms']} ms)  "
               f"[{verdict} against {TARGET_MS:.0f} ms]")  # fmt: skip
-    if args.out:
-        Path(args.out).write_text(json.dumps(figures, indent=1), encoding="utf-8")
+    save(figures, args.out)
     return 0
 
 

@@ -15,6 +15,8 @@ import argparse
 import json
 import time
 
+from benchmarks.figures import save
+
 
 def measure(config, seed: int = 0) -> dict:
     import cudnn
@@ -75,9 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f["config"], f"first build {f['first_build_s']:.3f} s")
         for row in f["plans"]:
             print("  ", json.dumps(row))
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as out:
-            json.dump(figures, out, indent=1)
+    save(figures, args.out)
     return 0
 
 

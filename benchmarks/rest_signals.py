@@ -18,6 +18,7 @@ import json
 import statistics
 import time
 
+from benchmarks.figures import save
 from benchmarks.rest_window import load
 
 FIELD_POWER_INSTANT = 186  # NVML_FI_DEV_POWER_INSTANT (milliwatts)
@@ -129,9 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         "record": record,
     }
     print(json.dumps({k: v for k, v in figures.items() if k != "record"}, indent=1))
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as out:
-            json.dump(figures, out, indent=1)
+    save(figures, args.out)
     return 0
 
 

@@ -17,6 +17,8 @@ import json
 import statistics
 import time
 
+from benchmarks.figures import save
+
 
 def load(run, torch, seconds: float) -> None:
     """The plan back to back for `seconds`, waiting on the GPU every few executions."""
@@ -87,9 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         "rows": rows,
     }
     print(json.dumps(figures, indent=1))
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as out:
-            json.dump(figures, out, indent=1)
+    save(figures, args.out)
     return 0
 
 

@@ -27,6 +27,8 @@ import sys
 import tempfile
 import time
 
+from benchmarks.figures import save
+
 STEPS = {
     "import torch": "import torch",
     "import cudnn": "import cudnn",
@@ -155,9 +157,7 @@ def main(argv: list[str] | None = None) -> int:
 
         ask_all("stop")
     print(json.dumps(measured, indent=1))
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as out:
-            json.dump(measured, out, indent=1)
+    save(measured, args.out)
     return 0
 
 
