@@ -19,7 +19,7 @@ import statistics
 import time
 
 from benchmarks.figures import save
-from benchmarks.rest_window import load
+from benchmarks.rest_window import LoadedPlan, in_turns
 
 FIELD_POWER_INSTANT = 186  # NVML_FI_DEV_POWER_INSTANT (milliwatts)
 FIELD_POWER_AVERAGE = 185  # NVML_FI_DEV_POWER_AVERAGE (milliwatts, over about a second)
@@ -72,22 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample-ms", type=float, default=10.0)
     parser.add_argument("--out", help="write the figures here as JSON")
     args = parser.parse_args(argv)
-    import torch
-
-    from tui.engine.options import RunOptions
-    from tui.engine.runner import Engine
-    from tui.engine.timing import TimingOptions, kernel_time
-    from tui.presets import find
-
-    engine = Engine()
-    config = find(args.preset).config
-    built = engine.run(config, RunOptions(autotune=False, check=False))
-    if built.status != "ok":
-        raise SystemExit(f"{args.preset}: {built.status}: {built.message}")
-    run, gpu, env = engine.executor(config), engine.gpu(), engine.environment()
-    if gpu is None:
-        raise SystemExit("NVML cannot be read here")
-    load(run, torch, args.load_s)
+    plan = LoadedPlan(args.preset)
+    gpu, env = plan.gpu, plan.env
+    plan.load(args.load_s)
     record = after_load(gpu, args.record_s, args.sample_ms / 1000.0)
     limit = gpu.state().power_limit_w or 0.0
     last_counter = record[-1]["power_violation_ns"]
@@ -103,10 +90,9 @@ def main(argv: list[str] | None = None) -> int:
     rests = [float(r) for r in args.rests.split(",")]
     bursts = []
     for trial in range(args.trials):
-        for rest in rests[trial % len(rests) :] + rests[: trial % len(rests)]:
-            load(run, torch, args.load_s)
-            gpu.wait_until_rested = lambda _max_s, rest=rest: (time.sleep(rest), (rest, None))[1]
-            stats = kernel_time(run, engine._set_stream, TimingOptions(), env.l2_bytes, gpu)
+        for rest in in_turns(rests, trial):
+            plan.load(args.load_s)
+            stats = plan.burst(lambda _max_s, rest=rest: (time.sleep(rest), (rest, None))[1])
             bursts.append(
                 {
                     "rest_s": rest,

@@ -16,17 +16,54 @@ import functools
 import json
 import statistics
 import time
+from collections.abc import Callable
+from typing import Any
 
 from benchmarks.figures import save
 
 
-def load(run, torch, seconds: float) -> None:
-    """The plan back to back for `seconds`, waiting on the GPU every few executions."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        for _ in range(16):
-            run()
-        torch.cuda.synchronize()
+class LoadedPlan:
+    """The preset's plan built on the GPU, with NVML open: load the GPU with it, then time a burst
+    after the rest a `rest` callable gives (Nvml.wait_until_rested's face)."""
+
+    def __init__(self, preset: str) -> None:
+        import torch
+
+        from tui.engine.options import RunOptions
+        from tui.engine.runner import Engine
+        from tui.presets import find
+
+        self.torch, self.engine, config = torch, Engine(), find(preset).config
+        built = self.engine.run(config, RunOptions(autotune=False, check=False))
+        if built.status != "ok":
+            raise SystemExit(f"{preset}: {built.status}: {built.message}")
+        self.run, self.gpu, self.env = (
+            self.engine.executor(config),
+            self.engine.gpu(),
+            self.engine.environment(),
+        )
+        if self.gpu is None:
+            raise SystemExit("NVML cannot be read here: no rest to measure")
+
+    def load(self, seconds: float) -> None:
+        """The plan back to back for `seconds`, waiting on the GPU every few executions."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            for _ in range(16):
+                self.run()
+            self.torch.cuda.synchronize()
+
+    def burst(self, rest: Callable[[float], tuple[float, bool | None]]) -> Any:
+        """A burst's TimingStats, after `rest` instead of the engine's own wait."""
+        from tui.engine.timing import TimingOptions, kernel_time
+
+        self.gpu.wait_until_rested = rest
+        return kernel_time(self.run, self.engine._set_stream, TimingOptions(), self.env.l2_bytes, self.gpu)
+
+
+def in_turns(values: list[float], trial: int) -> list[float]:
+    """`values` started at a different one each trial: a drift of the machine falls on all."""
+    return values[trial % len(values) :] + values[: trial % len(values)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,29 +74,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--load-s", type=float, default=2.0)
     parser.add_argument("--out", help="write the figures here as JSON")
     args = parser.parse_args(argv)
-    import torch
-
-    from tui.engine.options import RunOptions
-    from tui.engine.runner import Engine
     from tui.engine.telemetry import Nvml
-    from tui.engine.timing import TimingOptions, kernel_time
-    from tui.presets import find
 
-    engine = Engine()
-    config = find(args.preset).config
-    built = engine.run(config, RunOptions(autotune=False, check=False))
-    if built.status != "ok":
-        raise SystemExit(f"{args.preset}: {built.status}: {built.message}")
-    run, gpu, env = engine.executor(config), engine.gpu(), engine.environment()
-    if gpu is None:
-        raise SystemExit("NVML cannot be read here: no rest to measure")
+    plan = LoadedPlan(args.preset)
+    gpu, env = plan.gpu, plan.env
     windows = [float(w) for w in args.windows.split(",")]
     rows = []
     for trial in range(args.trials):
-        for quiet in windows[trial % len(windows) :] + windows[: trial % len(windows)]:
-            load(run, torch, args.load_s)
-            gpu.wait_until_rested = functools.partial(Nvml.wait_until_rested, gpu, quiet_s=quiet)
-            stats = kernel_time(run, engine._set_stream, TimingOptions(), env.l2_bytes, gpu)
+        for quiet in in_turns(windows, trial):
+            plan.load(args.load_s)
+            stats = plan.burst(functools.partial(Nvml.wait_until_rested, gpu, quiet_s=quiet))
             t = stats.telemetry
             rows.append(
                 {

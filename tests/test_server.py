@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import shutil
 import signal
 import socket
 import tempfile
 import threading
-import time
 
 import pytest
 from fakes import NO_GPU
@@ -22,23 +22,22 @@ from tui.engine.process import EngineDied, EngineReady, EngineResult
 from tui.engine.results import STATUS_CPU_ONLY
 from tui.engine.server import Server
 
-pytestmark = pytest.mark.skipif(not hasattr(socket, "send_fds"), reason="needs SCM_RIGHTS (Linux)")
+pytestmark = pytest.mark.skipif(
+    not hasattr(socket, "send_fds") or not hasattr(os, "pidfd_open"),
+    reason="needs SCM_RIGHTS and pidfds (Linux)",
+)
 
 
-def until(predicate, timeout: float = 60.0, what: str = "the state expected") -> None:
-    """Wait for a state another process reaches, never for a fixed time."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
-
-
-def gone(pid: int) -> bool:
+def end_of(pid: int, what: str, timeout: float = 60.0) -> None:
+    """Wait until process `pid` (not ours to reap) has exited: its pidfd turns readable then."""
     try:
-        os.kill(pid, 0)
+        fd = os.pidfd_open(pid)
     except ProcessLookupError:
-        return True
-    return False
+        return
+    try:
+        assert select.select([fd], [], [], timeout)[0], f"timed out waiting for {what}"
+    finally:
+        os.close(fd)
 
 
 def serving(mp: pytest.MonkeyPatch, idle_s: str) -> str:
@@ -50,11 +49,17 @@ def serving(mp: pytest.MonkeyPatch, idle_s: str) -> str:
     return folder
 
 
+def server_status() -> dict | None:
+    """The status the server in this test's folder gives (None when none runs there)."""
+    answers = server_client.ask_all("status")
+    return answers[0] if answers else None
+
+
 def stop_server(folder: str) -> None:
-    status = server_client.ask("status")
+    status = server_status()
     if status is not None:
-        server_client.ask("stop")
-        until(lambda: gone(status["pid"]), what="the server to end")
+        server_client.ask_all("stop")
+        end_of(status["pid"], "the server to end")
     shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -64,7 +69,7 @@ def server():
     with pytest.MonkeyPatch.context() as mp:
         folder = serving(mp, "120")
         launcher.warm().join()
-        status = server_client.ask("status")
+        status = server_status()
         assert status is not None
         yield status["pid"]
         stop_server(folder)
@@ -83,7 +88,7 @@ def test_the_engines_of_two_launches_are_forks_of_one_server(server):
             assert result.request_id == request and result.result.status == STATUS_CPU_ONLY
         finally:
             c.close()
-    status = server_client.ask("status")
+    status = server_status()
     assert pids[0] != pids[1] and status["pid"] == server and status["engines"] == []
     assert status["served"] >= 2
 
@@ -114,7 +119,7 @@ def test_an_engine_ends_with_the_launch_that_asked_for_it(server):
     try:
         assert recv.recv()[0] == "ready"
         proc._sock.close()  # the launch gone, without a word
-        until(lambda: gone(proc.pid), what="the engine to end")
+        end_of(proc.pid, "the engine to end")
     finally:
         send.close()
         recv.close()
@@ -153,7 +158,7 @@ def test_an_idle_server_ends_and_takes_its_socket_away(monkeypatch):
         here, thread = server_here(idle_s=0.3)
         thread.join(timeout=30)
         assert not thread.is_alive() and here.listener.fileno() == -1
-        assert not os.path.exists(here.path) and server_client.ask("status") is None
+        assert not os.path.exists(here.path) and server_status() is None
     finally:
         stop_server(folder)
 
@@ -230,7 +235,7 @@ def test_the_server_command_shows_and_stops_the_servers(monkeypatch):
         stopped = CliRunner().invoke(main, ["server", "--stop", "--json"])
         assert stopped.exit_code == 0 and '"stopped": true' in stopped.output
         thread.join(timeout=30)
-        assert not thread.is_alive() and server_client.ask("status") is None
+        assert not thread.is_alive() and server_status() is None
         dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # a server that died, its socket left
         dead.bind(os.path.join(folder, "engine-0123456789abcdef.sock"))
         dead.close()
@@ -257,7 +262,7 @@ def test_on_the_gpu_engines_forked_by_the_server_run_lose_their_context_and_are_
     try:
         with EngineSession() as session:
             assert session.ready().gpu_available
-            server = server_client.ask("status")["pid"]
+            server = server_status()["pid"]
             assert parent_of(session.client.pid) == server
             lost = session.inject_fault()
             assert lost.status == STATUS_CRASH and lost.crash.context_lost, lost.message
@@ -285,4 +290,4 @@ def test_a_socket_another_user_serves_is_never_asked(server, monkeypatch):
     shown = CliRunner().invoke(main, ["server"])
     assert shown.exit_code == 0 and "no engine server runs" in shown.output
     monkeypatch.undo()
-    assert server_client.ask("status")["pid"] == server  # left as it was
+    assert server_status()["pid"] == server  # left as it was

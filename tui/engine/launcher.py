@@ -23,6 +23,7 @@ from typing import Any
 from . import server_client
 
 PRELOAD = "tui.engine.server_preload"
+_warming: threading.Thread | None = None  # the thread reaching the engine server, while it does
 _failed: set[str] = set()  # start methods that could not start an engine in this process
 # one start at a time: sys.stderr is swapped while starting, and two threads swapping it at once
 # (an engine a GPU) left it pointing at a closed file
@@ -88,10 +89,12 @@ def warm() -> threading.Thread | None:
     it. One that cannot start is left to `launch`, which says why or spawns instead. Call it
     before a UI captures the output. The engine server is reached from a thread, returned (tests
     join it); a fork server is started here, where swapping sys.stderr races no UI."""
+    global _warming
     if server_client.enabled():
-        thread = threading.Thread(target=server_client.warm, daemon=True, name="sdpa-engine-warm")
-        thread.start()
-        return thread
+        if _warming is None or not _warming.is_alive():  # the CLI's, then the app's: one start
+            _warming = threading.Thread(target=server_client.warm, daemon=True, name="sdpa-engine-warm")
+            _warming.start()
+        return _warming
     if _contexts()[0].get_start_method() == "forkserver":  # the first sets the server's preload
         with _quiet(), contextlib.suppress(Exception):
             multiprocessing.forkserver.ensure_running()

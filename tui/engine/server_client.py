@@ -150,8 +150,8 @@ def _start(path: str, lock_path: str, idle_s: float) -> None:
         raise ServerUnavailable(f"the engine server did not start (exit {done.returncode})")
 
 
-def connect(start: bool = True) -> socket.socket:
-    """A connection to this install's server, started first when there is none (and `start`)."""
+def connect() -> socket.socket:
+    """A connection to this install's server, started first when there is none."""
     idle_s = idle_seconds()
     if idle_s <= 0:
         raise ServerUnavailable(f"turned off ({ENV_IDLE}=0)")
@@ -159,14 +159,14 @@ def connect(start: bool = True) -> socket.socket:
     with open(lock_path, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         sock = _connect(path)
-        if sock is None and start:
+        if sock is None:
             try:
                 _start(path, lock_path, idle_s)
             except (OSError, subprocess.SubprocessError) as exc:
                 raise ServerUnavailable(f"the engine server did not start: {exc}") from None
             sock = _connect(path)
     if sock is None:
-        raise ServerUnavailable("no engine server is running" if not start else "the engine server refused")
+        raise ServerUnavailable("the engine server refused")
     return sock
 
 
@@ -313,15 +313,6 @@ def _ask(sock: socket.socket, op: str) -> dict[str, Any] | None:
             data += chunk
     line = data.strip()
     return {"stopping": True} if line == b"ok" else json.loads(line) if line else None
-
-
-def ask(op: str) -> dict[str, Any] | None:
-    """This install's server's answer to `status` or `stop`; None when none runs for it."""
-    try:
-        sock = connect(start=False)
-    except ServerUnavailable:
-        return None
-    return _ask(sock, op)
 
 
 def ask_all(op: str) -> list[dict[str, Any]]:
