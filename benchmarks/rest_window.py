@@ -1,10 +1,11 @@
 """How long a burst measurement must rest after capped work: the burst regime's quiet window.
 
 Each trial loads the GPU with the preset's own plan for --load-s seconds (at large shapes this
-reaches the H200's power cap), then rests until NVML's violation counters have stood still for
-one quiet window, then times a burst. Windows are tried in turns, so a drift of the machine falls
-on all of them. Reported per window: the wait it took and the bursts' kernel times and capped
-shares. A window is long enough when its bursts read what the longest window's read.
+reaches the H200's power cap), then rests as the engine does (no cap reason left, and NVML's
+violation counters still for the last quiet window), then times a burst. Windows are tried in
+turns, so a drift of the machine falls on all of them. Reported per window: the wait it took and
+the bursts' kernel times and capped shares. A window is long enough when its bursts read what
+the longest window's read.
 
     python -m benchmarks.rest_window [--preset llama3-8b-prefill] [--windows 0.1,0.3,1.0] [--trials 3]
 """

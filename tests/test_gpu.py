@@ -47,7 +47,7 @@ def test_the_seeds_peer_is_a_named_backend_whose_error_is_not_cudnns(engine):
     peer is another kernel: other output bits, another mean error. Its max abs error may still
     equal cuDNN's: for both it is the fp16 rounding of the largest |O| (half an ulp), which any
     kernel that accumulates in fp32 reaches (9.74e-04 for both on the H200)."""
-    from tui.engine.reference import torch_sdpa
+    from tui.engine.peer import torch_sdpa
 
     fwd = engine.run(SEED, RunOptions(autotune=False)).forward
     (o,) = fwd.checks

@@ -14,8 +14,16 @@ from tui.engine.config import SdpaConfig
 from tui.engine.cpu import cpu_inputs
 from tui.engine.measure import Bench, Measurement
 from tui.engine.passes import BACKWARD_PASS, FORWARD_PASS, NO_PEER_NOTE, BuiltPass, Inputs
-from tui.engine.peer import PEER_BACKENDS, SDP_BACKENDS, first_backend, forced, refusal_reason
-from tui.engine.reference import reference_fp32, reference_grads, torch_sdpa, torch_sdpa_grads
+from tui.engine.peer import (
+    PEER_BACKENDS,
+    SDP_BACKENDS,
+    first_backend,
+    forced,
+    refusal_reason,
+    torch_sdpa,
+    torch_sdpa_grads,
+)
+from tui.engine.reference import reference_fp32, reference_grads
 from tui.engine.tolerances import compare, tolerance
 
 GQA = SdpaConfig(b=1, h_q=4, h_kv=2, s_q=64, s_kv=64, d_qk=32, d_v=32)

@@ -66,7 +66,7 @@ def test_reference_chunks_rows_without_changing_the_result(monkeypatch):
     q, k, v, _ = make_inputs(c, "cpu", seed=2)
     whole = reference_fp32(c, q, k, v)
     monkeypatch.setattr(reference, "REFERENCE_CHUNK_BYTES", 64 * 4 * 5)  # 5 rows at a time
-    assert reference._chunks(c) == (1, 5)
+    assert reference.block_steps(c) == (1, 5)
     assert torch.allclose(reference_fp32(c, q, k, v), whole, atol=1e-6)
 
 
@@ -176,3 +176,69 @@ def test_the_backward_reference_leaves_sympy_unimported():
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert done.stdout.split() == ["False"]
+
+
+@pytest.mark.parametrize(
+    ("config", "rows", "keys"),
+    [
+        (SdpaConfig(s_q=64, s_kv=64, causal="top_left"), range(10, 15), range(0, 15)),
+        (SdpaConfig(s_q=4, s_kv=8, causal="bottom_right"), range(0, 2), range(0, 6)),
+        (SdpaConfig(s_q=64, s_kv=64, causal="top_left", window=3), range(10, 15), range(8, 15)),
+        (SdpaConfig(b=2, s_q=64, s_kv=64, causal="none", seq_lens_kv=(40, 64)), range(10, 15), range(0, 40)),
+        (SdpaConfig(s_q=64, s_kv=64, causal="none"), range(10, 15), range(0, 64)),
+        # no row of the block attends any key: all of them, so the rows still read as empty
+        (
+            SdpaConfig(b=2, s_q=64, s_kv=64, causal="top_left", window=3, seq_lens_kv=(10, 64)),
+            range(60, 64),
+            range(64),
+        ),
+    ],
+)
+def test_a_blocks_key_span_holds_every_key_one_of_its_rows_keeps(config, rows, keys):
+    from tui.engine.reference import key_span
+
+    assert key_span(config, 0, rows) == keys
+    keep = keep_mask(config, rows, "cpu", 0)
+    if keep is not None:  # nothing kept outside the span
+        inside = torch.zeros(config.s_kv, dtype=torch.bool)
+        inside[keys.start : keys.stop] = True
+        assert not keep[:, ~inside].any()
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"causal": "top_left"},
+        {"causal": "bottom_right", "s_q": 40},
+        {"causal": "top_left", "window": 9, "alibi": True},
+        {"causal": "top_left", "bias": "bxh", "seq_lens_q": (64, 30), "seq_lens_kv": (50, 64)},
+        {"causal": "top_left", "sink": True, "dropout": 0.2},
+    ],
+)
+def test_row_blocks_that_skip_masked_keys_give_the_whole_blocks_reference(monkeypatch, changes):
+    # forward, row statistics and gradients alike: the skipped keys are exp(-inf) = 0 columns
+    import tui.engine.reference as reference
+    from tui.engine.reference import reference_grads, softmax_rows
+
+    c = SdpaConfig(b=2, h_q=4, h_kv=2, s_q=64, s_kv=64, d_qk=8, d_v=8, dtype="fp32").replace(**changes)
+    q, k, v, bias = make_inputs(c, "cpu", seed=3)
+    gen = torch.Generator().manual_seed(4)
+    d_o = torch.randn(c.o_dims, generator=gen)
+    drop = (torch.rand((c.b, c.h_q, c.s_q, c.s_kv), generator=gen) > c.dropout) if c.dropout else None
+    sink = torch.randn((1, c.h_q, 1, 1), generator=gen) if c.sink else None
+
+    def everything():
+        return (
+            reference_fp32(c, q, k, v, bias, drop, sink=sink),
+            *softmax_rows(c, q, k, bias, sink),
+            *reference_grads(c, q, k, v, d_o, bias, drop, sink=sink),
+        )
+
+    whole = everything()
+    monkeypatch.setattr(reference, "REFERENCE_CHUNK_BYTES", c.s_kv * 4 * 7)  # 7 rows, one head a block
+    assert reference.block_steps(c) == (1, 7)
+    for got, want in zip(everything(), whole, strict=True):
+        rows = reference.valid_rows(c, "cpu")
+        if rows is not None and got.shape[2] == c.s_q and got.dim() == 4:
+            got, want = got.masked_fill(~rows, 0), want.masked_fill(~rows, 0)  # padded rows: not compared
+        assert torch.allclose(got, want, atol=1e-5, equal_nan=True)

@@ -306,10 +306,24 @@ def test_the_first_wait_on_a_rested_gpu_costs_only_the_quiet_window(fake, clock)
 
 
 def test_the_wait_lasts_while_the_power_cap_is_active(fake, clock):
-    fake.capped_until = 0.8  # the last reading that sees the cap is the one at 0.75 s
+    fake.capped_until = 0.8  # the reason shows until 0.8 s; the counters stand still all along
     waited, rested = opened(clock).wait_until_rested(max_s=2.0, quiet_s=0.3, poll_s=0.05)
     assert rested is True
-    assert waited == pytest.approx(0.75 + 0.3)
+    assert waited == pytest.approx(0.8)  # the first reading without it: still for longer than 0.3 s
+
+
+def test_as_on_the_h200_the_wait_ends_as_the_reason_clears_after_the_counter_stopped(fake, clock):
+    fake.capped_until, fake.counting_until = 0.52, 0.40  # rest_signals' reading after a capped load
+    waited, rested = opened(clock).wait_until_rested(max_s=2.0, quiet_s=0.1, poll_s=0.025)
+    assert rested is True
+    assert 0.52 <= waited <= 0.52 + 0.025 + 1e-9
+
+
+def test_a_reason_that_clears_before_the_counter_stops_waits_the_window_after_the_counter(fake, clock):
+    fake.capped_until, fake.counting_until = 0.2, 0.6
+    waited, rested = opened(clock).wait_until_rested(max_s=2.0, quiet_s=0.1, poll_s=0.025)
+    assert rested is True
+    assert 0.6 + 0.1 <= waited <= 0.6 + 0.1 + 0.025 + 1e-9
 
 
 def test_the_wait_lasts_while_a_counter_grows_with_no_reason_shown(fake, clock):

@@ -148,3 +148,12 @@ def test_a_burst_of_long_kernels_fits_the_window_before_the_power_cap():
     assert timing.executions_per_replay(1700.0, sustained) == 3  # under load: replays of ~2 ms
     assert timing.executions_per_replay(5.0, burst) == 200  # tiny kernels: launch costs still vanish
     assert timing.executions_per_replay(100.0, burst) == 20
+
+
+@pytest.mark.parametrize(
+    ("kernel_us", "calls"),
+    [(None, 50), (0.0, 50), (30.0, 50), (200.0, 50), (900.0, 11), (1700.0, 5), (15000.0, 5)],
+)
+def test_host_overhead_averages_fewer_calls_of_long_kernels(kernel_us, calls):
+    # the calls queue about 10 ms of GPU work: short kernels keep 50, the 32k context's 15 ms kernel 5
+    assert timing.host_overhead_calls(kernel_us) == calls

@@ -24,7 +24,7 @@ from .results import (
     PlanResult,
     TimingStats,
 )
-from .timing import TimingOptions, host_overhead_us, kernel_time
+from .timing import TimingOptions, host_overhead_calls, host_overhead_us, kernel_time
 from .tolerances import compare
 
 
@@ -232,7 +232,9 @@ def measure(
         fastest_plan=fastest,
         pinned_plan=g.pinned_index,
         timing=timing,
-        host_overhead_us=host_overhead_us(m.run_plan(g.chosen)) if timing else None,
+        host_overhead_us=host_overhead_us(m.run_plan(g.chosen), host_overhead_calls(timing.median_us))
+        if timing
+        else None,
         tflops=tflops(spec.flops(config), timing.median_us) if timing else None,
         bandwidth_gbs=bandwidth_gbs(spec.io_bytes(config), timing.median_us) if timing else None,
         reference=spec.reference_name if checks else "",

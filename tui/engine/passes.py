@@ -17,14 +17,12 @@ from . import fp8, storage
 from .config import BACKWARD_FLOPS_RULE, SdpaConfig
 from .graph import SdpaGraph, build, define_and_validate
 from .keywords import FP8_FORWARD_SCALES
-from .peer import PeerRun, first_backend
+from .peer import PeerRun, first_backend, torch_sdpa, torch_sdpa_grads
 from .reference import (
     REFERENCE_NAME,
     reference_fp32,
     reference_grads,
     softmax_rows,
-    torch_sdpa,
-    torch_sdpa_grads,
     valid_rows,
 )
 from .results import BACKWARD, FORWARD, ErrorMetrics

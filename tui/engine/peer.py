@@ -1,5 +1,5 @@
 """The peer: torch's own SDPA forced to one of its backends other than cuDNN, the first of
-FLASH, EFFICIENT and MATH that runs the configuration (reference.torch_sdpa and torch_sdpa_grads
+FLASH, EFFICIENT and MATH that runs the configuration (torch_sdpa and torch_sdpa_grads, here,
 run it under one backend). Left to choose, torch 2.11 on the H200 runs cuDNN's own kernel, whose
 error is cuDNN's to the bit (DESIGN fact 12): no context for cuDNN's figures."""
 
@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .config import SdpaConfig
+from .reference import additive_terms, block_steps, vjp
 
 # Tried in this order; the first that runs the configuration is the peer. Never cuDNN.
 PEER_BACKENDS: tuple[str, ...] = ("FLASH", "EFFICIENT", "MATH")
@@ -86,3 +87,92 @@ def expand_kv(config: SdpaConfig, k: Any, v: Any) -> tuple[Any, Any]:
     if group == 1:
         return k, v
     return k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+
+
+def _whole_call(config: SdpaConfig, bias: Any, backend: str | None) -> bool | None:
+    """is_causal of one call over whole sequences, or None where the mask goes explicitly, a block
+    of rows at a time: masks other than a plain causal one, and MATH, which holds every score."""
+    if backend == "MATH" or config.window or config.varlen or config.alibi or bias is not None:
+        return None
+    if config.causal == "none" or (config.causal == "bottom_right" and config.s_q == 1):
+        return False  # one query at the bottom right sees every key: a decode step masks nothing
+    return True if config.causal == "top_left" or config.s_q == config.s_kv else None
+
+
+def _mask(config: SdpaConfig, bi: int, rows: range, bias: Any, like: Any) -> Any:
+    """The explicit additive mask of one block, (1, h_q or 1, rows, s_kv) in the inputs' dtype."""
+    term = additive_terms(config, bi, range(0, config.h_q), rows, bias, like.device)
+    return None if term is None else term.to(like.dtype).unsqueeze(0)
+
+
+def torch_sdpa(
+    config: SdpaConfig, q: Any, k: Any, v: Any, bias: Any = None, backend: str | None = None
+) -> Any:
+    """torch's own low-precision SDPA on the same tensors, forced to `backend` (FLASH, EFFICIENT or
+    MATH; None: torch's own choice, which on the H200 is cuDNN): the peer's forward. Plain causal
+    masks go as is_causal; anything else as an explicit additive mask, a block of query rows at a
+    time so the mask never has to exist whole. GQA's K and V are repeated first (expand_kv)."""
+    import torch
+    import torch.nn.functional as F
+
+    k, v = expand_kv(config, k, v)
+    causal = _whole_call(config, bias, backend)
+    with torch.no_grad(), forced(backend):
+        if causal is not None:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=config.scale)
+        out = torch.empty(config.o_dims, dtype=q.dtype, device=q.device)
+        _, rows_step = block_steps(config)
+        for bi in range(config.b):
+            for r0 in range(0, config.s_q, rows_step):
+                rows = range(r0, min(r0 + rows_step, config.s_q))
+                o = F.scaled_dot_product_attention(
+                    q[bi : bi + 1, :, rows.start : rows.stop],
+                    k[bi : bi + 1],
+                    v[bi : bi + 1],
+                    attn_mask=_mask(config, bi, rows, bias, q),
+                    scale=config.scale,
+                )
+                out[bi : bi + 1, :, rows.start : rows.stop] = o.nan_to_num(0.0)
+        return out
+
+
+def torch_sdpa_grads(
+    config: SdpaConfig, q: Any, k: Any, v: Any, d_o: Any, bias: Any = None, backend: str | None = None
+) -> tuple[Any, Any, Any]:
+    """torch's own low-precision SDPA backward on the same tensors, forced to `backend` as
+    torch_sdpa is: dQ, dK, dV in fp32, one batch entry (and block of query rows) at a time. GQA's K
+    and V are repeated to h_q heads (expand_kv); the gradients of a shared kv head are its query
+    heads' low-precision gradients summed in fp32. Not with padding: torch's fully masked rows give
+    NaN gradients rather than the zeros cuDNN's lengths mean."""
+    import torch
+    import torch.nn.functional as F
+
+    if config.varlen:
+        raise ValueError("torch's SDPA backward gives NaN on fully masked rows: no peer with padding")
+    k, v = expand_kv(config, k, v)
+    group = config.h_q // config.h_kv
+    causal = _whole_call(config, bias, backend)
+    dq = torch.zeros(config.q_dims, dtype=torch.float32, device=q.device)
+    dk = torch.zeros(config.k_dims, dtype=torch.float32, device=q.device)
+    dv = torch.zeros(config.v_dims, dtype=torch.float32, device=q.device)
+    _, rows_step = block_steps(config)
+    with forced(backend):
+        for bi in range(config.b):
+            kb, vb = k[bi : bi + 1].detach().requires_grad_(), v[bi : bi + 1].detach().requires_grad_()
+            for r0 in range(0, config.s_q, rows_step):
+                rows = range(r0, min(r0 + rows_step, config.s_q))
+                qb = q[bi : bi + 1, :, rows.start : rows.stop].detach().requires_grad_()
+                if causal is not None and len(rows) == config.s_q:
+                    o = F.scaled_dot_product_attention(qb, kb, vb, is_causal=causal, scale=config.scale)
+                else:
+                    mask = _mask(config, bi, rows, bias, q)
+                    o = F.scaled_dot_product_attention(qb, kb, vb, attn_mask=mask, scale=config.scale)
+                with (
+                    warnings.catch_warnings()
+                ):  # autograd's worker thread starts without a current CUDA context
+                    warnings.filterwarnings("ignore", message="Attempting to run cuBLAS")
+                    gq, gk, gv = vjp(torch, o, (qb, kb, vb), d_o[bi : bi + 1, :, rows.start : rows.stop])
+                dq[bi, :, rows.start : rows.stop] = gq[0].float()
+                dk[bi] += gk[0].float().unflatten(0, (config.h_kv, group)).sum(1)
+                dv[bi] += gv[0].float().unflatten(0, (config.h_kv, group)).sum(1)
+    return dq, dk, dv

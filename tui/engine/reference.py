@@ -1,4 +1,4 @@
-"""The fp32 reference, on the same logical tensors the graph read, and torch's peer on them.
+"""The fp32 reference, on the same logical tensors the graph read (torch's peer on them: peer.py).
 
 The reference runs on the SAME logical (b, h, s, d) tensors the graph read: layout is
 only strides, so nothing is ever permuted (the seed's check permuted logical dims and
@@ -17,7 +17,6 @@ from typing import Any
 
 from .config import REFERENCE_CHUNK_BYTES, SdpaConfig
 from .layouts import allocate
-from .peer import expand_kv, forced
 
 REFERENCE_NAME = "fp32 math on the same logical tensors (explicit mask, GQA expanded, TF32 off)"
 
@@ -59,23 +58,38 @@ def random_like(config: SdpaConfig, dims: tuple[int, int, int, int], device: str
     return t
 
 
-def keep_mask(config: SdpaConfig, rows: range, device: Any, batch: int = 0) -> Any:
-    """Boolean (len(rows), s_kv): True where query i may attend key j in one batch entry
-    (causal band, sliding window, real lengths); None when nothing is masked."""
+def keep_mask(config: SdpaConfig, rows: range, device: Any, batch: int = 0, keys: range | None = None) -> Any:
+    """Boolean (len(rows), len(keys)): True where query i may attend key j in one batch entry
+    (causal band, sliding window, real lengths); None when nothing is masked. Keys: all by default."""
     import torch
 
     lo, hi = config.band(batch)
     lq, lkv = config.lengths(batch)
     if lo is None and hi is None and not config.padded:
         return None
+    keys = keys or range(config.s_kv)
     i = torch.arange(rows.start, rows.stop, device=device).unsqueeze(1)
-    j = torch.arange(config.s_kv, device=device).unsqueeze(0)
+    j = torch.arange(keys.start, keys.stop, device=device).unsqueeze(0)
     keep = (j < lkv) & (i < lq)
     if hi is not None:
         keep &= j <= i + hi
     if lo is not None:
         keep &= j > i + lo
     return keep
+
+
+def key_span(config: SdpaConfig, batch: int, rows: range) -> range:
+    """The keys some query row of the block may attend (causal band, sliding window, real
+    lengths): every other key is masked for all of its rows, so its column adds exp(-inf) = 0 and
+    is left out. A causal block of the 32k context then computes half the scores. All keys where
+    no row attends any (the block's rows are all padding), so such rows still read as empty."""
+    lo, hi = config.band(batch)
+    _, lkv = config.lengths(batch)
+    start = 0 if lo is None else max(0, rows.start + lo + 1)
+    stop = min(config.s_kv, lkv)
+    if hi is not None:
+        stop = min(stop, rows.stop + hi)
+    return range(start, stop) if start < stop else range(config.s_kv)
 
 
 def alibi_slopes(h: int) -> list[float]:
@@ -87,25 +101,35 @@ def alibi_slopes(h: int) -> list[float]:
     return slopes
 
 
-def additive_terms(config: SdpaConfig, batch: int, heads: range, rows: range, bias: Any, device: Any) -> Any:
+def additive_terms(
+    config: SdpaConfig,
+    batch: int,
+    heads: range,
+    rows: range,
+    bias: Any,
+    device: Any,
+    keys: range | None = None,
+) -> Any:
     """What is added to the scaled scores for one block: bias, ALiBi and -inf where masked.
-    Shape (len(heads) or 1, len(rows), s_kv) in fp32; None when nothing is added."""
+    Shape (len(heads) or 1, len(rows), len(keys)) in fp32; None when nothing is added. Keys: all
+    by default."""
     import torch
 
+    keys = keys or range(config.s_kv)
     term = None
     if bias is not None:
         b_idx = batch if bias.shape[0] > 1 else 0
         h_sel = slice(heads.start, heads.stop) if bias.shape[1] > 1 else slice(0, 1)
-        term = bias[b_idx, h_sel, rows.start : rows.stop].float()
+        term = bias[b_idx, h_sel, rows.start : rows.stop, keys.start : keys.stop].float()
     if config.alibi:
         slopes = torch.tensor(alibi_slopes(config.h_q)[heads.start : heads.stop], device=device).view(
             -1, 1, 1
         )
         i = torch.arange(rows.start, rows.stop, device=device, dtype=torch.float32).view(1, -1, 1)
-        j = torch.arange(config.s_kv, device=device, dtype=torch.float32).view(1, 1, -1)
+        j = torch.arange(keys.start, keys.stop, device=device, dtype=torch.float32).view(1, 1, -1)
         alibi = (j - i) * slopes
         term = alibi if term is None else term + alibi
-    keep = keep_mask(config, rows, device, batch)
+    keep = keep_mask(config, rows, device, batch, keys)
     if keep is not None:
         blocked = torch.zeros(keep.shape, device=device).masked_fill_(~keep, float("-inf")).unsqueeze(0)
         term = blocked if term is None else term + blocked
@@ -162,7 +186,7 @@ def _full_fp32() -> Any:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
-def _chunks(config: SdpaConfig) -> tuple[int, int]:
+def block_steps(config: SdpaConfig) -> tuple[int, int]:
     """(heads, rows) per step so one step's fp32 scores stay under REFERENCE_CHUNK_BYTES."""
     row_bytes = config.s_kv * 4
     per_head = config.s_q * row_bytes
@@ -179,7 +203,7 @@ def _blocks(config: SdpaConfig, device: Any, progress: Callable[[float], None] |
     import torch
 
     group = config.h_q // config.h_kv
-    heads_step, rows_step = _chunks(config)
+    heads_step, rows_step = block_steps(config)
     total = config.b * math.ceil(config.h_q / heads_step) * math.ceil(config.s_q / rows_step)
     done, last = 0, time.perf_counter()
     for bi in range(config.b):
@@ -208,10 +232,12 @@ def _attend(
 ) -> Any:
     """One block of softmax(q k^T * scale + terms) v in fp32; differentiable. A row with no kept
     key (a padded row) outputs 0 and passes no gradient. With sink tokens, each head's sink logit
-    joins every row's softmax as one more column that adds nothing to the output."""
+    joins every row's softmax as one more column that adds nothing to the output. Only the
+    block's key span is computed (key_span)."""
     import torch
 
-    scores = block_scores(config, bi, heads, rows, qb, kb, bias, sink)
+    keys = key_span(config, bi, rows)
+    scores = block_scores(config, bi, heads, rows, qb, kb, bias, sink, keys)
     empty = ~torch.isfinite(scores.amax(dim=-1, keepdim=True))
     p = torch.softmax(scores.masked_fill(empty, 0.0), dim=-1).masked_fill(empty, 0.0)
     if sink is not None:
@@ -219,21 +245,33 @@ def _attend(
     if dropout_mask is not None:
         p = (
             p
-            * dropout_mask[bi, heads.start : heads.stop, rows.start : rows.stop].float()
+            * dropout_mask[
+                bi, heads.start : heads.stop, rows.start : rows.stop, keys.start : keys.stop
+            ].float()
             / (1.0 - config.dropout)
         )
-    return torch.matmul(p, vb)
+    return torch.matmul(p, vb[..., keys.start : keys.stop, :])
 
 
 def block_scores(
-    config: SdpaConfig, bi: int, heads: range, rows: range, qb: Any, kb: Any, bias: Any, sink: Any = None
+    config: SdpaConfig,
+    bi: int,
+    heads: range,
+    rows: range,
+    qb: Any,
+    kb: Any,
+    bias: Any,
+    sink: Any = None,
+    keys: range | None = None,
 ) -> Any:
     """One block's scores q k^T * scale + bias + ALiBi, -inf where masked, and the sink logits as
-    a last column when there are sink tokens: (heads, rows, s_kv [+ 1]) fp32."""
+    a last column when there are sink tokens: (heads, rows, len(keys) [+ 1]) fp32, for `kb`'s
+    keys in `keys` (all by default)."""
     import torch
 
-    scores = torch.matmul(qb, kb.transpose(-1, -2)) * config.scale
-    term = additive_terms(config, bi, heads, rows, bias, qb.device)
+    keys = keys or range(config.s_kv)
+    scores = torch.matmul(qb, kb[..., keys.start : keys.stop, :].transpose(-1, -2)) * config.scale
+    term = additive_terms(config, bi, heads, rows, bias, qb.device, keys)
     if term is not None:
         scores = scores + term
     if sink is not None:
@@ -253,9 +291,8 @@ def softmax_rows(config: SdpaConfig, q: Any, k: Any, bias: Any = None, sink: Any
     with _full_fp32(), torch.no_grad():
         for bi, heads, rows, kv_heads in _blocks(config, q.device):
             qb = q[bi, heads.start : heads.stop, rows.start : rows.stop].float()
-            scores = block_scores(
-                config, bi, heads, rows, qb, k[bi].index_select(0, kv_heads).float(), bias, sink
-            )
+            kb = k[bi].index_select(0, kv_heads).float()
+            scores = block_scores(config, bi, heads, rows, qb, kb, bias, sink, key_span(config, bi, rows))
             m = scores.amax(dim=-1, keepdim=True)
             top[bi, heads.start : heads.stop, rows.start : rows.stop] = m
             total[bi, heads.start : heads.stop, rows.start : rows.stop] = (
@@ -350,92 +387,3 @@ def reference_grads(
             if gs:
                 dsink += gs[0].view(dsink.shape)
     return (dq, dk, dv) if dsink is None else (dq, dk, dv, dsink)
-
-
-def _whole_call(config: SdpaConfig, bias: Any, backend: str | None) -> bool | None:
-    """is_causal of one call over whole sequences, or None where the mask goes explicitly, a block
-    of rows at a time: masks other than a plain causal one, and MATH, which holds every score."""
-    if backend == "MATH" or config.window or config.varlen or config.alibi or bias is not None:
-        return None
-    if config.causal == "none" or (config.causal == "bottom_right" and config.s_q == 1):
-        return False  # one query at the bottom right sees every key: a decode step masks nothing
-    return True if config.causal == "top_left" or config.s_q == config.s_kv else None
-
-
-def _mask(config: SdpaConfig, bi: int, rows: range, bias: Any, like: Any) -> Any:
-    """The explicit additive mask of one block, (1, h_q or 1, rows, s_kv) in the inputs' dtype."""
-    term = additive_terms(config, bi, range(0, config.h_q), rows, bias, like.device)
-    return None if term is None else term.to(like.dtype).unsqueeze(0)
-
-
-def torch_sdpa(
-    config: SdpaConfig, q: Any, k: Any, v: Any, bias: Any = None, backend: str | None = None
-) -> Any:
-    """torch's own low-precision SDPA on the same tensors, forced to `backend` (FLASH, EFFICIENT or
-    MATH; None: torch's own choice, which on the H200 is cuDNN): the peer's forward. Plain causal
-    masks go as is_causal; anything else as an explicit additive mask, a block of query rows at a
-    time so the mask never has to exist whole. GQA's K and V are repeated first (expand_kv)."""
-    import torch
-    import torch.nn.functional as F
-
-    k, v = expand_kv(config, k, v)
-    causal = _whole_call(config, bias, backend)
-    with torch.no_grad(), forced(backend):
-        if causal is not None:
-            return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=config.scale)
-        out = torch.empty(config.o_dims, dtype=q.dtype, device=q.device)
-        _, rows_step = _chunks(config)
-        for bi in range(config.b):
-            for r0 in range(0, config.s_q, rows_step):
-                rows = range(r0, min(r0 + rows_step, config.s_q))
-                o = F.scaled_dot_product_attention(
-                    q[bi : bi + 1, :, rows.start : rows.stop],
-                    k[bi : bi + 1],
-                    v[bi : bi + 1],
-                    attn_mask=_mask(config, bi, rows, bias, q),
-                    scale=config.scale,
-                )
-                out[bi : bi + 1, :, rows.start : rows.stop] = o.nan_to_num(0.0)
-        return out
-
-
-def torch_sdpa_grads(
-    config: SdpaConfig, q: Any, k: Any, v: Any, d_o: Any, bias: Any = None, backend: str | None = None
-) -> tuple[Any, Any, Any]:
-    """torch's own low-precision SDPA backward on the same tensors, forced to `backend` as
-    torch_sdpa is: dQ, dK, dV in fp32, one batch entry (and block of query rows) at a time. GQA's K
-    and V are repeated to h_q heads (expand_kv); the gradients of a shared kv head are its query
-    heads' low-precision gradients summed in fp32. Not with padding: torch's fully masked rows give
-    NaN gradients rather than the zeros cuDNN's lengths mean."""
-    import torch
-    import torch.nn.functional as F
-
-    if config.varlen:
-        raise ValueError("torch's SDPA backward gives NaN on fully masked rows: no peer with padding")
-    k, v = expand_kv(config, k, v)
-    group = config.h_q // config.h_kv
-    causal = _whole_call(config, bias, backend)
-    dq = torch.zeros(config.q_dims, dtype=torch.float32, device=q.device)
-    dk = torch.zeros(config.k_dims, dtype=torch.float32, device=q.device)
-    dv = torch.zeros(config.v_dims, dtype=torch.float32, device=q.device)
-    _, rows_step = _chunks(config)
-    with forced(backend):
-        for bi in range(config.b):
-            kb, vb = k[bi : bi + 1].detach().requires_grad_(), v[bi : bi + 1].detach().requires_grad_()
-            for r0 in range(0, config.s_q, rows_step):
-                rows = range(r0, min(r0 + rows_step, config.s_q))
-                qb = q[bi : bi + 1, :, rows.start : rows.stop].detach().requires_grad_()
-                if causal is not None and len(rows) == config.s_q:
-                    o = F.scaled_dot_product_attention(qb, kb, vb, is_causal=causal, scale=config.scale)
-                else:
-                    mask = _mask(config, bi, rows, bias, q)
-                    o = F.scaled_dot_product_attention(qb, kb, vb, attn_mask=mask, scale=config.scale)
-                with (
-                    warnings.catch_warnings()
-                ):  # autograd's worker thread starts without a current CUDA context
-                    warnings.filterwarnings("ignore", message="Attempting to run cuBLAS")
-                    gq, gk, gv = vjp(torch, o, (qb, kb, vb), d_o[bi : bi + 1, :, rows.start : rows.stop])
-                dq[bi, :, rows.start : rows.stop] = gq[0].float()
-                dk[bi] += gk[0].float().unflatten(0, (config.h_kv, group)).sum(1)
-                dv[bi] += gv[0].float().unflatten(0, (config.h_kv, group)).sum(1)
-    return dq, dk, dv

@@ -292,9 +292,9 @@ class Nvml:
         self, max_s: float = MAX_REST_S, quiet_s: float = QUIET_S, poll_s: float = POLL_S
     ) -> tuple[float, bool | None]:
         """Wait until the GPU is rested, at most `max_s`: (seconds waited, rested). Rested: no
-        power or thermal reason active, and the power and thermal violation counters standing
-        still for `quiet_s`. rested is False when `max_s` ran out first, None where NVML reads
-        neither reasons nor counters (nothing to wait on).
+        power or thermal reason active now, and the power and thermal violation counters standing
+        still for the last `quiet_s`. rested is False when `max_s` ran out first, None where NVML
+        reads neither reasons nor counters (nothing to wait on).
 
         It does not wait for the top clock: an idle GPU parks its SM clock (345 MHz on the H200).
         The issue suggested counters still for about a second; the quiet window is 0.1 s (five
@@ -307,9 +307,16 @@ class Nvml:
         window) read 893.5, 892.4 and 894.0 µs after windows of 0.1, 0.3 and 1.0 s, which waited
         0.57, 0.75 and 1.46 s: the window was 0.3 s until then, 0.2 s of every wait (3.4 s of a
         check) bought nothing. So a second buys nothing here and the wait, before every burst,
-        stays short. Where the
-        counters have not moved since the last measurement began (nothing it or anything after
-        it ran was capped) and no cap reason is active, the GPU is rested at once, after one
+        stays short.
+
+        The window counts from the counters' last move, not from the reason's end: on the H200
+        after a capped load the power counter stops about 0.1 s before the SW power cap reason
+        clears (0.40 against 0.52 s, benchmarks/rest_signals.py), and the reason clears as the
+        SM clock reaches its top (1965 MHz while it shows, 1980 once it has gone). So the wait
+        ends as the reason clears, where a window from that moment added 0.1 s to every wait.
+
+        Where the counters have not moved since the last measurement began (nothing it or
+        anything after it ran was capped) and no cap reason is active, the GPU is rested at once, after one
         reading: a GPU that never reaches its limit waits nothing, and only the first burst of a
         reader, or one after capping, pays the window."""
         start = self._clock()
@@ -321,15 +328,16 @@ class Nvml:
         quiet_since, quiet_counters = start, counters
         while True:
             now = self._clock()
-            if _capping(mask) or counters != quiet_counters:
+            if counters != quiet_counters:
                 quiet_since, quiet_counters = now, counters
+            capping = _capping(mask)
             quiet_left, time_left = quiet_s - (now - quiet_since), max_s - (now - start)
-            if quiet_left <= _TICK_S:
+            if not capping and quiet_left <= _TICK_S:
                 self._settled = counters
                 return now - start, True
             if time_left <= _TICK_S:
                 return now - start, False
-            self._sleep(min(poll_s, quiet_left, time_left))
+            self._sleep(min(poll_s, time_left) if capping else min(poll_s, quiet_left, time_left))
             mask, counters = self.reason_mask(), self.counters()
 
     def measure_around(
