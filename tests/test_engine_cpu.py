@@ -13,7 +13,7 @@ from tui.engine.config import SEED_MAX, SdpaConfig
 from tui.engine.graph import define_and_validate
 from tui.engine.keywords import SDPA_KEYWORDS, sdpa_kwargs
 from tui.engine.options import RunOptions
-from tui.engine.results import SCHEMA_VERSION, RunResult
+from tui.engine.results import SCHEMA_VERSION, STATUS_CPU_ONLY, RunResult
 
 
 def test_cpu_mode_result(cpu_engine):
@@ -182,3 +182,33 @@ def test_a_gpu_is_named_by_nvmls_index_uuid_and_serial_and_its_host(monkeypatch)
     assert rows["which GPU"] == f"index 1, GPU-eb48, serial 1652 on {env.host}"
     monkeypatch.setattr(environment, "identity", lambda _p: {})  # no NVML: torch's UUID
     assert environment.collect().gpu_uuid == "torch-uuid"
+
+
+def test_nothing_is_measured_until_the_warm_up_is_done(monkeypatch):
+    # timing captures CUDA graphs and records the profiler: no other thread may launch work then
+    import threading
+
+    from tui.engine.runner import Engine
+
+    gate, done = threading.Event(), []
+    monkeypatch.setattr(Engine, "_warm", lambda self: (gate.wait(), done.append("warmed")))
+    engine = Engine()
+    engine.warm_up()
+    gate.set()
+    engine._warmed()
+    assert done == ["warmed"]
+    engine._warmed()  # once done, it costs nothing
+
+
+def test_a_warm_up_that_fails_says_nothing_and_leaves_the_engine_working(cpu_engine, capsys):
+    # without CUDA the handle cannot be made: the first run says so in its own words, not the warm-up
+    from tui.engine.runner import Engine
+
+    engine = Engine(environment=cpu_engine.environment())
+    engine.warm_up()
+    engine._warmed()
+    assert capsys.readouterr() == ("", "")
+    assert engine.warm_up_error  # kept for a test to read, shown nowhere
+    assert (
+        engine.run(SdpaConfig(b=1, h_q=2, h_kv=2, s_q=64, s_kv=64, d_qk=64, d_v=64)).status == STATUS_CPU_ONLY
+    )

@@ -24,6 +24,17 @@ def engine():
     return Engine(cache_size=16)
 
 
+def test_an_engine_warmed_up_at_its_start_measures_as_one_that_was_not(engine):
+    warmed = Engine()
+    warmed.warm_up()  # as an engine process does when it says it is ready
+    result = warmed.run(SEED)
+    assert warmed.warm_up_error == "" and warmed._handle is not None
+    assert result.status == "ok", result.message
+    same = engine.run(SEED)
+    assert result.forward.checks[0].cudnn.max_abs == same.forward.checks[0].cudnn.max_abs
+    assert abs(result.forward.timing.median_us / same.forward.timing.median_us - 1) < 0.1
+
+
 def only_peer(check):
     """A check's one peer, (name, error): torch forced to a named backend that is not cuDNN."""
     ((name, metrics),) = check.peers.items()

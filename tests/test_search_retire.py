@@ -31,6 +31,10 @@ class SearchingEngine:
     def __init__(self, environment, **_kw) -> None:
         self.lost = None
         self.env = environment
+        self.warmed_up = False
+
+    def warm_up(self) -> None:  # an engine process on a GPU starts this as it says it is ready
+        self.warmed_up = True
 
     def search(self, config, options, progress=None):
         if config.b == 1:  # refused before anything ran

@@ -62,6 +62,8 @@ def _serve(recv: Any, send: Any, environment_override: dict | None) -> None:
 
     env = Environment(**environment_override) if environment_override else collect()
     engine = Engine(environment=env)
+    if env.gpu_available:
+        engine.warm_up()
     send.send(("ready", dataclasses.asdict(env)))
     inbox = _Inbox(recv)
     while True:
