@@ -13,13 +13,12 @@ it times bursts after fixed rests (in turns, --trials each), with no wait of the
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import time
 
 from benchmarks.figures import save
-from benchmarks.rest_window import LoadedPlan, in_turns
+from benchmarks.rest_window import LoadedPlan, in_turns, loaded_plan_parser
 
 FIELD_POWER_INSTANT = 186  # NVML_FI_DEV_POWER_INSTANT (milliwatts)
 FIELD_POWER_AVERAGE = 185  # NVML_FI_DEV_POWER_AVERAGE (milliwatts, over about a second)
@@ -63,14 +62,10 @@ def first_after(rows: list[dict], quiet) -> float | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--preset", default="llama3-8b-prefill")
+    parser = loaded_plan_parser(__doc__.splitlines()[0])
     parser.add_argument("--rests", default="0,0.05,0.1,0.2,0.35,0.6", help="fixed rests before a burst (s)")
-    parser.add_argument("--trials", type=int, default=3)
-    parser.add_argument("--load-s", type=float, default=2.0)
     parser.add_argument("--record-s", type=float, default=1.2)
     parser.add_argument("--sample-ms", type=float, default=10.0)
-    parser.add_argument("--out", help="write the figures here as JSON")
     args = parser.parse_args(argv)
     plan = LoadedPlan(args.preset)
     gpu, env = plan.gpu, plan.env

@@ -67,13 +67,20 @@ def in_turns(values: list[float], trial: int) -> list[float]:
     return values[trial % len(values) :] + values[: trial % len(values)]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def loaded_plan_parser(description: str) -> argparse.ArgumentParser:
+    """The options of a benchmark that loads the GPU with a preset's plan: the preset, trials of
+    each setting compared, the load's length and where the figures go."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--preset", default="llama3-8b-prefill")
-    parser.add_argument("--windows", default="0.1,0.3,1.0", help="quiet windows to compare, in seconds")
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--load-s", type=float, default=2.0)
     parser.add_argument("--out", help="write the figures here as JSON")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = loaded_plan_parser(__doc__.splitlines()[0])
+    parser.add_argument("--windows", default="0.1,0.3,1.0", help="quiet windows to compare, in seconds")
     args = parser.parse_args(argv)
     from tui.engine.telemetry import Nvml
 
