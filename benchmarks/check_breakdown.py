@@ -72,11 +72,12 @@ def instrumented() -> Parts:
 
 def in_one_process(quick: bool) -> dict[str, Any]:
     """Every case through one Engine, as `check` runs them; each case's wall time and parts."""
-    from tui.check import QUICK_REPLAYS, SMOKE, SMOKE_CASES
-    from tui.cli import check_cases, preset_regimes
-    from tui.cli_common import _run_options
-    from tui.engine.results import REGIME_BURST
+    from tui.cli.check import check_cases
+    from tui.cli.options import preset_regimes
+    from tui.cli.options import run_options as _run_options
     from tui.engine.runner import Engine
+    from tui.jobs.check import QUICK_REPLAYS, SMOKE, SMOKE_CASES
+    from tui.model.results import REGIME_BURST
 
     parts = instrumented()
     t0 = time.perf_counter()

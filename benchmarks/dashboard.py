@@ -38,7 +38,7 @@ async def measure(out: str) -> dict:
     from textual.widgets import Checkbox, Input
 
     from tui.app import make_app
-    from tui.engine.config import SdpaConfig
+    from tui.model.config import SdpaConfig
 
     app = make_app(SdpaConfig())
     async with app.run_test(size=(140, 44)) as pilot:

@@ -54,8 +54,8 @@ KEY_NAMES = {"-": "minus", ".": "full_stop", " ": "space"}
 def variants() -> list[tuple[object, str | None]]:
     """Distinct (result, preset) runs: each recording under every built-in preset's configuration
     and a few shapes of no preset, on each GPU and version, some not ok."""
-    from tui.engine.results import RunResult
-    from tui.presets import load_all
+    from tui.model.results import RunResult
+    from tui.store.presets import load_all
 
     presets = sorted(load_all()[0].values(), key=lambda p: p.name)
     pool: list[tuple[object, str | None]] = []
@@ -82,7 +82,7 @@ def variants() -> list[tuple[object, str | None]]:
 def generate(path: Path, runs: int) -> dict:
     """`runs` rows into the history at `path`: the real write for the first, then the rest as the
     same rows (each distinct result serialized once), 10 minutes apart, the newest now."""
-    from tui.history import COLUMN_NAMES, History, row_values, stored_result
+    from tui.store.history import COLUMN_NAMES, History, row_values, stored_result
 
     t0 = time.perf_counter()
     pool = variants()
@@ -138,8 +138,8 @@ def summary(times: list[tuple[float, float]]) -> dict:
 async def measure(runs: int, freeze_gc: bool = False) -> dict:
     from tui.app import make_app
     from tui.app.widgets.history import PAGE, HistoryPane
-    from tui.engine.config import SdpaConfig
-    from tui.history import History
+    from tui.model.config import SdpaConfig
+    from tui.store.history import History
 
     figures = generate(Path(os.environ["SDPA_EXPLORER_DATA_DIR"]) / "history.sqlite3", runs)
     keys: dict[str, list[tuple[float, float]]] = {

@@ -65,7 +65,7 @@ def measure(config, seed: int = 0) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tui.presets import find
+    from tui.store.presets import find
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", action="append", default=[], help="a preset to measure (repeatable)")

@@ -30,9 +30,9 @@ class LoadedPlan:
     def __init__(self, preset: str) -> None:
         import torch
 
-        from tui.engine.options import RunOptions
         from tui.engine.runner import Engine
-        from tui.presets import find
+        from tui.model.options import RunOptions
+        from tui.store.presets import find
 
         self.torch, self.engine, config = torch, Engine(), find(preset).config
         built = self.engine.run(config, RunOptions(autotune=False, check=False))
@@ -56,7 +56,8 @@ class LoadedPlan:
 
     def burst(self, rest: Callable[[float], tuple[float, bool | None]]) -> Any:
         """A burst's TimingStats, after `rest` instead of the engine's own wait."""
-        from tui.engine.timing import TimingOptions, kernel_time
+        from tui.engine.timing import kernel_time
+        from tui.model.options import TimingOptions
 
         self.gpu.wait_until_rested = rest
         return kernel_time(self.run, self.engine._set_stream, TimingOptions(), self.env.l2_bytes, self.gpu)

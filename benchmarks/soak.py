@@ -1,6 +1,6 @@
 """The GPU soak: random valid configurations through the engine process, as the dashboard drives it.
 
-N configurations from the generator the fuzz tests use (tui.engine.sampling), each run in the
+N configurations from the generator the fuzz tests use (tui.model.sampling), each run in the
 dashboard's live timing through one engine client, with faults injected on the way: a SIGKILL and
 a SIGSTOP of the engine process in the middle of a run, a lost CUDA context on purpose (an
 illegal address), and FP8 forwards with dropout run anyway (a known issue that crashes cuDNN 9.19
@@ -27,13 +27,13 @@ import signal
 import sys
 import time
 
-from tui.engine.config import SdpaConfig
-from tui.engine.process import EngineClient
-from tui.engine.results import GOOD_STATUSES, STATUS_CRASH, STATUS_ERROR, STATUS_MISMATCH, RunResult
 from tui.engine.runner import RunOptions
-from tui.engine.sampling import random_config
-from tui.engine.session import EngineSession
-from tui.engine.timing import TimingOptions
+from tui.model.config import SdpaConfig
+from tui.model.options import TimingOptions
+from tui.model.results import GOOD_STATUSES, STATUS_CRASH, STATUS_ERROR, STATUS_MISMATCH, RunResult
+from tui.model.sampling import random_config
+from tui.process.client import EngineClient
+from tui.process.session import EngineSession
 
 GIB = 1 << 30
 SILENCE_LIMIT_S = 20.0  # how long a stopped engine may stay silent before the client stops it

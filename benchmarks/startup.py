@@ -34,12 +34,12 @@ STEPS = {
     "import cudnn": "import cudnn",
     "import the dashboard": "import tui.app",
     "first validate()": (
-        "import time, tui.engine.graph as g; from tui.engine.config import SdpaConfig; "
+        "import time, tui.engine.graph as g; from tui.model.config import SdpaConfig; "
         "t = time.perf_counter(); g.define_and_validate(SdpaConfig()); print(time.perf_counter() - t)"
     ),
 }
 ENGINE_START = (
-    "import time; from tui.engine.session import EngineSession; t = time.perf_counter(); s = EngineSession(); "
+    "import time; from tui.process.session import EngineSession; t = time.perf_counter(); s = EngineSession(); "
     "s.__enter__(); s.ready(); print(time.perf_counter() - t); s.__exit__(None, None, None)"
 )
 
@@ -91,9 +91,9 @@ import asyncio, os, sys, time
 launched = float(os.environ["STARTUP_LAUNCHED"])
 def say(what, value=None):  # to the descriptor: the running app captures sys.stdout
     os.write(1, f"{what} {value or round(time.time() - launched, 3)}\\n".encode())
-from tui.cli import dashboard  # as `sdpa-explorer` launches it: the fork server first, then the app
+from tui.cli.main import dashboard  # as `sdpa-explorer` launches it: the fork server first, then the app
 from textual.screen import Screen
-from tui.presets import find
+from tui.store.presets import find
 paint = Screen._compositor_refresh
 def first_paint(screen):
     paint(screen)
@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
             figures["steps_s"]["engine process start, engine server up"] = round(statistics.median(starts), 3)
         measured = later_launches(args.preset, args.repeat, figures)
     finally:
-        from tui.engine.server_client import ask_all
+        from tui.process.server_client import ask_all
 
         ask_all("stop")
     print(json.dumps(measured, indent=1))

@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from tui.engine.config import SdpaConfig
 from tui.engine.runner import Engine, RunOptions
+from tui.model.config import SdpaConfig
 
 BASE = SdpaConfig(b=2, h_q=16, h_kv=16, s_q=2048, s_kv=2048, d_qk=128, d_v=128, dtype="bf16")
 GQA = BASE.replace(h_kv=4)

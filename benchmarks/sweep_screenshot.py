@@ -33,7 +33,7 @@ async def wait_for(pilot, predicate, timeout: float, what: str) -> None:
 async def sweep(out: str, vary: str, timeout: float) -> dict:
     """Run the sweep in the dashboard; the screenshot and rows go to `out`; a summary is returned."""
     from tui.app import make_app
-    from tui.engine.config import SdpaConfig
+    from tui.model.config import SdpaConfig
 
     base = SdpaConfig(b=1, h_q=32, h_kv=8, s_q=1024, s_kv=1024, d_qk=128, d_v=128, dtype="bf16",
                       causal="top_left")  # fmt: skip

@@ -24,11 +24,12 @@ import statistics
 import time
 import warnings
 
-from tui.engine.config import SdpaConfig
-from tui.engine.results import REGIME_BURST, REGIME_SUSTAINED, REGIMES
 from tui.engine.runner import Engine, RunOptions
-from tui.engine.timing import TimingOptions, profiler_kernel_time
-from tui.format import pass_short
+from tui.engine.timing import profiler_kernel_time
+from tui.model.config import SdpaConfig
+from tui.model.options import TimingOptions
+from tui.model.results import REGIME_BURST, REGIME_SUSTAINED, REGIMES
+from tui.present.format import pass_short
 
 CASES = {
     "small": SdpaConfig(b=1, h_q=8, h_kv=8, s_q=256, s_kv=256, d_qk=64, d_v=64, causal="none"),

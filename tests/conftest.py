@@ -148,7 +148,7 @@ def engine_process():
     """The real engine child process, told there is no GPU; its output is not logged."""
     from fakes import NO_GPU
 
-    from tui.engine.process import EngineClient
+    from tui.process.client import EngineClient
 
     client = EngineClient(environment_override=NO_GPU, log_file=None)
     yield client

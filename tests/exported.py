@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tui.engine.config import SdpaConfig
-from tui.engine.results import RunResult
-from tui.export import script
+from tui.model.config import SdpaConfig
+from tui.model.results import RunResult
+from tui.present.export import script
 
 
 def run_exported_script(folder: Path, config: SdpaConfig) -> dict:

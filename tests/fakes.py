@@ -1,6 +1,6 @@
 """A scripted engine client for the dashboard's tests.
 
-FakeEngine keeps EngineClient's contract (tui.engine.process.EngineClientProtocol): events on a
+FakeEngine keeps EngineClient's contract (tui.process.client.EngineClientProtocol): events on a
 thread of its own, in the engine's order (ready; progress and a result per request; died, then
 ready again), only the newest waiting request answered. What it answers is a script: recordings
 made on the H200 (tests/data), a recording relabelled for whatever was asked, the CPU engine run
@@ -26,9 +26,9 @@ from pathlib import Path
 
 from test_knob_search import recorded
 
-from tui.engine.config import SdpaConfig
 from tui.engine.explain import Explanation
-from tui.engine.knob_search import (
+from tui.model.config import SdpaConfig
+from tui.model.knob_search import (
     BUILD_FAILED,
     BUILT,
     CHECK_FAILED,
@@ -37,7 +37,18 @@ from tui.engine.knob_search import (
     Trial,
     fastest,
 )
-from tui.engine.process import (
+from tui.model.results import (
+    STATUS_CANCELLED,
+    STATUS_CRASH,
+    STATUS_UNSUPPORTED,
+    Crash,
+    Environment,
+    ErrorMetrics,
+    PeerResult,
+    RunResult,
+)
+from tui.model.search_results import SearchOptions, SearchResult
+from tui.process.client import (
     EXIT_CONTEXT_LOST,
     EngineDied,
     EngineExplained,
@@ -48,17 +59,6 @@ from tui.engine.process import (
     exit_reason,
     silence_reason,
 )
-from tui.engine.results import (
-    STATUS_CANCELLED,
-    STATUS_CRASH,
-    STATUS_UNSUPPORTED,
-    Crash,
-    Environment,
-    ErrorMetrics,
-    PeerResult,
-    RunResult,
-)
-from tui.engine.search_results import SearchOptions, SearchResult
 
 DATA = Path(__file__).parent / "data"
 NO_GPU = Environment(gpu_available=False, unavailable_reason="CPU mode requested by the test")

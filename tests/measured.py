@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from tui.engine.results import GpuState, RunResult, Telemetry, TimingStats
 from tui.engine.timing import summarize
+from tui.model.results import GpuState, RunResult, Telemetry, TimingStats
 
 REST = GpuState(sm_clock_mhz=1980, mem_clock_mhz=3201, power_w=121.0, power_limit_w=700.0, temperature_c=38)
 CAPPED = Telemetry(

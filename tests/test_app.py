@@ -20,9 +20,9 @@ from textual.widgets import Checkbox, Input, Label, Select
 from tui.app import make_app
 from tui.app.messages import TimingChoice
 from tui.app.widgets.status import Phase, Status
-from tui.engine.config import SdpaConfig
-from tui.engine.process import EngineProgress
-from tui.engine.results import STATUS_CPU_ONLY, STATUS_OK, STATUS_UNSUPPORTED
+from tui.model.config import SdpaConfig
+from tui.model.results import STATUS_CPU_ONLY, STATUS_OK, STATUS_UNSUPPORTED
+from tui.process.client import EngineProgress
 
 SMALL = SdpaConfig(b=1, h_q=2, h_kv=2, s_q=64, s_kv=64, d_qk=64, d_v=64)
 
@@ -119,7 +119,7 @@ async def test_the_engine_process_survives_a_kill_checks_on_the_cpu_and_stops_on
 def test_the_dashboard_warms_the_engine_server_only_for_an_engine_of_its_own(monkeypatch):
     """Made to start its own engine, the dashboard starts the fork server at once (torch loads while
     it imports and paints); with an engine handed to it, or none to start, it starts nothing."""
-    from tui.engine import launcher
+    from tui.process import launcher
 
     warmed = []
     monkeypatch.setattr(launcher, "warm", lambda: warmed.append(True))
@@ -666,7 +666,7 @@ async def test_each_plan_says_where_it_comes_from_in_a_column_and_in_full_in_its
     """The seed's recording with its last plan as heuristic mode OPENSOURCE gives it (left to the
     backend's heuristics) and the one before it from an open-source engine: the short column says
     which, a selected plan's detail says it in full."""
-    from tui.engine.results import PLAN_SOURCES
+    from tui.model.results import PLAN_SOURCES
 
     fwd = RECORDED.forward
     sources = {len(fwd.plans) - 1: PLAN_SOURCES[2], len(fwd.plans) - 2: PLAN_SOURCES[1]}

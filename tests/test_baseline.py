@@ -13,8 +13,12 @@ from click.testing import CliRunner
 from fakes import RECORDED, TRAINING, FakeEngine, refused, relabelled
 from test_history import timed
 
-from tui import cli, fleet
-from tui.baseline import (
+from tui.cli import common as cli
+from tui.cli.main import main
+from tui.jobs import fleet
+from tui.model.results import RunResult
+from tui.process.session import EngineSession
+from tui.store.baseline import (
     FAILING,
     MIN_SLOWER_PCT,
     NOT_COMPARABLE,
@@ -25,10 +29,7 @@ from tui.baseline import (
     read_baseline,
     save_baseline,
 )
-from tui.cli import main
-from tui.engine.results import RunResult
-from tui.engine.session import EngineSession
-from tui.history import DATA_DIR_ENV
+from tui.store.history import DATA_DIR_ENV
 
 CASES = ("--preset", "gpt2-seed", "--preset", "llama3-8b-decode")
 
@@ -205,7 +206,7 @@ def test_a_check_of_only_some_presets_counts_the_baseline_cases_it_did_not_run(t
 
 
 def test_check_quick_runs_the_smoke_set_over_few_replays(monkeypatch):
-    from tui.check import QUICK_REPLAYS, SMOKE_CASES
+    from tui.jobs.check import QUICK_REPLAYS, SMOKE_CASES
 
     fake = answering(monkeypatch)
     out = CliRunner().invoke(main, ["check", "--quick"])
@@ -218,7 +219,7 @@ def test_check_quick_runs_the_smoke_set_over_few_replays(monkeypatch):
 
 def test_a_preset_pinned_to_a_slower_plan_is_the_same_case_and_is_flagged(tmp_path, monkeypatch):
     """The regression a pin can cause: the preset's problem is unchanged, its plan is another."""
-    from tui.presets import find, save_user
+    from tui.store.presets import find, save_user
 
     path = baseline_of(tmp_path, monkeypatch)
     monkeypatch.setenv("SDPA_EXPLORER_PRESET_DIR", str(tmp_path / "presets"))

@@ -8,8 +8,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from tui import cli
-from tui.cli import main
+from tui.cli import common as cli
+from tui.cli.main import main
 from tui.engine.environment import collect
 
 NO_GPU = not collect().gpu_available
@@ -33,7 +33,7 @@ def engine_in_process(machine_engine, monkeypatch):
     keeps the process's contract: events on a thread of their own, ready first)."""
     from fakes import FakeEngine, computed
 
-    from tui.engine.session import EngineSession
+    from tui.process.session import EngineSession
 
     fake = FakeEngine(computed(machine_engine), environment=machine_engine.environment())
     monkeypatch.setattr(cli, "engine_session", lambda: EngineSession(fake))

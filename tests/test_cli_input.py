@@ -10,13 +10,15 @@ import pytest
 from click.testing import CliRunner
 
 from tests.fakes import NO_GPU, FakeEngine, computed
-from tui import cli
+from tui.cli import common as cli
+from tui.cli.check import check_cases
+from tui.cli.main import main
 from tui.engine.runner import Engine
-from tui.engine.session import EngineSession
+from tui.process.session import EngineSession
 
 
 def invoke(*args: str):
-    return CliRunner().invoke(cli.main, list(args))
+    return CliRunner().invoke(main, list(args))
 
 
 @pytest.fixture
@@ -57,7 +59,7 @@ def test_check_without_a_gpu_still_asks_cudnn_about_every_case_and_fails(cpu_eng
     out = invoke("check")
     assert out.exit_code == 1
     lines = [line for line in out.output.splitlines() if line.startswith(("VALID", "FAIL"))]
-    assert len(lines) == len(cli.check_cases(())) + 1 and lines[0].startswith("VALID smoke")
+    assert len(lines) == len(check_cases(())) + 1 and lines[0].startswith("VALID smoke")
     assert lines[-1].startswith(
         "FAIL no usable GPU: CPU mode requested by the test; cuDNN's validate() accepted"
     )

@@ -2,7 +2,7 @@ import itertools
 
 import pytest
 
-from tui.engine.config import ConfigError, SdpaConfig
+from tui.model.config import ConfigError, SdpaConfig
 
 
 def test_defaults_are_the_seed_configuration():
@@ -148,7 +148,7 @@ def test_mask_fields_validate_with_their_names():
 
 
 def test_parse_lengths():
-    from tui.engine.lengths import parse_lengths
+    from tui.model.lengths import parse_lengths
 
     assert parse_lengths("full", 3, 100) is None
     assert parse_lengths("ratio 0.5", 3, 100) == (50, 50, 50)
@@ -162,8 +162,8 @@ def test_parse_lengths():
 
 def test_lengths_are_made_only_for_a_batch_and_length_within_their_bounds():
     """Issue 12, item 4: 'random' with b=10**9 hung; one side given made 10**9 full lengths."""
-    from tui.engine.config import MAX_BATCH, MAX_LENGTH
-    from tui.engine.lengths import parse_lengths, with_lengths
+    from tui.model.config import MAX_BATCH, MAX_LENGTH
+    from tui.model.lengths import parse_lengths, with_lengths
 
     for b, s in ((MAX_BATCH + 1, 100), (0, 100), (2, MAX_LENGTH + 1), (10**9, 100), (2, 2**2000)):
         for text in ("random", "ratio 0.5", "1,2"):
@@ -223,7 +223,7 @@ def test_the_config_class_needs_only_the_standard_library_and_plain_constants():
     import sys
     import typing
 
-    from tui.engine import config as module
+    from tui.model import config as module
 
     tree = ast.parse(inspect.getsource(module.SdpaConfig))
     in_annotations = {

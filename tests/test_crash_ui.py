@@ -9,11 +9,11 @@ import dataclasses
 
 from tests.fakes import RECORDED, FakeEngine, computed, crash, lost_context
 from tests.pilot_waits import show_pane, wait_for
-from tui import export
 from tui.app import make_app
-from tui.engine.config import SdpaConfig
-from tui.engine.results import STATUS_CRASH, STATUS_KNOWN_ISSUE
 from tui.engine.runner import Engine
+from tui.model.config import SdpaConfig
+from tui.model.results import STATUS_CRASH, STATUS_KNOWN_ISSUE
+from tui.present import export
 
 FP8_DROPOUT = SdpaConfig(
     b=2, h_q=4, h_kv=4, s_q=128, s_kv=128, d_qk=128, d_v=128, dtype="fp8_e4m3", dropout=0.1

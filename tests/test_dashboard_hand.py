@@ -14,7 +14,7 @@ from tests.pilot_waits import show_pane, wait_for
 from tui.app import make_app
 from tui.app.widgets.config_form import Tick
 from tui.app.widgets.keys import KeysFooter
-from tui.engine.config import SdpaConfig
+from tui.model.config import SdpaConfig
 
 SMALL = SdpaConfig(b=1, h_q=2, h_kv=2, s_q=64, s_kv=64, d_qk=64, d_v=64)
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from tui.engine.config import SEED_MAX, SdpaConfig
 from tui.engine.graph import define_and_validate
 from tui.engine.keywords import SDPA_KEYWORDS, sdpa_kwargs
-from tui.engine.options import RunOptions
-from tui.engine.results import SCHEMA_VERSION, STATUS_CPU_ONLY, RunResult
+from tui.model.config import SEED_MAX, SdpaConfig
+from tui.model.options import RunOptions
+from tui.model.results import SCHEMA_VERSION, STATUS_CPU_ONLY, RunResult
 
 
 def test_cpu_mode_result(cpu_engine):

@@ -9,8 +9,7 @@ import shlex
 import pytest
 from click.testing import CliRunner
 
-from tui.cli import main
-from tui.engine.config import SdpaConfig
+from tui.cli.main import main
 from tui.engine.explain import (
     MAX_CANDIDATES,
     REFUSED,
@@ -27,7 +26,8 @@ from tui.engine.explain import (
     requirement,
     run_command,
 )
-from tui.engine.results import Environment
+from tui.model.config import SdpaConfig
+from tui.model.results import Environment
 
 D65 = SdpaConfig(d_qk=65, d_v=65)
 HEADS_6_4 = SdpaConfig(h_q=6, h_kv=4)

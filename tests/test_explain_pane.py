@@ -24,8 +24,8 @@ from textual.widgets import Input
 
 from tui.app import make_app
 from tui.app.messages import TimingChoice
-from tui.engine.config import SdpaConfig
-from tui.engine.process import EngineProgress
+from tui.model.config import SdpaConfig
+from tui.process.client import EngineProgress
 
 D65 = EXPLAINED_D65.config  # the seed's shape with head dims of 65: validate() refuses it
 HEADS_6_4 = EXPLAINED_HEADS.config  # 6 query heads over 4: the tool's rule and validate() refuse it
@@ -189,7 +189,7 @@ async def test_an_explanation_a_later_request_overtook_is_asked_again():
 
 def test_the_real_engine_process_explains_without_a_gpu(engine_process):
     """The request through the child: validate() answers, as `explain` on this machine does."""
-    from tui.engine.session import EngineSession
+    from tui.process.session import EngineSession
 
     with EngineSession(engine_process) as session:
         e = session.explain(D65)
@@ -220,7 +220,7 @@ def test_a_requirement_a_refusal_names_is_read_beside_what_is_installed():
 
     from tui.app.widgets.explain import versions_table
     from tui.engine.explain import requirement
-    from tui.engine.results import Environment
+    from tui.model.results import Environment
 
     h200 = Environment(gpu_available=True, gpu_name="NVIDIA H200", compute_capability="9.0",
                        cudnn_backend_version="9.19.0")  # fmt: skip

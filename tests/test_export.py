@@ -16,14 +16,16 @@ import pytest
 from fakes import TRAINING
 from measured import measured
 
-from tui import bundle, repro
-from tui.engine.config import SdpaConfig
-from tui.engine.results import SCHEMA_VERSION, RunResult
-from tui.export import PLAN_COLUMNS, default_filename, render, script
+from tui.model.config import SdpaConfig
+from tui.model.results import SCHEMA_VERSION, RunResult
+from tui.present import bundle, repro
+from tui.present.export import PLAN_COLUMNS, default_filename, render, script
 
 RECORDED = RunResult.from_json((Path(__file__).parent / "data" / "seed_h200.json").read_text())
-TUI = Path(repro.__file__).parent
-ENGINE_SOURCES = {p.stem: p.read_text() for p in sorted((TUI / "engine").glob("*.py"))}
+TUI = Path(repro.__file__).parents[1]
+ENGINE_SOURCES = {
+    p.stem: p.read_text() for layer in bundle.LAYERS for p in sorted((TUI / layer).glob("*.py"))
+}
 
 
 def shape(b, h_q, h_kv, s_q, s_kv, d_qk, d_v, **options) -> SdpaConfig:
@@ -512,7 +514,7 @@ def test_csv_says_where_each_plan_comes_from_and_a_peer_comes_from_no_engine():
 
     from fakes import PEERS
 
-    from tui.engine.results import PLAN_SOURCES
+    from tui.model.results import PLAN_SOURCES
 
     fwd = PEERS.forward
     plans = tuple(dataclasses.replace(p, source=PLAN_SOURCES[1]) if p.index == 0 else p for p in fwd.plans)

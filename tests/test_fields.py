@@ -10,9 +10,9 @@ import pytest
 from textual.app import App
 
 from tui.app.widgets.config_form import ConfigForm
-from tui.cli import main
-from tui.engine.config import ConfigError, SdpaConfig
-from tui.engine.fields import (
+from tui.cli.main import main
+from tui.model.config import ConfigError, SdpaConfig
+from tui.model.fields import (
     FIELD,
     FIELDS,
     GROUPS,
@@ -27,8 +27,8 @@ from tui.engine.fields import (
     Whole,
     from_entries,
 )
-from tui.engine.option_table import option_table, with_option_table
-from tui.presets import to_toml
+from tui.model.option_table import option_table, with_option_table
+from tui.store.presets import to_toml
 
 ROOT = Path(__file__).resolve().parent.parent
 IDS = [f.name for f in FIELDS]
@@ -223,14 +223,14 @@ def test_label_tags_come_from_the_declaration():
 def test_the_readme_table_is_the_declaration():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert with_option_table(readme) == readme, (
-        "regenerate it: uv run python -m tui.engine.option_table README.md"
+        "regenerate it: uv run python -m tui.model.option_table README.md"
     )
     for f in FIELDS:
         assert f"| `{f.name}` |" in option_table()
 
 
 def test_the_cli_and_the_form_have_no_code_of_their_own_fields():
-    for path in ("tui/cli.py", "tui/app/widgets/config_form.py"):
+    for path in ("tui/cli/main.py", "tui/app/widgets/config_form.py"):
         source = (ROOT / path).read_text(encoding="utf-8")
         for name in ("dropout_seed", "out_dtype", "implementation", "deterministic", "seq_lens_kv"):
             assert name not in source, (path, name)

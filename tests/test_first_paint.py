@@ -10,7 +10,7 @@ import pytest
 from textual.screen import Screen
 
 from tui.app import make_app
-from tui.engine.config import SdpaConfig
+from tui.model.config import SdpaConfig
 
 # drawn once the layout is known (scrollbar thumbs, the active tab's underline): not a move
 DECORATION = re.compile(r"[▁▂▃▄▅▆▇█▍▌▎▏╸╺━]")

@@ -10,11 +10,11 @@ import pytest
 from click.testing import CliRunner
 from fakes import RECORDED, FakeEngine, relabelled
 
-from tui import fleet
-from tui.cli import main
-from tui.engine.child import visible_entry
-from tui.engine.results import RunResult
-from tui.engine.session import EngineSession
+from tui.cli.main import main
+from tui.jobs import fleet
+from tui.model.results import RunResult
+from tui.process.child import visible_entry
+from tui.process.session import EngineSession
 
 CASES = ("--preset", "gpt2-seed", "--preset", "llama3-8b-decode")
 
@@ -53,7 +53,7 @@ def test_every_gpu_runs_every_case_and_a_straggler_is_flagged(monkeypatch):
 
 
 def test_every_gpus_cases_are_kept_in_the_history(monkeypatch, tmp_path):
-    from tui.history import History
+    from tui.store.history import History
 
     monkeypatch.setenv("SDPA_EXPLORER_DATA_DIR", str(tmp_path))
     simulated(monkeypatch, {}, count=3)
@@ -124,7 +124,7 @@ def test_a_sweep_spreads_its_points_over_the_gpus_each_point_once(monkeypatch, t
 
 
 def test_merge_joins_many_hosts_checks_and_flags_a_straggler_across_them(monkeypatch, tmp_path):
-    from tui import cli
+    from tui.cli import common as cli
 
     def host_check(host: str, factor: float, *args) -> str:
         env = dataclasses.replace(RECORDED.environment, host=host, gpu_index=0, gpu_uuid=f"GPU-{host}")

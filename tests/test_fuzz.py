@@ -14,11 +14,11 @@ import random
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from tui.engine.config import ConfigError, SdpaConfig
-from tui.engine.fields import FIELDS, from_entries
-from tui.engine.options import RunOptions
-from tui.engine.results import STATUS_CPU_ONLY, STATUS_INVALID, STATUS_UNSUPPORTED
-from tui.engine.sampling import random_config
+from tui.model.config import ConfigError, SdpaConfig
+from tui.model.fields import FIELDS, from_entries
+from tui.model.options import RunOptions
+from tui.model.results import STATUS_CPU_ONLY, STATUS_INVALID, STATUS_UNSUPPORTED
+from tui.model.sampling import random_config
 
 _QUIET = dict(deadline=None, database=None, suppress_health_check=list(HealthCheck))
 settings.register_profile("sdpa-ci", max_examples=60, derandomize=True, **_QUIET)

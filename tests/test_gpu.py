@@ -6,11 +6,12 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from tui.cli import main
+from tui.cli.main import main
 from tui.engine import graph as graphmod
-from tui.engine.config import SdpaConfig
 from tui.engine.runner import Engine, RunOptions
-from tui.engine.timing import TimingOptions, profiler_kernel_time
+from tui.engine.timing import profiler_kernel_time
+from tui.model.config import SdpaConfig
+from tui.model.options import TimingOptions
 
 pytestmark = pytest.mark.gpu
 
@@ -136,7 +137,7 @@ def test_cudnn_refusals_are_reported_not_crashed(engine, config, words):
 
 
 def test_check_passes_over_the_smoke_set_and_every_builtin_preset():
-    from tui.presets import builtin_dir
+    from tui.store.presets import builtin_dir
 
     result = CliRunner().invoke(main, ["check"])
     assert result.exit_code == 0, result.output
@@ -165,7 +166,7 @@ def test_check_passes_over_the_smoke_set_and_every_builtin_preset():
 def test_exported_script_runs_and_agrees_with_the_engine(engine, tmp_path, preset):
     from exported import assert_script_agrees
 
-    from tui.presets import find
+    from tui.store.presets import find
 
     r = engine.run(find(preset).config, RunOptions(autotune=False))
     assert r.status == "ok", r.message

@@ -3,9 +3,9 @@ row outputs each build, match the fp32 reference and are timed, or are refused i
 
 import pytest
 
-from tui.engine.config import SdpaConfig
 from tui.engine.runner import Engine, RunOptions
-from tui.presets import find
+from tui.model.config import SdpaConfig
+from tui.store.presets import find
 
 pytestmark = pytest.mark.gpu
 
@@ -101,7 +101,7 @@ def test_the_engine_process_explains_an_fp8_refusal_on_its_gpu():
     """The dashboard's Explain pane asks the engine process, where a plan build that crashes costs
     that process alone: on Hopper, FP8 with half output is refused (Blackwell only) and FP8 output
     is the nearest configuration that builds."""
-    from tui.engine.session import EngineSession
+    from tui.process.session import EngineSession
 
     with EngineSession() as session:
         assert session.ready() is not None and session.environment.gpu_available

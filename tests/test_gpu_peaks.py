@@ -2,7 +2,7 @@
 
 import pytest
 
-from tui.engine.gpu_peaks import COMPUTE, MEMORY, PEAKS, Peak, peak_for, roofline
+from tui.model.gpu_peaks import COMPUTE, MEMORY, PEAKS, Peak, peak_for, roofline
 
 
 @pytest.mark.parametrize(

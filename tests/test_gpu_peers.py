@@ -2,10 +2,10 @@
 
 import pytest
 
-from tui.engine.config import SdpaConfig
 from tui.engine.peers import PEER_KEYS
 from tui.engine.runner import Engine, RunOptions
 from tui.engine.timing import profiler_kernel_time
+from tui.model.config import SdpaConfig
 
 pytestmark = [pytest.mark.gpu, pytest.mark.filterwarnings("ignore::UserWarning")]
 

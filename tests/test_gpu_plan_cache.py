@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from tui.engine import graph as graphmod
-from tui.engine.config import SdpaConfig
-from tui.engine.plan_cache import PlanCache
 from tui.engine.runner import Engine, RunOptions
+from tui.model.config import SdpaConfig
+from tui.store.plan_cache import PlanCache
 
 pytestmark = pytest.mark.gpu
 

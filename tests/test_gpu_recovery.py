@@ -8,12 +8,12 @@ import os
 
 import pytest
 
-from tui.engine import known_issues
-from tui.engine.config import SdpaConfig
-from tui.engine.results import STATUS_CRASH, STATUS_KNOWN_ISSUE, STATUS_OK
 from tui.engine.runner import Engine, RunOptions
-from tui.engine.session import EngineSession
-from tui.export import render
+from tui.model import known_issues
+from tui.model.config import SdpaConfig
+from tui.model.results import STATUS_CRASH, STATUS_KNOWN_ISSUE, STATUS_OK
+from tui.present.export import render
+from tui.process.session import EngineSession
 
 pytestmark = pytest.mark.gpu
 
@@ -69,8 +69,8 @@ async def test_the_dashboard_flags_the_known_crash_runs_it_when_ticked_and_shows
 ):
     """The real engine process behind the dashboard, as a user would meet the crash."""
     from tests.pilot_waits import wait_for
-    from tui import export
     from tui.app import make_app
+    from tui.present import export
 
     monkeypatch.setattr(export, "crash_folder", lambda: tmp_path)
     app = make_app(FP8_DROPOUT)
@@ -98,8 +98,8 @@ def test_a_run_stopped_while_timing_plans_leaves_the_engine_able_to_measure():
     engine process measures the next configuration correctly."""
     import queue
 
-    from tui.engine.process import EngineClient, EngineProgress, EngineReady, EngineResult
-    from tui.engine.results import STATUS_CANCELLED
+    from tui.model.results import STATUS_CANCELLED
+    from tui.process.client import EngineClient, EngineProgress, EngineReady, EngineResult
 
     events: queue.Queue = queue.Queue()
     client = EngineClient(log_file=None)

@@ -7,14 +7,14 @@ import sys
 
 import pytest
 
-from tui.engine.config import SdpaConfig
-from tui.engine.knob_search import BUILD_FAILED, HEURISTIC, SEARCHED
 from tui.engine.knob_trials import PLACEMENT_PADS_MIB
-from tui.engine.pins import Pin
 from tui.engine.runner import Engine, RunOptions
-from tui.engine.search_results import SearchOptions
-from tui.engine.session import EngineSession
-from tui.export import script
+from tui.model.config import SdpaConfig
+from tui.model.knob_search import BUILD_FAILED, HEURISTIC, SEARCHED
+from tui.model.pins import Pin
+from tui.model.search_results import SearchOptions
+from tui.present.export import script
+from tui.process.session import EngineSession
 
 pytestmark = pytest.mark.gpu
 

@@ -4,10 +4,10 @@ NVML is present; the replay time agrees with the kernel sum, with and without th
 
 import pytest
 
-from tui.engine.config import SdpaConfig
-from tui.engine.results import REGIME_BURST, REGIME_SUSTAINED
 from tui.engine.runner import Engine, RunOptions
-from tui.engine.timing import TimingOptions
+from tui.model.config import SdpaConfig
+from tui.model.options import TimingOptions
+from tui.model.results import REGIME_BURST, REGIME_SUSTAINED
 
 pytestmark = pytest.mark.gpu
 
@@ -63,7 +63,7 @@ def test_a_fresh_processs_kernel_timing_imports_no_inductor():
     import sys
 
     code = (
-        "import sys; from tui.engine.runner import Engine, RunOptions; from tui.engine.config import SdpaConfig; "
+        "import sys; from tui.engine.runner import Engine, RunOptions; from tui.model.config import SdpaConfig; "
         "r = Engine().run(SdpaConfig(b=1, h_q=4, h_kv=4, s_q=256, s_kv=256), RunOptions()); "
         "t = r.forward.plan(r.forward.heuristic_plan).timing; "
         "print('SEEN', r.status, 'torch._inductor' in sys.modules, t.median_us > 0, t.method)"

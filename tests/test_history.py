@@ -15,12 +15,12 @@ import pytest
 from click.testing import CliRunner
 from fakes import DATA, RECORDED, TRAINING, FakeEngine, relabelled
 
-from tui import cli
-from tui.cli import main
-from tui.engine.config import SdpaConfig
-from tui.engine.results import FORWARD, STATUS_CPU_ONLY, STATUS_MISMATCH, STATUS_OK, PassResult, RunResult
-from tui.engine.session import EngineSession
-from tui.history import COLUMN_NAMES, DATA_DIR_ENV, FILE_NAME, History, compare, record
+from tui.cli import common as cli
+from tui.cli.main import main
+from tui.model.config import SdpaConfig
+from tui.model.results import FORWARD, STATUS_CPU_ONLY, STATUS_MISMATCH, STATUS_OK, PassResult, RunResult
+from tui.process.session import EngineSession
+from tui.store.history import COLUMN_NAMES, DATA_DIR_ENV, FILE_NAME, History, compare, record
 
 
 @pytest.fixture
@@ -134,7 +134,7 @@ def test_a_crash_mid_write_keeps_every_earlier_run(tmp_path):
         history.record(RECORDED)
     script = (
         "import os, sys; sys.path.insert(0, 'tests')\n"
-        "from fakes import RECORDED\nfrom tui.history import History\n"
+        "from fakes import RECORDED\nfrom tui.store.history import History\n"
         "def runs():\n    yield RECORDED, None, 'run'\n    os._exit(9)  # killed inside the transaction\n"
         f"History({str(path)!r}).record_many(runs())\n"
     )
@@ -146,7 +146,7 @@ def test_a_crash_mid_write_keeps_every_earlier_run(tmp_path):
 
 @pytest.mark.parametrize("breakage", ["folder is a file", "not a database", "locked"])
 def test_a_history_that_cannot_be_written_only_warns_naming_the_file(tmp_path, monkeypatch, breakage):
-    from tui import history as history_module
+    from tui.store import history as history_module
 
     path = tmp_path / "data" / FILE_NAME
     if breakage == "folder is a file":

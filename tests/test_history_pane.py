@@ -16,8 +16,8 @@ from textual.widgets import Input, Static
 
 from tui.app import make_app
 from tui.app.widgets.history import PAGE, HistoryPane
-from tui.engine.config import SdpaConfig
-from tui.history import COLUMN_NAMES, History
+from tui.model.config import SdpaConfig
+from tui.store.history import COLUMN_NAMES, History
 
 SMALL = SdpaConfig(b=1, h_q=2, h_kv=2, s_q=64, s_kv=64, d_qk=64, d_v=64)
 

@@ -9,12 +9,12 @@ import pytest
 import torch
 
 from tui.engine import storage
-from tui.engine.config import SdpaConfig
 from tui.engine.graph import GraphBuildError, define_and_validate
 from tui.engine.keywords import OP_KEYWORDS, SDPA_KEYWORDS, sdpa_kwargs
 from tui.engine.passes import BACKWARD_PASS, FORWARD_PASS
 from tui.engine.reference import make_inputs, reference_fp32, reference_grads, softmax_rows
 from tui.engine.tensors import backward_tensors, device_tensors
+from tui.model.config import SdpaConfig
 
 PAGED = SdpaConfig(b=3, h_q=4, h_kv=2, s_q=1, s_kv=300, d_qk=16, d_v=16, causal="bottom_right", page_size=64)
 PACKED = SdpaConfig(

@@ -13,8 +13,8 @@ from pilot_waits import click, wait_for
 from textual.widgets import Input
 
 from tui.app import make_app
-from tui.engine.config import SdpaConfig
-from tui.export import default_filename
+from tui.model.config import SdpaConfig
+from tui.present.export import default_filename
 
 SMALL = SdpaConfig(b=1, h_q=2, h_kv=2, s_q=64, s_kv=64, d_qk=64, d_v=64)
 

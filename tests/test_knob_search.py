@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from tui.engine.config import SdpaConfig
-from tui.engine.knob_search import (
+from tui.model.config import SdpaConfig
+from tui.model.knob_search import (
     BUILD_FAILED,
     BUILT,
     CHECK_FAILED,
@@ -25,10 +25,10 @@ from tui.engine.knob_search import (
     fastest,
     search,
 )
-from tui.engine.pins import Pin
-from tui.engine.results import PeerResult, TimingStats
-from tui.engine.search_results import FreshRun, SearchOptions, SearchResult, fresh_config, with_fresh
-from tui.format import fresh_words
+from tui.model.pins import Pin
+from tui.model.results import PeerResult, TimingStats
+from tui.model.search_results import FreshRun, SearchOptions, SearchResult, fresh_config, with_fresh
+from tui.present.format import fresh_words
 
 
 class FakeEngine:
@@ -201,8 +201,8 @@ def test_options_round_trip():
 
 # ---- a candidate that crashes the engine process: the search goes on in a fresh one ---------------
 def test_a_lost_context_resumes_with_what_was_found_and_the_crash_marked():
-    from tui.engine.knob_search import CRASHED
-    from tui.engine.search_results import after_crash
+    from tui.model.knob_search import CRASHED
+    from tui.model.search_results import after_crash
 
     found = recorded().trials + (Trial("1 KERNEL_CFG=19", CRASHED, error="an illegal memory access"),)
     crashed = dataclasses.replace(recorded(), status="crash", message="crashed the GPU", trials=found)
@@ -218,7 +218,7 @@ def test_a_lost_context_resumes_with_what_was_found_and_the_crash_marked():
 
 
 def test_a_process_that_died_resumes_without_the_candidate_its_last_words_name():
-    from tui.engine.search_results import MAX_CRASHES, after_crash
+    from tui.model.search_results import MAX_CRASHES, after_crash
 
     died = SearchResult(SdpaConfig(), "crash", message="killed by SIGSEGV")
     step = "searching: candidate 7, 5 KERNEL_CFG=2 STAGES=1, 3 of 60 s; best 26.58 µs (2 KERNEL_CFG=7)"
@@ -232,8 +232,8 @@ def test_a_process_that_died_resumes_without_the_candidate_its_last_words_name()
 
 
 def test_the_session_goes_on_in_a_fresh_process_after_a_crash():
-    from tui.engine.process import EngineDied, EngineProgress, EngineReady, EngineResult, EngineSearched
-    from tui.engine.session import EngineSession
+    from tui.process.client import EngineDied, EngineProgress, EngineReady, EngineResult, EngineSearched
+    from tui.process.session import EngineSession
 
     class CrashingOnce:
         """The first search dies under a candidate; the next is answered with what it resumed."""
@@ -283,14 +283,14 @@ def test_the_session_goes_on_in_a_fresh_process_after_a_crash():
 
 
 def _no_gpu():
-    from tui.engine.results import Environment
+    from tui.model.results import Environment
 
     return Environment(gpu_available=False, unavailable_reason="test")
 
 
 def test_ctrl_c_stops_the_search_at_the_next_candidate_and_keeps_what_it_found():
-    from tui.engine.process import EngineProgress, EngineSearched
-    from tui.engine.session import EngineSession
+    from tui.process.client import EngineProgress, EngineSearched
+    from tui.process.session import EngineSession
 
     class Stoppable:
         def start(self, on_event):
@@ -318,7 +318,7 @@ def test_ctrl_c_stops_the_search_at_the_next_candidate_and_keeps_what_it_found()
 def fresh_run(config: SdpaConfig):
     """A pinned run's answer, as the H200 read the decode pin in a fresh process beside its pick."""
     from tests.fakes import RECORDED
-    from tui.engine.results import PlanResult
+    from tui.model.results import PlanResult
 
     forward = RECORDED.passes[0]
     plans = (
@@ -417,7 +417,7 @@ def test_what_to_pin_is_what_a_fresh_process_ran_faster_else_the_best_found():
 def presets_table_text(results) -> str:
     from rich.console import Console
 
-    from tui.cli_search import presets_table
+    from tui.cli.search import presets_table
 
     console = Console(width=200, record=True)
     console.print(presets_table(results))
@@ -461,8 +461,8 @@ def test_the_report_and_the_pane_say_the_gain_at_each_place_of_the_inputs():
     from rich.console import Console
 
     from tui.app.widgets.search import summary_rows
-    from tui.cli_search import summary
-    from tui.format import placement_words
+    from tui.cli.search import summary
+    from tui.present.format import placement_words
 
     words = placement_words(placed())
     assert words == (

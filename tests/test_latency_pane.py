@@ -10,7 +10,7 @@ from measured import GAPS, NO_NVML, flushed, measured
 from rich.console import Console
 
 from tui.app import make_app
-from tui.format import us
+from tui.present.format import us
 
 
 def text_of(renderable, width: int = 60) -> str:

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from tui.engine.layouts import LAYOUTS, allocate, strides
+from tui.model.layouts import LAYOUTS, allocate, strides
 
 
 def test_seed_bshd_strides():

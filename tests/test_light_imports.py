@@ -8,14 +8,14 @@ import subprocess
 import sys
 
 from tui.engine.environment import collect
-from tui.engine.results import Environment
+from tui.model.results import Environment
 
 # what the dashboard and the CLI import, then what an engine's "ready" brings, unpickled as the
 # client does; the parent's stdin carries the pickle
 UNPICKLE = """
 import pickle, sys
-import tui.app, tui.cli, tui.engine.process, tui.engine.session
-from tui.engine.results import Environment
+import tui.app, tui.cli.main, tui.process.client, tui.process.session
+from tui.model.results import Environment
 env = Environment(**pickle.loads(sys.stdin.buffer.read()))
 assert type(env.torch_version) is str, type(env.torch_version)
 heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "cudnn"))
@@ -26,7 +26,7 @@ print(" ".join(heavy[:5]) or "light")
 RUN = """
 import sys
 from click.testing import CliRunner
-from tui.cli import main
+from tui.cli.main import main
 r = CliRunner().invoke(main, ["run", "--no-check", "--b", "1", "--h", "2", "--s", "64", "--d", "64", "--json"])
 assert r.exit_code == 0, r.output
 heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "cudnn"))
@@ -64,8 +64,8 @@ def test_the_dashboard_starts_the_fork_server_first(monkeypatch):
     from click.testing import CliRunner
 
     import tui.app
-    from tui.cli import main
-    from tui.engine import launcher
+    from tui.cli.main import main
+    from tui.process import launcher
 
     calls = []
 
@@ -85,7 +85,7 @@ def test_the_dashboard_starts_the_fork_server_first(monkeypatch):
 START = """
 import asyncio, sys
 from tui.app import make_app
-from tui.engine.config import SdpaConfig
+from tui.model.config import SdpaConfig
 async def main():
     app = make_app(SdpaConfig(), start_engine=False)
     async with app.run_test(size=(120, 40)):

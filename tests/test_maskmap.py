@@ -1,7 +1,7 @@
 import pytest
 
-from tui.engine.config import SdpaConfig
-from tui.engine.maskmap import kept_in_row, mask_grid
+from tui.model.config import SdpaConfig
+from tui.present.maskmap import kept_in_row, mask_grid
 
 
 @pytest.mark.parametrize(

@@ -6,11 +6,11 @@ import pytest
 import torch
 from handmath import hand_attention
 
-from tui.engine.config import SdpaConfig
 from tui.engine.graph import define_and_validate
 from tui.engine.peer import torch_sdpa
 from tui.engine.reference import alibi_slopes, keep_mask, make_inputs, reference_fp32, valid_rows
 from tui.engine.tolerances import TOLERANCES, compare
+from tui.model.config import SdpaConfig
 
 
 def tiny(c):

@@ -1,11 +1,12 @@
-"""The Mask pane's view of where K and V live (tui.engine.pagemap): the page table cut to a pane,
+"""The Mask pane's view of where K and V live (tui.present.pagemap): the page table cut to a pane,
 cell for cell the table the run's graph reads, and the figures of a paged cache and of packing,
 checked against arithmetic done here by hand."""
 
 import time
 
-from tui.engine.config import SdpaConfig
-from tui.engine.pagemap import (
+from tui.engine.storage import page_table
+from tui.model.config import SdpaConfig
+from tui.present.pagemap import (
     MAX_DEALT,
     MORE,
     NOT_HELD,
@@ -14,7 +15,6 @@ from tui.engine.pagemap import (
     page_view,
     shown_sequences,
 )
-from tui.engine.storage import page_table
 
 # two sequences of 256 keys in pages of 64: the second holds 65 real keys, so 2 pages, 2 not held
 PAGED = SdpaConfig(b=2, h_q=4, h_kv=2, s_q=1, s_kv=256, d_qk=64, d_v=64, causal="bottom_right",

@@ -13,7 +13,7 @@ from tests.pilot_waits import click, show_pane, wait_for
 from tui.app import make_app
 from tui.app.panes import TABS
 from tui.app.widgets import PhasesPane
-from tui.engine.config import SdpaConfig
+from tui.model.config import SdpaConfig
 
 SMALL = SdpaConfig(b=1, h_q=2, h_kv=2, s_q=64, s_kv=64, d_qk=64, d_v=64)
 

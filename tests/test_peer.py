@@ -10,7 +10,6 @@ import torch
 import torch.nn.attention
 
 from tui.engine import reference
-from tui.engine.config import SdpaConfig
 from tui.engine.cpu import cpu_inputs
 from tui.engine.measure import Bench, Measurement
 from tui.engine.passes import BACKWARD_PASS, FORWARD_PASS, NO_PEER_NOTE, BuiltPass, Inputs
@@ -25,6 +24,7 @@ from tui.engine.peer import (
 )
 from tui.engine.reference import reference_fp32, reference_grads
 from tui.engine.tolerances import compare, tolerance
+from tui.model.config import SdpaConfig
 
 GQA = SdpaConfig(b=1, h_q=4, h_kv=2, s_q=64, s_kv=64, d_qk=32, d_v=32)
 FLASH_SAYS = (

@@ -11,12 +11,12 @@ import pytest
 from click.testing import CliRunner
 
 from tui.engine import peers
-from tui.engine.config import SdpaConfig
 from tui.engine.peers import ADAPTERS, PEER_KEYS, Tensors, mask_mod, parse_peers, score_mod
 from tui.engine.reference import make_inputs, reference_fp32
-from tui.engine.results import ErrorMetrics, OutputCheck, PassResult, PeerResult, RunResult, TimingStats
 from tui.engine.runner import RunOptions
-from tui.format import peer_speedup, peer_standing
+from tui.model.config import SdpaConfig
+from tui.model.results import ErrorMetrics, OutputCheck, PassResult, PeerResult, RunResult, TimingStats
+from tui.present.format import peer_speedup, peer_standing
 
 pytestmark = pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
 
@@ -173,7 +173,7 @@ def test_names_lists_and_refusals():
 
 
 def test_the_cli_names_a_bad_peer_on_one_line():
-    from tui.cli import main
+    from tui.cli.main import main
 
     out = CliRunner().invoke(main, ["run", "--peers", "flash,[/x]"])
     assert out.exit_code == 2 and out.output.strip().startswith("error: --peers: unknown peer [/x]")
@@ -187,7 +187,7 @@ def timed(us: float) -> TimingStats:
 def test_peers_round_trip_and_the_report_says_where_cudnn_stands():
     from rich.console import Console
 
-    from tui.report import result_renderable
+    from tui.present.report import result_renderable
 
     error = ErrorMetrics(9.7e-4, 1e-3, 2e-5, 0, 100)
     p = PassResult(
@@ -221,7 +221,7 @@ def test_the_csv_has_a_row_a_peer_after_the_plans():
 
     from fakes import PEERS
 
-    from tui.export import render
+    from tui.present.export import render
 
     rows = list(csv.DictReader(io.StringIO(render("csv", PEERS))))
     peers = [r for r in rows if r["engine_id"] == "peer"]
@@ -265,8 +265,8 @@ def test_a_backward_peers_error_is_its_worst_output_in_the_report_and_the_csv():
 
     from rich.console import Console
 
-    from tui.export import render
-    from tui.report import result_renderable
+    from tui.present.export import render
+    from tui.present.report import result_renderable
 
     good, bad = ErrorMetrics(1e-3, 1e-3, 1e-4, 0, 100), ErrorMetrics(2e-4, 1e-3, 1e-5, 3, 100)
     name = "torch FLASH bf16"

@@ -11,7 +11,7 @@ from pilot_waits import show_pane, wait_for
 from textual.widgets import Checkbox
 
 from tui.app import make_app
-from tui.engine.config import SdpaConfig
+from tui.model.config import SdpaConfig
 
 SMALL = SdpaConfig(b=1, h_q=2, h_kv=2, s_q=64, s_kv=64, d_qk=64, d_v=64)
 

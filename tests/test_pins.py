@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from tui.engine import pins
-from tui.engine.config import SdpaConfig
-from tui.engine.results import PlanResult, TimingStats
-from tui.engine.sampling import PIN_ENGINES, random_configs
+from tui.model import pins
+from tui.model.config import SdpaConfig
+from tui.model.results import PlanResult, TimingStats
+from tui.model.sampling import PIN_ENGINES, random_configs
 
 
 def timed(index: int, name: str, us: float, **kw) -> PlanResult:

@@ -7,9 +7,9 @@ import stat
 
 import pytest
 
-from tui.engine import plan_cache
-from tui.engine.plan_cache import PlanCache, entry_key, fingerprint
-from tui.engine.results import Environment, PlanResult
+from tui.model.results import Environment, PlanResult
+from tui.store import plan_cache
+from tui.store.plan_cache import PlanCache, entry_key, fingerprint
 
 PLANS = [
     dataclasses.asdict(PlanResult(index=i, name=f"eng{i}", built=True, build_seconds=0.1)) for i in range(3)
@@ -151,7 +151,7 @@ def test_a_write_that_fails_is_a_note_not_an_error(tmp_path):
 def test_the_cache_command_lists_and_clears_the_entries(tmp_path, monkeypatch):
     from click.testing import CliRunner
 
-    from tui.cli import main
+    from tui.cli.main import main
 
     monkeypatch.setenv("SDPA_EXPLORER_CACHE_DIR", str(tmp_path))
     cache = PlanCache()
@@ -169,8 +169,8 @@ def test_the_cache_command_lists_and_clears_the_entries(tmp_path, monkeypatch):
 def test_check_counts_the_graphs_loaded_and_built():
     from fakes import RECORDED
 
-    from tui.check import plan_cache_counts
-    from tui.engine.results import PhaseTiming
+    from tui.jobs.check import plan_cache_counts
+    from tui.model.results import PhaseTiming
 
     loaded_phases = (*RECORDED.forward.phases[:2], PhaseTiming("load_plans", 0.004, "loaded"))
     loaded = dataclasses.replace(

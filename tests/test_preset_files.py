@@ -13,8 +13,8 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tui import presets as presetmod
-from tui.cli import main
+from tui.cli.main import main
+from tui.store import presets as presetmod
 
 # the same small budget every run (about a second); SDPA_FUZZ=long for the long run outside CI
 FUZZ = settings(
@@ -55,7 +55,7 @@ def test_markup_in_a_preset_file_is_shown_as_typed(user_dir):
 
 
 def test_check_names_a_skipped_preset_as_typed(user_dir, capsys):
-    from tui.cli import check_cases
+    from tui.cli.check import check_cases
 
     (user_dir / "key.toml").write_text('"[/x]" = 1\n')
     assert ("gpt2-seed", presetmod.find("gpt2-seed").config) in check_cases(())

@@ -5,9 +5,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tui import presets as presetmod
-from tui.cli import main
-from tui.engine.config import SdpaConfig
+from tui.cli.main import main
+from tui.model.config import SdpaConfig
+from tui.store import presets as presetmod
 
 BUILTIN_NAMES = sorted(p.stem for p in presetmod.builtin_dir().glob("*.toml"))
 
@@ -90,9 +90,9 @@ def test_a_user_preset_shadows_a_builtin_and_says_so(user_dir):
 
 def test_a_preset_chooses_its_timing_regime_and_run_follows_it_unless_told(user_dir, monkeypatch):
     from tests.fakes import NO_GPU, FakeEngine, computed
-    from tui import cli
+    from tui.cli import common as cli
     from tui.engine.runner import Engine
-    from tui.engine.session import EngineSession
+    from tui.process.session import EngineSession
 
     path = presetmod.save_user("steady", SdpaConfig(b=1, h_q=2, h_kv=2, s_q=64, s_kv=64), regime="sustained")
     assert '[timing]\nregime = "sustained"' in path.read_text()

@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 from fakes import NO_GPU, FakeEngine
 
-from tui.engine import launcher
-from tui.engine.config import SdpaConfig
-from tui.engine.options import RunOptions
-from tui.engine.process import (
+from tui.model.config import SdpaConfig
+from tui.model.options import RunOptions
+from tui.model.results import STATUS_CANCELLED
+from tui.process import launcher
+from tui.process.client import (
     EngineClient,
     EngineClientProtocol,
     EngineDied,
@@ -23,7 +24,6 @@ from tui.engine.process import (
     EngineResult,
     exit_reason,
 )
-from tui.engine.results import STATUS_CANCELLED
 
 SMALL = SdpaConfig(b=1, h_q=2, h_kv=2, s_q=64, s_kv=64)
 
@@ -207,7 +207,7 @@ def test_the_fork_server_preloads_torch_and_not_inductor(tmp_path):
         (tmp_path / package / "__init__.py").write_text("")
     seen = tmp_path / "seen"
     code = (
-        "import sys, tui.engine.server_preload; "
+        "import sys, tui.process.server_preload; "
         f"open({str(seen)!r}, 'w').write(' '.join(m for m in ('torch', 'torch._inductor') if m in sys.modules))"
     )
     root = Path(__file__).resolve().parents[1]

@@ -12,18 +12,14 @@ import pytest
 from click.testing import CliRunner
 
 from tests.fakes import NO_GPU, RECORDED, FakeEngine, crash, lost_context, relabelled, replay
-from tui import cli
-from tui.engine import faults, known_issues
-from tui.engine.config import SdpaConfig
-from tui.engine.process import (
-    EXIT_CONTEXT_LOST,
-    EngineClient,
-    EngineDied,
-    EngineReady,
-    EngineResult,
-    exit_reason,
-)
-from tui.engine.results import (
+from tui.cli import check as check_command
+from tui.cli import common as cli
+from tui.cli.main import main
+from tui.engine import faults
+from tui.engine.runner import Engine, RunOptions
+from tui.model import known_issues
+from tui.model.config import SdpaConfig
+from tui.model.results import (
     STATUS_CPU_ONLY,
     STATUS_CRASH,
     STATUS_ERROR,
@@ -32,8 +28,15 @@ from tui.engine.results import (
     Environment,
     RunResult,
 )
-from tui.engine.runner import Engine, RunOptions
-from tui.engine.session import EngineSession
+from tui.process.client import (
+    EXIT_CONTEXT_LOST,
+    EngineClient,
+    EngineDied,
+    EngineReady,
+    EngineResult,
+    exit_reason,
+)
+from tui.process.session import EngineSession
 
 FP8_DROPOUT = SdpaConfig(
     dtype="fp8_e4m3", dropout=0.1, b=2, h_q=4, h_kv=4, s_q=128, s_kv=128, d_qk=128, d_v=128
@@ -208,14 +211,14 @@ def test_a_session_answers_a_native_crash_with_a_crash_result_and_goes_on():
 
 
 def test_check_runs_every_case_through_one_session_and_a_crash_costs_only_its_case(monkeypatch, tmp_path):
-    from tui import export
+    from tui.present import export
 
     cases = [("first", SdpaConfig(b=1)), ("boom", SdpaConfig(b=2)), ("after", SdpaConfig(b=3))]
     fake = FakeEngine(replay(RECORDED)).then(relabelled(RECORDED), lost_context())
     monkeypatch.setattr(cli, "engine_session", lambda: EngineSession(fake))
-    monkeypatch.setattr(cli, "check_cases", lambda names: cases)
+    monkeypatch.setattr(check_command, "check_cases", lambda names: cases)
     monkeypatch.setattr(export, "crash_folder", lambda: tmp_path)
-    out = CliRunner().invoke(cli.main, ["check"])
+    out = CliRunner().invoke(main, ["check"])
     assert out.exit_code == 1, out.output
     lines = out.output.splitlines()
     assert any(line.startswith("PASS first") for line in lines) and any(
@@ -231,15 +234,15 @@ def test_check_runs_every_case_through_one_session_and_a_crash_costs_only_its_ca
 def test_check_json_counts_the_restarts(monkeypatch, tmp_path):
     import json
 
-    from tui import export
+    from tui.present import export
 
     fake = FakeEngine(replay(RECORDED)).then(lost_context())
     monkeypatch.setattr(cli, "engine_session", lambda: EngineSession(fake))
     monkeypatch.setattr(
-        cli, "check_cases", lambda names: [("boom", SdpaConfig(b=2)), ("after", SdpaConfig(b=3))]
+        check_command, "check_cases", lambda names: [("boom", SdpaConfig(b=2)), ("after", SdpaConfig(b=3))]
     )
     monkeypatch.setattr(export, "crash_folder", lambda: tmp_path)
-    out = CliRunner().invoke(cli.main, ["check", "--json"])
+    out = CliRunner().invoke(main, ["check", "--json"])
     data = json.loads(out.stdout)
     assert (data["passed"], data["failed"], data["restarts"]) == (1, 1, 1)
     assert data["restart_reasons"] == [exit_reason(EXIT_CONTEXT_LOST)]

@@ -4,9 +4,9 @@ import pytest
 import torch
 from handmath import hand_attention
 
-from tui.engine.config import SdpaConfig
 from tui.engine.reference import keep_mask, make_inputs, reference_fp32
 from tui.engine.tolerances import TOLERANCES, compare
+from tui.model.config import SdpaConfig
 
 
 @pytest.mark.parametrize("causal", ["none", "top_left", "bottom_right"])
@@ -165,7 +165,7 @@ def test_the_backward_reference_leaves_sympy_unimported():
     import sys
 
     code = (
-        "import sys, torch; from tui.engine.config import SdpaConfig; "
+        "import sys, torch; from tui.model.config import SdpaConfig; "
         "from tui.engine.reference import make_inputs, reference_grads; "
         "c = SdpaConfig(b=1, h_q=2, h_kv=1, s_q=16, s_kv=16, d_qk=8, d_v=8, backward=True); "
         "q, k, v, _ = (t.float() if t is not None else t for t in make_inputs(c, 'cpu')); "

@@ -1,4 +1,4 @@
-"""The CLI's report (tui.report): the summary, then each pass's phases, plans and output checks."""
+"""The CLI's report (tui.present.report): the summary, then each pass's phases, plans and output checks."""
 
 import dataclasses
 from pathlib import Path
@@ -8,11 +8,11 @@ from measured import GAPS, NO_NVML, flushed, measured
 from rich.console import Console
 from rich.text import Text
 
-from tui.check import case_line, case_row
-from tui.engine.config import SdpaConfig
-from tui.engine.results import BACKWARD, ErrorMetrics, Fp8Scaling, RunResult
-from tui.format import timing_text, us
-from tui.report import checks_table, phases_table, plans_table, result_renderable
+from tui.jobs.check import case_line, case_row
+from tui.model.config import SdpaConfig
+from tui.model.results import BACKWARD, ErrorMetrics, Fp8Scaling, RunResult
+from tui.present.format import timing_text, us
+from tui.present.report import checks_table, phases_table, plans_table, result_renderable
 
 DATA = Path(__file__).parent / "data"
 SEED = RunResult.from_json((DATA / "seed_h200.json").read_text())  # the seed's forward, on the H200
@@ -243,7 +243,7 @@ def test_the_check_line_says_each_figures_regime_and_marks_an_unstable_one():
 
 
 def test_the_plans_table_says_where_each_plan_comes_from_and_what_the_words_mean():
-    from tui.engine.results import PLAN_SOURCES
+    from tui.model.results import PLAN_SOURCES
 
     fwd = SEED.forward
     plans = tuple(dataclasses.replace(p, source=PLAN_SOURCES[2]) if p.index == 1 else p for p in fwd.plans)

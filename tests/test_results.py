@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from tui.engine.results import BACKWARD, FORWARD, SCHEMA_VERSION, RunResult
+from tui.model.results import BACKWARD, FORWARD, SCHEMA_VERSION, RunResult
 
 DATA = Path(__file__).parent / "data"
 RECORDED = RunResult.from_json((DATA / "seed_h200.json").read_text())  # schema 1.0, as recorded on the H200
@@ -69,7 +69,7 @@ def test_schema_2_round_trip_and_a_newer_major_is_refused():
 
 
 def test_a_21_timing_keeps_its_regime_samples_verdict_and_telemetry_through_json():
-    from tui.engine.results import GpuState, Telemetry
+    from tui.model.results import GpuState, Telemetry
 
     before = GpuState(
         sm_clock_mhz=1980, mem_clock_mhz=3201, power_w=120.0, power_limit_w=700.0, temperature_c=38
@@ -94,7 +94,7 @@ def test_a_21_timing_keeps_its_regime_samples_verdict_and_telemetry_through_json
 
 
 def test_a_failed_output_is_the_worst_check_and_fails_the_pass():
-    from tui.engine.results import ErrorMetrics
+    from tui.model.results import ErrorMetrics
 
     bwd = TRAINING.pass_of(BACKWARD)
     bad = ErrorMetrics(max_abs=3.0, max_rel=9.0, mean_abs=0.1, mismatched=17, total=100)
@@ -108,7 +108,7 @@ def test_cli_report_of_a_gpu_result_renders_every_section():
     """The CLI's report of a real H200 result: CI has no GPU, so this is where it is drawn."""
     from rich.console import Console
 
-    from tui.report import result_renderable
+    from tui.present.report import result_renderable
 
     console = Console(record=True, width=200)
     console.print(result_renderable(RECORDED))

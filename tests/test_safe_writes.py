@@ -19,11 +19,12 @@ import pytest
 from click.testing import CliRunner
 from fakes import NO_GPU, RECORDED, FakeEngine, relabelled
 
-from tui import cli
-from tui import presets as presetmod
-from tui.engine.config import SdpaConfig
-from tui.engine.session import EngineSession
-from tui.files import WriteRefused, atomic_write, write_problem
+from tui.cli import common as cli
+from tui.cli.main import main
+from tui.model.config import SdpaConfig
+from tui.process.session import EngineSession
+from tui.store import presets as presetmod
+from tui.store.files import WriteRefused, atomic_write, write_problem
 
 SMALL = ["--b", "1", "--h", "2", "--s", "64", "--no-check"]
 
@@ -58,7 +59,7 @@ def mode_of(path: Path) -> int:
 
 
 def run(*args: str):
-    return CliRunner().invoke(cli.main, ["run", *SMALL, *args])
+    return CliRunner().invoke(main, ["run", *SMALL, *args])
 
 
 def test_exports_that_would_replace_a_fifo_a_folder_or_make_one_are_refused_before_the_run(tmp_path, engine):
@@ -150,8 +151,8 @@ def test_concurrent_saves_of_one_name_have_exactly_one_winner(user_dir):
 
 KILLED_SAVE = """
 import os, signal, sys
-from tui import presets
-from tui.engine.config import SdpaConfig
+from tui.store import presets
+from tui.model.config import SdpaConfig
 os.fsync = lambda fd: os.kill(os.getpid(), signal.SIGKILL)  # killed mid-save, as kill -9 would
 presets.save_user("half", SdpaConfig(b=3))
 """
@@ -159,7 +160,7 @@ presets.save_user("half", SdpaConfig(b=3))
 
 def test_a_killed_save_leaves_a_temporary_file_that_the_next_save_removes(user_dir):
     user_dir.mkdir()
-    env = {**os.environ, "PYTHONPATH": str(Path(cli.__file__).parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(Path(cli.__file__).parents[2])}
     killed = subprocess.run([sys.executable, "-c", KILLED_SAVE], env=env, cwd=user_dir)
     assert killed.returncode == -9
     (left,) = user_dir.iterdir()

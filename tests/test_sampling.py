@@ -1,4 +1,4 @@
-"""The random configurations the GPU soak and these fuzz tests share (tui/engine/sampling.py):
+"""The random configurations the GPU soak and these fuzz tests share (tui/model/sampling.py):
 each one valid, the same seed giving the same ones, small, and together spread over every field."""
 
 import json
@@ -8,10 +8,10 @@ from collections import Counter
 
 import pytest
 
-from tui.engine import results
-from tui.engine.config import FP8_DTYPES, SdpaConfig
-from tui.engine.fields import FIELDS
-from tui.engine.sampling import MAX_ELEMENTS, NoConfigFound, draw_config, random_config, random_configs
+from tui.model import results
+from tui.model.config import FP8_DTYPES, SdpaConfig
+from tui.model.fields import FIELDS
+from tui.model.sampling import MAX_ELEMENTS, NoConfigFound, draw_config, random_config, random_configs
 
 SEED, N = 2024, 500
 

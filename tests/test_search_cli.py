@@ -13,11 +13,11 @@ import pytest
 from click.testing import CliRunner
 from test_knob_search import recorded, runner_up_faster_fresh
 
-from tui.cli import main
-from tui.engine.config import SdpaConfig
-from tui.engine.search_results import FreshRun
-from tui.presets import find
-from tui.repro import script
+from tui.cli.main import main
+from tui.model.config import SdpaConfig
+from tui.model.search_results import FreshRun
+from tui.present.repro import script
+from tui.store.presets import find
 
 
 class AnsweringSession:
@@ -42,7 +42,7 @@ class AnsweringSession:
 @pytest.fixture
 def session(monkeypatch):
     s = AnsweringSession(recorded())
-    monkeypatch.setattr("tui.cli_search.engine_session", lambda: s)  # tui.cli loads the module
+    monkeypatch.setattr("tui.cli.common.engine_session", lambda: s)  # tui.cli.main loads the module
     return s
 
 
@@ -54,7 +54,7 @@ def invoke(*args):
     ("text", "seconds"), [("60s", 60), ("2m", 120), ("90", 90), ("1.5min", 90), ("1h", 3600)]
 )
 def test_a_budget_reads_as_seconds(text, seconds):
-    from tui.cli_search import parse_budget
+    from tui.cli.search import parse_budget
 
     assert parse_budget(text) == seconds
 
@@ -99,7 +99,7 @@ def test_save_preset_keeps_the_best_pinned(session):
 
 def test_where_a_fresh_process_ran_the_runner_up_faster_that_is_the_pin(monkeypatch):
     s = AnsweringSession(runner_up_faster_fresh())
-    monkeypatch.setattr("tui.cli_search.engine_session", lambda: s)
+    monkeypatch.setattr("tui.cli.common.engine_session", lambda: s)
     r = invoke("--preset", "llama3-8b-decode")
     assert r.exit_code == 0, r.output
     assert "the pick itself" in r.output and 'pin it: --plan "1 KERNEL_CFG=27"' in r.output
@@ -113,7 +113,7 @@ def test_where_a_fresh_process_ran_the_runner_up_faster_that_is_the_pin(monkeypa
 def test_where_the_fresh_process_ran_the_best_slower_than_the_pick_the_pick_is_kept(monkeypatch):
     slower = dataclasses.replace(recorded(), fresh=FreshRun("1 KERNEL_CFG=27", 155.0, 163.5))
     s = AnsweringSession(slower)
-    monkeypatch.setattr("tui.cli_search.engine_session", lambda: s)
+    monkeypatch.setattr("tui.cli.common.engine_session", lambda: s)
     r = invoke("--preset", "llama3-8b-decode", "--save-preset", "decode-kept")
     assert r.exit_code == 0, r.output
     assert "pin it:" not in r.output and find("decode-kept").config.plan == "1 KERNEL_CFG=3"
@@ -137,7 +137,7 @@ def test_a_search_that_could_not_run_says_why_and_exits_1(monkeypatch):
     answer = dataclasses.replace(
         recorded(), status="cpu_only", message="a knob search builds and times plans on a GPU"
     )
-    monkeypatch.setattr("tui.cli_search.engine_session", lambda: AnsweringSession(answer))
+    monkeypatch.setattr("tui.cli.common.engine_session", lambda: AnsweringSession(answer))
     r = invoke()
     assert r.exit_code == 1 and "CPU_ONLY a knob search builds and times plans on a GPU" in r.output
 
@@ -153,7 +153,7 @@ def test_the_per_preset_table_gives_the_gains_span_over_the_places_of_the_inputs
     from rich.console import Console
     from test_knob_search import placed
 
-    from tui.cli_search import presets_table
+    from tui.cli.search import presets_table
 
     console = Console(width=250, record=True)
     console.print(presets_table([placed(), recorded()]))

@@ -17,7 +17,7 @@ from textual.widgets import Input
 
 from tui.app import make_app
 from tui.app.widgets.search import BEST, PASSED, PICKED, WRONG, chart_points
-from tui.engine.search_results import SearchOptions, SearchResult
+from tui.model.search_results import SearchOptions, SearchResult
 
 SEED = RECORDED.config
 

@@ -12,10 +12,10 @@ import threading
 import pytest
 
 from tests.fakes import NO_GPU, RECORDED
-from tui.engine import child
-from tui.engine.config import SdpaConfig
-from tui.engine.process import EXIT_CONTEXT_LOST, EXIT_RETIRED, EngineClient, EngineDied
-from tui.engine.search_results import SearchOptions, SearchResult
+from tui.model.config import SdpaConfig
+from tui.model.search_results import SearchOptions, SearchResult
+from tui.process import child
+from tui.process.client import EXIT_CONTEXT_LOST, EXIT_RETIRED, EngineClient, EngineDied
 
 GPU = dataclasses.replace(RECORDED.environment, gpu_available=True)
 
@@ -39,7 +39,7 @@ class SearchingEngine:
     def search(self, config, options, progress=None):
         if config.b == 1:  # refused before anything ran
             return SearchResult(config=config, status="invalid", message="no")
-        from tui.engine.knob_search import BUILT, HEURISTIC, Trial
+        from tui.model.knob_search import BUILT, HEURISTIC, Trial
 
         return SearchResult(config=config, status="ok", trials=(Trial("1", BUILT, HEURISTIC, "eng1", 1.0),))
 

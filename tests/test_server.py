@@ -16,11 +16,11 @@ import pytest
 from fakes import NO_GPU
 from test_process import SMALL, assert_forked_from, client, next_of, parent_of
 
-from tui.engine import launcher, server_client
-from tui.engine.options import RunOptions
-from tui.engine.process import EngineDied, EngineReady, EngineResult
-from tui.engine.results import STATUS_CPU_ONLY
-from tui.engine.server import Server
+from tui.model.options import RunOptions
+from tui.model.results import STATUS_CPU_ONLY
+from tui.process import launcher, server_client
+from tui.process.client import EngineDied, EngineReady, EngineResult
+from tui.process.server import Server
 
 pytestmark = pytest.mark.skipif(
     not hasattr(socket, "send_fds") or not hasattr(os, "pidfd_open"),
@@ -113,7 +113,7 @@ def test_a_crash_costs_the_engine_and_says_which_signal(server):
 
 def test_an_engine_ends_with_the_launch_that_asked_for_it(server):
     """A launch that dies leaves no engine behind: its connection's end is the engine's end."""
-    from tui.engine.child import engine_main
+    from tui.process.child import engine_main
 
     proc, send, recv = server_client.launch(engine_main, (NO_GPU.__dict__, None), None)
     try:
@@ -224,7 +224,7 @@ def test_off_or_untrusted_means_this_launch_forks_its_own(monkeypatch, tmp_path)
 def test_the_server_command_shows_and_stops_the_servers(monkeypatch):
     from click.testing import CliRunner
 
-    from tui.cli import main
+    from tui.cli.main import main
 
     folder = serving(monkeypatch, "120")
     try:
@@ -254,9 +254,9 @@ def test_the_server_command_shows_and_stops_the_servers(monkeypatch):
 def test_on_the_gpu_engines_forked_by_the_server_run_lose_their_context_and_are_replaced(monkeypatch):
     """The engine server imported torch and never CUDA: each engine it forks makes a context of its
     own, a lost one costs that engine only, and the next launch's engine runs at once."""
-    from tui.engine.config import SdpaConfig
-    from tui.engine.results import STATUS_CRASH, STATUS_OK
-    from tui.engine.session import EngineSession
+    from tui.model.config import SdpaConfig
+    from tui.model.results import STATUS_CRASH, STATUS_OK
+    from tui.process.session import EngineSession
 
     folder = serving(monkeypatch, "120")
     try:
@@ -282,7 +282,7 @@ def test_a_socket_another_user_serves_is_never_asked(server, monkeypatch):
     put in a shared /tmp fallback folder) is refused before anything is sent to it."""
     from click.testing import CliRunner
 
-    from tui.cli import main
+    from tui.cli.main import main
 
     monkeypatch.setattr(server_client, "peer_uid", lambda _sock: os.getuid() + 1)
     with pytest.raises(server_client.ServerUnavailable, match="is served by another user"):

@@ -9,9 +9,9 @@ from click.testing import CliRunner
 from fakes import TRAINING
 from measured import measured
 
-from tui.cli import main
-from tui.engine.results import SCHEMA_VERSION
-from tui.format import timing_text
+from tui.cli.main import main
+from tui.model.results import SCHEMA_VERSION
+from tui.present.format import timing_text
 
 DATA = Path(__file__).parent / "data"
 

@@ -21,9 +21,9 @@ from textual.widgets import Input
 
 from tui.app import make_app, sweep_progress
 from tui.app.widgets.status import Phase
-from tui.engine.config import SdpaConfig
 from tui.engine.peers import PEER_KEYS
-from tui.history import History
+from tui.model.config import SdpaConfig
+from tui.store.history import History
 
 
 def recorded_app():

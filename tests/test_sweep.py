@@ -15,12 +15,12 @@ import pytest
 from click.testing import CliRunner
 from fakes import RECORDED, REFUSAL, FakeEngine, refused
 
-from tui import cli  # first: tui.cli registers the sweep commands
-from tui.cli import main
-from tui.engine.config import SdpaConfig
-from tui.engine.session import EngineSession
-from tui.sweep import SweepError, grid, parse_shard, parse_vary, point_row, read_rows, shard
-from tui.sweep_cli import resume_command
+from tui.cli import common as cli
+from tui.cli.main import main
+from tui.cli.sweep import resume_command
+from tui.jobs.sweep import SweepError, grid, parse_shard, parse_vary, point_row, read_rows, shard
+from tui.model.config import SdpaConfig
+from tui.process.session import EngineSession
 
 BASE = SdpaConfig()
 SMALL = ["--b", "1", "--h", "2", "--no-autotune", "--replays", "1"]
@@ -218,7 +218,7 @@ def test_ctrl_c_keeps_the_finished_points_and_says_how_to_resume(fake, monkeypat
 
 
 def test_resume_command_repeats_the_options_given():
-    command = cli.main.commands["sweep"]
+    command = main.commands["sweep"]
     argv = ["--vary", "s=1..4x2", "--vary", "d=64", "--dtype", "bf16", "--no-check", "--out", "a b.jsonl"]
     with command.make_context("sdpa-explorer sweep", argv) as ctx:
         said = resume_command(ctx)
@@ -352,7 +352,7 @@ def test_reading_rows_drops_only_a_cut_row(tmp_path):
 def test_peers_asked_for_are_columns_of_every_point(fake, tmp_path):
     """--peers reaches every point's run; each peer's kernel time, cuDNN's speed against it and its
     error become the row's, the CSV's and the table's."""
-    from tui.engine.results import OutputCheck, PeerResult, TimingStats
+    from tui.model.results import OutputCheck, PeerResult, TimingStats
 
     forward = RECORDED.forward
     flash_us = 2 * forward.timing.median_us

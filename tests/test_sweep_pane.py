@@ -1,5 +1,5 @@
 """The Sweep pane: the form's configuration at every point of one or two varies, run one point at
-a time through the app's engine client, each point a row (tui.sweep.point_row, as the CLI's) and a
+a time through the app's engine client, each point a row (tui.jobs.sweep.point_row, as the CLI's) and a
 line point in the chart, live; a bad vary names itself and starts nothing; Esc stops after the
 point under way and keeps it; form edits wait for the end; the other panes keep the form's own
 result; without a GPU the points run and the pane says what is missing."""
@@ -17,9 +17,9 @@ from textual.widgets import Input
 from tui.app import make_app
 from tui.app.commands import ExplorerCommands
 from tui.app.widgets.sweep import decode_like, peak_lines, series
-from tui.engine.config import SdpaConfig
-from tui.engine.results import STATUS_CPU_ONLY, STATUS_OK
-from tui.sweep import grid, parse_vary, point_row
+from tui.jobs.sweep import grid, parse_vary, point_row
+from tui.model.config import SdpaConfig
+from tui.model.results import STATUS_CPU_ONLY, STATUS_OK
 
 SMALL = SdpaConfig(b=1, h_q=2, h_kv=2, s_q=64, s_kv=64, d_qk=64, d_v=64)
 TIMED = ["cuDNN H", "FLASH", "CUDNN", "MATH", "Flex"]  # PEERS timed these on the H200

@@ -9,8 +9,9 @@ import types
 import pytest
 
 from tui.engine import timing
-from tui.engine.results import REGIME_BURST, REGIME_SUSTAINED, GpuState, Telemetry
-from tui.engine.timing import STABLE_RATIO, TimingOptions, cross_check, summarize
+from tui.engine.timing import STABLE_RATIO, cross_check, summarize
+from tui.model.options import TimingOptions
+from tui.model.results import REGIME_BURST, REGIME_SUSTAINED, GpuState, Telemetry
 
 
 def records(per_exec_us: list[float], per_replay: int, kernels: int = 2, name: str = "sdpa") -> list:

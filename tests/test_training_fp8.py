@@ -8,15 +8,15 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from tui.cli import main
+from tui.cli.main import main
 from tui.engine import reference as refmod
-from tui.engine.config import SdpaConfig
 from tui.engine.fp8 import FP8_MAX, dequantise, quantise
 from tui.engine.graph import define_and_validate
 from tui.engine.keywords import OP_KEYWORDS, op_name, sdpa_kwargs
 from tui.engine.reference import make_inputs, random_like, reference_fp32, reference_grads
-from tui.engine.results import RunResult
 from tui.engine.tolerances import tolerance
+from tui.model.config import SdpaConfig
+from tui.model.results import RunResult
 
 TINY = SdpaConfig(b=2, h_q=4, h_kv=2, s_q=24, s_kv=40, d_qk=16, d_v=8, causal="bottom_right", dtype="fp16")
 
@@ -169,8 +169,8 @@ def test_fp8_inputs_are_fp32_before_quantisation():
 
 # ---- the engine on the CPU ------------------------------------------------------------------------
 def _cpu_engine():
-    from tui.engine.results import Environment
     from tui.engine.runner import Engine
+    from tui.model.results import Environment
 
     return Engine(environment=Environment(gpu_available=False, unavailable_reason="test: CPU mode"))
 
@@ -191,8 +191,8 @@ def test_cpu_engine_validates_the_backward_and_checks_torch_gradients():
 def test_cli_flags_reach_the_config_and_bad_combinations_name_the_option(monkeypatch):
     from fakes import FakeEngine, computed
 
-    from tui import cli
-    from tui.engine.session import EngineSession
+    from tui.cli import common as cli
+    from tui.process.session import EngineSession
 
     engine = _cpu_engine()  # answered in this process, as the engine process would answer
     fake = FakeEngine(computed(engine), environment=engine.environment())

@@ -11,9 +11,9 @@ import dataclasses
 
 from textual.binding import Binding
 
-from ..engine.config import SdpaConfig
-from ..files import atomic_write, resolved
-from ..presets import Preset, PresetExists, PresetProblem, load_all, problem_lines, save_user
+from ..model.config import SdpaConfig
+from ..store.files import atomic_write, resolved
+from ..store.presets import Preset, PresetExists, PresetProblem, load_all, problem_lines, save_user
 
 TOAST_PROBLEMS = 3  # a start-up toast says this many of the presets' problems, then a count
 
@@ -96,7 +96,7 @@ class KeepingActions:
     def _export(self, config: SdpaConfig, answer: tuple[str, str] | None, replace: bool = False) -> None:
         """Write the export the dialog asked for; a file already there is replaced only when the
         user says so."""
-        from ..export import render, script
+        from ..present.export import render, script
         from .screens.presets import Confirm
 
         if answer is None:

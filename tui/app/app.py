@@ -1,7 +1,7 @@
 """The dashboard: form -> SdpaConfig -> engine client -> RunResult -> panes.
 
 The UI thread never touches torch or cuDNN: runs happen in the engine's own child
-process (tui.engine.process), whose replies arrive as messages. The app is handed its
+process (tui.process.client), whose replies arrive as messages. The app is handed its
 engine client (tests give it a scripted one). Panes only render a RunResult.
 """
 
@@ -19,10 +19,11 @@ from textual.css.query import NoMatches
 from textual.timer import Timer
 from textual.widgets import Checkbox, Header, Select
 
-from ..engine import launcher
-from ..engine.config import SdpaConfig
-from ..engine.options import RunOptions
-from ..engine.process import (
+from ..model.config import SdpaConfig
+from ..model.options import RunOptions, TimingOptions
+from ..model.results import STATUS_CANCELLED, STATUS_CRASH, Environment, RunResult
+from ..process import launcher
+from ..process.client import (
     EngineClient,
     EngineClientProtocol,
     EngineDied,
@@ -31,9 +32,7 @@ from ..engine.process import (
     EngineReady,
     EngineResult,
 )
-from ..engine.results import STATUS_CANCELLED, STATUS_CRASH, Environment, RunResult
-from ..engine.timing import TimingOptions
-from ..presets import Preset, PresetProblem
+from ..store.presets import Preset, PresetProblem
 from .actions import KeepingActions
 from .commands import ExplorerCommands
 from .explaining import ExplainDriving
@@ -283,7 +282,7 @@ class SdpaExplorerApp(
 
     def _keep_crash(self, result: RunResult) -> None:
         """A crash is a finding: its reproduction script is written at once, for an upstream report."""
-        from ..export import save_crash_script
+        from ..present.export import save_crash_script
 
         try:
             words = f"Its reproduction script: {save_crash_script(result)}"

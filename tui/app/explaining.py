@@ -18,8 +18,8 @@ import dataclasses
 from textual.css.query import NoMatches
 from textual.widgets import TabbedContent
 
-from ..engine.config import SdpaConfig
-from ..engine.process import EngineDied, EngineEvent, EngineExplained
+from ..model.config import SdpaConfig
+from ..process.client import EngineDied, EngineEvent, EngineExplained
 from .messages import NearestChosen
 
 EXPLAIN_TAB = "tab-explain"

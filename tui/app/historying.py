@@ -1,4 +1,4 @@
-"""The dashboard's runs kept in the run history (tui/history.py), and kept runs opened again.
+"""The dashboard's runs kept in the run history (tui/store/history.py), and kept runs opened again.
 
 Every result the engine sends for the form is appended in a thread worker, never on the UI
 thread and never failing the UI (a problem is a warning toast); the History pane then reads its
@@ -12,8 +12,8 @@ import contextlib
 
 from textual.css.query import NoMatches
 
-from ..engine.results import RunResult
-from ..presets import Preset
+from ..model.results import RunResult
+from ..store.presets import Preset
 from .messages import HistoryOpened
 
 
@@ -32,7 +32,7 @@ class HistoryKeeping:
         self.run_worker(lambda: self._keep(result, preset), thread=True, group="history-record")  # type: ignore[attr-defined]
 
     def _keep(self, result: RunResult, preset: str | None) -> None:
-        from ..history import record
+        from ..store.history import record
 
         def warn(line: str) -> None:
             self._from_thread(self.notify, line, title="History", severity="warning", markup=False)  # type: ignore[attr-defined]

@@ -3,7 +3,7 @@ Latency pane draws (kept without the pane, which is made the first time it is sh
 
 from __future__ import annotations
 
-from ..engine.results import RunResult
+from ..model.results import RunResult
 
 
 class LatencyHistory:

@@ -1,6 +1,6 @@
 """Every message the dashboard passes around, declared in one place.
 
-Engine events (tui.engine.process) arrive on the engine client's thread; `post_message` is
+Engine events (tui.process.client) arrive on the engine client's thread; `post_message` is
 thread safe, so each travels as an EngineMessage to the UI thread.
 """
 
@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
-from ..engine.config import SdpaConfig
-from ..engine.process import EngineEvent, EngineProgress
-from ..engine.results import REGIME_BURST, RunResult
+from ..model.config import SdpaConfig
+from ..model.results import REGIME_BURST, RunResult
+from ..process.client import EngineEvent, EngineProgress
 
 
 @dataclass

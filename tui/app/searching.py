@@ -21,11 +21,10 @@ from dataclasses import dataclass
 from textual.css.query import NoMatches
 from textual.widgets import Input
 
-from ..engine.config import SdpaConfig
-from ..engine.options import RunOptions
-from ..engine.process import EngineDied, EngineEvent, EngineProgress, EngineResult, EngineSearched
-from ..engine.results import STATUS_CRASH, STATUS_ERROR
-from ..engine.search_results import (
+from ..model.config import SdpaConfig
+from ..model.options import RunOptions
+from ..model.results import STATUS_CRASH, STATUS_ERROR
+from ..model.search_results import (
     FreshRun,
     SearchOptions,
     SearchResult,
@@ -33,6 +32,7 @@ from ..engine.search_results import (
     fresh_config,
     with_fresh,
 )
+from ..process.client import EngineDied, EngineEvent, EngineProgress, EngineResult, EngineSearched
 from .messages import BestPinned, SearchAsked, SearchStopAsked
 
 SEARCH_TAB = "tab-search"
@@ -78,7 +78,7 @@ class SearchDriving:
     def start_search(self, budget_text: str) -> bool:
         """Read the budget and the form; ask for the search once the engine is free. Whether it
         was asked."""
-        from ..engine.search_results import parse_budget  # the budget read as `search --budget` reads it
+        from ..model.search_results import parse_budget
 
         pane = self.search_pane
         if self._search is not None:

@@ -1,7 +1,7 @@
 """A sweep from the dashboard: the form's configuration and timing at every point of a grid, run
 through the app's own engine client one point at a time (the client answers only the newest
 waiting request, so a second point waiting would drop the first). Each finished point is a row
-made by tui.sweep.point_row, as the CLI's `sweep` makes it, and goes to the Sweep pane only: the
+made by tui.jobs.sweep.point_row, as the CLI's `sweep` makes it, and goes to the Sweep pane only: the
 other panes keep the form's own result.
 
 While a sweep runs the form's edits do not start runs (a run would take the engine from the
@@ -16,11 +16,11 @@ from dataclasses import dataclass, field, replace
 
 from textual.css.query import NoMatches
 
-from ..engine.config import SdpaConfig
-from ..engine.options import RunOptions
-from ..engine.process import EngineDied, EngineEvent, EngineProgress, EngineResult
-from ..engine.results import STATUS_CANCELLED, STATUS_CRASH, STATUS_ERROR, RunResult
-from ..sweep import Point, SweepError, Vary, grid, parse_vary, point_row, varied_words
+from ..jobs.sweep import Point, SweepError, Vary, grid, parse_vary, point_row, varied_words
+from ..model.config import SdpaConfig
+from ..model.options import RunOptions
+from ..model.results import STATUS_CANCELLED, STATUS_CRASH, STATUS_ERROR, RunResult
+from ..process.client import EngineDied, EngineEvent, EngineProgress, EngineResult
 from . import sweep_progress
 from .messages import SweepAsked
 from .sweep_progress import Progress

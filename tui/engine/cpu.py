@@ -11,13 +11,13 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from .config import SdpaConfig
+from ..model.config import SdpaConfig
+from ..model.results import STATUS_CPU_ONLY, OutputCheck, PassResult
 from .fp8 import dequantise, quantise
 from .graph import GraphBuildError
 from .measure import counts, refused
 from .passes import Inputs, Pass
 from .reference import make_inputs, random_like
-from .results import STATUS_CPU_ONLY, OutputCheck, PassResult
 from .tolerances import compare
 
 CPU_REFERENCE_MAX_FLOPS = 4e9  # a few seconds of fp32 math on a small CPU

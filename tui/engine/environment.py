@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .results import Environment
+from ..model.results import Environment
 from .telemetry import identity, nvml_status
 
 MIN_COMPUTE_CAPABILITY = (8, 0)

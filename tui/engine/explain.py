@@ -18,12 +18,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .config import SdpaConfig
-from .fields import FIELD, FIELDS, Switch
+from ..model.config import SdpaConfig
+from ..model.fields import FIELD, FIELDS, Switch
+from ..model.known_issues import parse_version
+from ..model.results import Environment
 from .graph import GraphBuildError, define_and_validate
 from .keywords import UnsupportedOption
-from .known_issues import parse_version
-from .results import Environment
 
 SOURCE_TOOL = "tool"  # this product's own rules (validation.py) and keyword guard
 SOURCE_VALIDATE = "frontend validate()"  # the frontend's Python checks: they run without a GPU

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .config import SdpaConfig
+from ..model.config import SdpaConfig
+from ..model.results import Fp8Scaling
 from .reference import torch_dtype
-from .results import Fp8Scaling
 
 FP8_MAX = 448.0  # largest finite E4M3 value
 FP8_RECIPE = (

@@ -14,12 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import fp8, pins, plan_cache
-from .config import SdpaConfig
+from ..model.config import SdpaConfig
+from ..model.layouts import strides
+from ..model.results import PLAN_SOURCES, PhaseTiming, PlanResult
+from ..store import plan_cache
+from . import fp8, pinned
 from .keywords import FP8_BACKWARD_SCALES, FP8_FORWARD_SCALES, UnsupportedOption, op_name, sdpa_kwargs
-from .layouts import strides
 from .reference import bias_dims
-from .results import PLAN_SOURCES, PhaseTiming, PlanResult
 from .storage import RAGGED_SIDE, pool_dims
 
 PHASES = (
@@ -330,7 +331,7 @@ def build(
         if built_in is not None:
             note = f"{PHASE_NOTES['load_plans']} (building them took {built_in:.2f} s)"
             g.phases.append(PhaseTiming("load_plans", time.perf_counter() - t0, note))
-            pins.record_pinned(g, next((p.index for p in g.plans if p.is_pinned), None))
+            pinned.record_pinned(g, next((p.index for p in g.plans if p.is_pinned), None))
             return g
     phases = g.phases
     graph = g.graph
@@ -341,7 +342,7 @@ def build(
         lambda: graph.create_execution_plans(heuristic_modes(cudnn, config.heuristics)),
         g.json,
     )
-    pin_at = pins.append_pinned(g, cudnn) if pinning else None
+    pin_at = pinned.append_pinned(g, cudnn) if pinning else None
     _timed(phases, "check_support", graph.check_support, g.json)
     _timed(phases, "build_plans", graph.build_plans, g.json)
     if not every_plan:  # execute() runs the plan build_plans() selected
@@ -356,10 +357,10 @@ def build(
         _replace(p, is_heuristic_pick=(p.index == g.heuristic_index), is_pinned=(p.index == pin_at))
         for p in g.plans
     ]
-    pins.record_pinned(g, pin_at)
+    pinned.record_pinned(g, pin_at)
     g.workspace_bytes = max((p.workspace_bytes or 0) for p in built)
     graph.build_plan_at_index(g.chosen)  # already built: re-selects it for execute()
-    if key is not None and not g.pin_error.startswith(pins.NOT_MADE):
+    if key is not None and not g.pin_error.startswith(pinned.NOT_MADE):
         plan_cache.save(cache, key, g, time.perf_counter() - started)
     return g
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .config import SdpaConfig
+from ..model.config import SdpaConfig
 
 # The scale tensors the FP8 operations read, by keyword: fp32 (1, 1, 1, 1) each (fp8.py sets them).
 FP8_FORWARD_SCALES = ("descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o")

@@ -16,9 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from . import faults
-from .graph import SdpaGraph, _enum_name, define, heuristic_modes
-from .knob_search import (
+from ..model.knob_search import (
     BUILD_FAILED,
     BUILT,
     CHECK_FAILED,
@@ -35,12 +33,22 @@ from .knob_search import (
     ranked_us,
     search,
 )
+from ..model.options import TimingOptions
+from ..model.pins import Pin
+from ..model.results import (
+    STATUS_CANCELLED,
+    STATUS_CPU_ONLY,
+    STATUS_CRASH,
+    STATUS_ERROR,
+    STATUS_INVALID,
+    PlanResult,
+)
+from ..model.search_results import SearchOptions, SearchResult, forward_of
+from . import faults
+from .graph import SdpaGraph, _enum_name, define, heuristic_modes
 from .measure import Measurement
 from .passes import FORWARD_PASS, BuiltPass
-from .pins import Pin
-from .results import STATUS_CANCELLED, STATUS_CPU_ONLY, STATUS_CRASH, STATUS_ERROR, STATUS_INVALID, PlanResult
-from .search_results import SearchOptions, SearchResult, forward_of
-from .timing import TimingOptions, kernel_time
+from .timing import kernel_time
 
 # candidates are timed in the burst regime over fewer replays than a run's; the best are confirmed
 SEARCH_TIMING = TimingOptions(replays=8, rest_max_s=0.5, burst_ms=20.0)

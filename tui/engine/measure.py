@@ -9,11 +9,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import faults, fp8, pins
-from .config import SdpaConfig
-from .graph import GraphBuildError
-from .passes import FORWARD_PASS, BuiltPass, Inputs, Pass
-from .results import (
+from ..model import pins
+from ..model.config import SdpaConfig
+from ..model.options import TimingOptions
+from ..model.results import (
     FORWARD,
     STATUS_ERROR,
     STATUS_MISMATCH,
@@ -24,7 +23,10 @@ from .results import (
     PlanResult,
     TimingStats,
 )
-from .timing import TimingOptions, host_overhead_calls, host_overhead_us, kernel_time
+from . import faults, fp8
+from .graph import GraphBuildError
+from .passes import FORWARD_PASS, BuiltPass, Inputs, Pass
+from .timing import host_overhead_calls, host_overhead_us, kernel_time
 from .tolerances import compare
 
 

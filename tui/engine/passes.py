@@ -13,19 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..model.config import BACKWARD_FLOPS_RULE, SdpaConfig
+from ..model.results import BACKWARD, FORWARD, ErrorMetrics
 from . import fp8, storage
-from .config import BACKWARD_FLOPS_RULE, SdpaConfig
 from .graph import SdpaGraph, build, define_and_validate
 from .keywords import FP8_FORWARD_SCALES
 from .peer import PeerRun, first_backend, torch_sdpa, torch_sdpa_grads
-from .reference import (
-    REFERENCE_NAME,
-    reference_fp32,
-    reference_grads,
-    softmax_rows,
-    valid_rows,
-)
-from .results import BACKWARD, FORWARD, ErrorMetrics
+from .reference import REFERENCE_NAME, reference_fp32, reference_grads, softmax_rows, valid_rows
 from .tensors import backward_tensors, device_tensors, dump_dropout_mask, workspace
 from .tolerances import TOLERANCES, atol_floor, tolerance
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .config import SdpaConfig
+from ..model.config import SdpaConfig
 from .reference import additive_terms, block_steps, vjp
 
 # Tried in this order; the first that runs the configuration is the peer. Never cuDNN.

@@ -10,11 +10,11 @@ import warnings
 from dataclasses import replace
 from typing import Any
 
+from ..model.results import BACKWARD, PeerResult
 from . import faults
 from .measure import bandwidth_gbs, tflops
 from .peer import refusal_reason
 from .peers import ADAPTERS, Refused, Tensors
-from .results import BACKWARD, PeerResult
 from .timing import kernel_time, profiler_kernel_time, summarize
 from .tolerances import compare
 

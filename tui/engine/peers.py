@@ -18,7 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .config import SdpaConfig
+from ..model.config import SdpaConfig
+from ..model.options import PEER_KEYS
 from .peer import SDP_BACKENDS, forced
 from .reference import additive_terms, alibi_slopes
 
@@ -369,7 +370,7 @@ ADAPTERS: dict[str, Any] = {
         FlashInfer(),
     )
 }
-PEER_KEYS = tuple(ADAPTERS)
+assert tuple(ADAPTERS) == PEER_KEYS, "model/options.py declares the peers, in this order"
 
 
 def parse_peers(text: str) -> tuple[str, ...]:

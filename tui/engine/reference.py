@@ -15,8 +15,8 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from .config import REFERENCE_CHUNK_BYTES, SdpaConfig
-from .layouts import allocate
+from ..model.config import REFERENCE_CHUNK_BYTES, SdpaConfig
+from ..model.layouts import allocate
 
 REFERENCE_NAME = "fp32 math on the same logical tensors (explicit mask, GQA expanded, TF32 off)"
 

@@ -16,16 +16,10 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from . import environment as envmod
-from . import faults, known_issues
-from .config import SdpaConfig
-from .cpu import cpu_pass
-from .graph import GraphBuildError
-from .measure import Bench, Measurement, counts, measure, refused
-from .options import RunOptions
-from .passes import BuiltPass, Pass, passes_of
-from .plan_cache import PlanCache, fingerprint
-from .results import (
+from ..model import known_issues
+from ..model.config import SdpaConfig
+from ..model.options import RunOptions
+from ..model.results import (
     FORWARD,
     GOOD_STATUSES,
     STATUS_CANCELLED,
@@ -42,6 +36,13 @@ from .results import (
     PeerResult,
     RunResult,
 )
+from ..store.plan_cache import PlanCache, fingerprint
+from . import environment as envmod
+from . import faults
+from .cpu import cpu_pass
+from .graph import GraphBuildError
+from .measure import Bench, Measurement, counts, measure, refused
+from .passes import BuiltPass, Pass, passes_of
 
 
 class Cancelled(BaseException):  # noqa: N818 - a stop, not an error: `except Exception` lets it pass
@@ -214,8 +215,8 @@ class Engine:
         self, config: SdpaConfig, options: Any = None, progress: Callable[[str], None] | None = None
     ) -> Any:
         """A knob search of the forward of `config` (knob_trials.py): a SearchResult, never a raise."""
+        from ..model.search_results import SearchOptions
         from .knob_trials import run_search
-        from .search_results import SearchOptions
 
         return run_search(
             self, config, options or SearchOptions(), self._remembering(progress or (lambda _t: None))

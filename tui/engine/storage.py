@@ -14,8 +14,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from ..model.config import DTYPE_BYTES, SdpaConfig
 from . import fp8
-from .config import DTYPE_BYTES, SdpaConfig
 
 # The tensors packed at ragged offsets, and the side whose real lengths they follow (0: q, 1: k/v)
 RAGGED_SIDE = {"q": 0, "o": 0, "dO": 0, "dQ": 0, "k": 1, "v": 1, "dK": 1, "dV": 1}

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from .results import GpuState, Telemetry
+from ..model.results import GpuState, Telemetry
 
 T = TypeVar("T")
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..model.config import SdpaConfig
+from ..model.layouts import allocate
 from . import fp8, storage
-from .config import SdpaConfig
 from .graph import SdpaGraph
-from .layouts import allocate
 from .reference import make_inputs, random_like, torch_dtype
 
 

@@ -32,33 +32,16 @@ import statistics
 import time
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
-from .results import REGIME_BURST, REGIME_SUSTAINED, TimingStats
+from ..model.options import TimingOptions
+from ..model.results import REGIME_BURST, REGIME_SUSTAINED, TimingStats
 
 # p90/p10 above this is unstable. On a rested H200 the samples of one measurement spread by
 # under 1% (warm L2, 5 µs to 0.5 ms); a clock that moves during the measurement (power capping
 # took the 8k-context kernel from 1697 to 1908-1995 µs) spreads them by 10% or more. 3% sits
 # between, and is the run-to-run agreement a figure must show to be repeated.
 STABLE_RATIO = 1.03
-
-
-@dataclass(frozen=True)
-class TimingOptions:
-    replays: int = 20  # timed replays of the graph; the statistics are over these
-    target_replay_ms: float = 2.0  # choose executions per replay so one replay lasts about this
-    max_per_replay: int = 200
-    min_per_replay: int = 3
-    warmup: int = 3
-    l2_flush: bool = False
-    regime: str = REGIME_BURST
-    rest_max_s: float = 2.0  # burst: the longest wait for a rested GPU
-    # burst: the timed replays together last about this long. On the H200 an 8k-context kernel
-    # (1.7 ms) ran at full clock for the first ~40 ms, then power-capped at 1.95 ms: a burst
-    # that outlasts that window reads the cap, not the burst.
-    burst_ms: float = 40.0
-    sustain_s: float = 2.0  # sustained: how long the plan runs before it is timed
 
 
 def _percentile(sorted_values: list[float], q: float) -> float:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .config import SdpaConfig
-from .results import ErrorMetrics
+from ..model.config import SdpaConfig
+from ..model.results import ErrorMetrics
 
 # (atol, rtol) of the output. fp16 is the seed's; bf16 has 8 mantissa bits against fp16's 11,
 # so its rounding of O alone is ~8x larger: we allow 4x the absolute and torch's bf16 rtol.

@@ -11,9 +11,9 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, RadioButton, RadioSet
 
-from ...engine.config import SdpaConfig
-from ...export import EXPORT_KINDS, default_filename
-from ...files import resolved, write_problem
+from ...model.config import SdpaConfig
+from ...present.export import EXPORT_KINDS, default_filename
+from ...store.files import resolved, write_problem
 
 KINDS = (
     ("script", "Reproduction script (.py): cudnn + torch only, checks and times itself"),

@@ -10,7 +10,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList
 from textual.widgets.option_list import Option
 
-from ...presets import Preset, PresetProblem, problem_lines
+from ...store.presets import Preset, PresetProblem, problem_lines
 
 PICKER_PROBLEMS = 12  # lines of presets that did not load under the list, then a count
 

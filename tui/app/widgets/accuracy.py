@@ -9,8 +9,8 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from ...engine.results import ErrorMetrics, Fp8Scaling, PassResult, RunResult
-from ...format import sci, verdict_words
+from ...model.results import ErrorMetrics, Fp8Scaling, PassResult, RunResult
+from ...present.format import sci, verdict_words
 from .fitted import FittedStatic, FittedTable
 
 

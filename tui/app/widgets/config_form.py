@@ -16,11 +16,11 @@ from textual.app import ComposeResult
 from textual.containers import Container, Horizontal, VerticalScroll
 from textual.widgets import Checkbox, Input, Label, Select
 
-from ...engine import known_issues
-from ...engine.config import ConfigError, FieldError, SdpaConfig
-from ...engine.fields import FIELDS, GROUPS, Field, from_entries
 from ...engine.peers import ADAPTERS
-from ...engine.results import REGIME_BURST, REGIMES, PeerResult
+from ...model import known_issues
+from ...model.config import ConfigError, FieldError, SdpaConfig
+from ...model.fields import FIELDS, GROUPS, Field, from_entries
+from ...model.results import REGIME_BURST, REGIMES, PeerResult
 from ..messages import ConfigEdited, TimingChoice
 from ..navigation import PaneKeysInput
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from ...engine.environment import describe
-from ...engine.results import Environment
+from ...model.results import Environment
 from .fitted import FittedTable
 
 

@@ -16,7 +16,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
-from ...engine.config import SdpaConfig
+from ...model.config import SdpaConfig
 from ..messages import NearestChosen
 from .fitted import FittedStatic, FittedTable
 

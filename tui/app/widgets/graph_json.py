@@ -8,7 +8,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from ...engine.results import PASS_KINDS, RunResult
+from ...model.results import PASS_KINDS, RunResult
 from .fitted import FittedStatic
 from .sections import show_passes
 

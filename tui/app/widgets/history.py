@@ -1,4 +1,4 @@
-"""History: the runs kept in the run history (tui/history.py), newest first, filtered as you type
+"""History: the runs kept in the run history (tui/store/history.py), newest first, filtered as you type
 and read a page at a time (10,000 runs scroll: the next page is read as the cursor nears the end
 of what is read). Enter reopens a run's result into the panes; space marks runs, and `c` compares
 the two marked (each plan's kernel time with the change in %, errors, versions that differ).
@@ -26,9 +26,9 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets import DataTable, Input, Static
 
-from ...engine.results import RunResult
-from ...format import status_style, us
-from ...history import History, HistoryError, HistoryRow, compare
+from ...model.results import RunResult
+from ...present.format import status_style, us
+from ...store.history import History, HistoryError, HistoryRow, compare
 from ..messages import HistoryOpened
 from ..navigation import PaneKeysInput
 from .fitted import FittedStatic
@@ -411,7 +411,7 @@ class HistoryPane(Vertical):
         self.app.call_from_thread(self.show_comparison, found[0], found[1], f"#{a}", f"#{b}")
 
     def show_comparison(self, a: RunResult, b: RunResult, a_name: str, b_name: str) -> None:
-        from ...cli_history import comparison_renderables
+        from ...present.comparison import comparison_renderables
 
         parts = comparison_renderables(compare(a, b), a_name, b_name)
         self.query_one("#history-comparison", Static).update(Group(*parts))

@@ -15,8 +15,8 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
-from ...engine.results import PassResult, PlanResult, RunResult
-from ...format import (
+from ...model.results import PassResult, PlanResult, RunResult
+from ...present.format import (
     gpu_rows,
     l2_words,
     no_telemetry_words,

@@ -9,9 +9,9 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Select, Static
 
-from ...engine.config import SdpaConfig
-from ...engine.maskmap import mask_grid
-from ...engine.pagemap import MORE, packing_words, page_view
+from ...model.config import SdpaConfig
+from ...present.maskmap import mask_grid
+from ...present.pagemap import MORE, packing_words, page_view
 from .fitted import FittedStatic
 
 SHADES = " ░▒▓█"

@@ -12,7 +12,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
-from ...engine.results import (
+from ...model.results import (
     BACKWARD,
     STATUS_CPU_ONLY,
     STATUS_MISMATCH,
@@ -21,7 +21,7 @@ from ...engine.results import (
     RunResult,
     TimingStats,
 )
-from ...format import (
+from ...present.format import (
     PEER_COLUMNS,
     multiple,
     peer_errors,

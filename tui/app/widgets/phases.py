@@ -8,8 +8,8 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from ...engine.results import PASS_KINDS, PhaseTiming, RunResult
-from ...format import ms
+from ...model.results import PASS_KINDS, PhaseTiming, RunResult
+from ...present.format import ms
 from .fitted import FittedStatic, FittedTable
 from .sections import show_passes
 

@@ -10,12 +10,12 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
-from ...engine.knob_search import SEARCHED, Trial
-from ...engine.pins import Pin
-from ...engine.results import PASS_KINDS, PassResult, PlanResult, RunResult
-from ...engine.search_results import SearchResult
-from ...format import format_bytes, ms, plan_mark, sci, timing_text, us
-from ...report import plan_source_short, plan_source_words
+from ...model.knob_search import SEARCHED, Trial
+from ...model.pins import Pin
+from ...model.results import PASS_KINDS, PassResult, PlanResult, RunResult
+from ...model.search_results import SearchResult
+from ...present.format import format_bytes, ms, plan_mark, sci, timing_text, us
+from ...present.report import plan_source_short, plan_source_words
 from .fitted import FittedStatic
 from .sections import show_passes
 

@@ -1,4 +1,4 @@
-"""Search: a knob search of the form's configuration (tui.engine.knob_search), asked through the
+"""Search: a knob search of the form's configuration (tui.model.knob_search), asked through the
 app's engine client (app/searching.py). The budget and Start; the engine's words while it searches;
 then the heuristic's pick against the best found and the fastest peer, the counts, the engines
 searched and skipped, a chart of time along the best engine's main knob and the fastest candidates,
@@ -15,10 +15,10 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Button, Label, Static
 from textual_plotext import PlotextPlot
 
-from ...engine.knob_search import HEURISTIC, Trial
-from ...engine.pins import Pin, parse
-from ...engine.search_results import SearchOptions, SearchResult
-from ...format import fresh_words, placement_words, us
+from ...model.knob_search import HEURISTIC, Trial
+from ...model.pins import Pin, parse
+from ...model.search_results import SearchOptions, SearchResult
+from ...present.format import fresh_words, placement_words, us
 from ..messages import BestPinned, SearchAsked, SearchStopAsked
 from ..navigation import PaneKeysInput
 from .fitted import FittedStatic, FittedTable

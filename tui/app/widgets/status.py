@@ -15,8 +15,8 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from ...engine.fields import FIELD
-from ...engine.results import STATUS_CRASH, STATUS_ERROR, STATUS_KNOWN_ISSUE, STATUS_UNSUPPORTED
+from ...model.fields import FIELD
+from ...model.results import STATUS_CRASH, STATUS_ERROR, STATUS_KNOWN_ISSUE, STATUS_UNSUPPORTED
 
 
 class Phase(Enum):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from ...engine.results import GOOD_STATUSES, ErrorMetrics, PassResult, RunResult
-from ...format import (
+from ...model.results import GOOD_STATUSES, ErrorMetrics, PassResult, RunResult
+from ...present.format import (
     finding_rows,
     pass_short,
     peer_standing,

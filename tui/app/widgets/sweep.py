@@ -1,6 +1,6 @@
 """Sweep: the form's configuration at every point of a grid, given as one or two varies in the
 CLI's `--vary` syntax; the app runs the points one at a time (app/sweeping.py). A row a point, as
-`sweep` writes it (tui.sweep.point_row, so the pane and the CLI agree on every figure), and a chart
+`sweep` writes it (tui.jobs.sweep.point_row, so the pane and the CLI agree on every figure), and a chart
 along the first vary: TFLOPS (TB/s for decode shapes, where no matmul dominates) of cuDNN's
 heuristic pick, of its fastest plan where that is another, of each peer that ran, and the GPU's
 dense peak."""
@@ -15,10 +15,10 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Button, Input, Label, Static
 from textual_plotext import PlotextPlot
 
-from ...engine.gpu_peaks import peak_for
-from ...engine.results import PASS_KINDS, STATUS_CPU_ONLY, STATUS_OK
-from ...format import pass_short, status_style, status_word, us
-from ...sweep import peer_cell, share_cell
+from ...jobs.sweep import peer_cell, share_cell
+from ...model.gpu_peaks import peak_for
+from ...model.results import PASS_KINDS, STATUS_CPU_ONLY, STATUS_OK
+from ...present.format import pass_short, status_style, status_word, us
 from .. import sweep_progress
 from ..messages import SweepAsked
 from ..navigation import PaneKeysInput

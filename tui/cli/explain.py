@@ -1,0 +1,161 @@
+"""`sdpa-explorer explain`: who refuses a configuration and why, under every implementation and
+heuristic mode, and the nearest configurations that work (tui.engine.explain does the asking).
+
+It runs in this process, not in the engine's: it builds plans but never executes one, so the
+crashes the engine process guards against (a kernel losing the CUDA context) cannot happen here.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TYPE_CHECKING
+
+import click
+from rich.table import Table
+from rich.text import Text
+
+from ..model.config import ConfigError, FieldError, SdpaConfig
+from ..model.fields import FIELDS, SHORTHANDS, from_entries
+from .common import EXIT_OK, fail_usage, preset_config, terminal
+from .options import by_option, config_options
+
+if TYPE_CHECKING:  # the engine's explain loads the graph code: only when the command runs
+    from ..engine.explain import Cell, Explanation, Refusal
+
+SHORT_REASON = 48  # characters of a refusal a table cell shows; the full text follows the table
+SOURCE_STYLE = {"tool": "magenta", "frontend validate()": "yellow", "cuDNN backend": "red"}
+
+
+def config_for_explain(values: dict) -> SdpaConfig:
+    """The options as `run` reads them, except that only a field's own problems (type, limits,
+    choices) are bad input: the rules across fields are findings that explain reports."""
+    base = preset_config(values["preset"]) if values.get("preset") is not None else None
+    given = {n: values[s] for s, names in SHORTHANDS.items() if values.get(s) is not None for n in names}
+    given |= {f.name: values[f.name] for f in FIELDS if values.get(f.name) is not None}
+    try:
+        config = from_entries(given, base)
+    except ConfigError as exc:
+        fail_usage(by_option(exc.errors))
+    own = [FieldError(f.name, m) for f in FIELDS if (m := f.problem(getattr(config, f.name)))]
+    if own:
+        fail_usage(by_option(own))
+    return config
+
+
+def short_reason(refusal: Refusal) -> str:
+    """A refusal as a table cell shows it: its words without the frontend's preamble, cut short."""
+    text = refusal.message
+    for prefix in ("the backend declined: ", "python engines declined: "):
+        text = text.removeprefix(prefix)
+    return text if len(text) <= SHORT_REASON else text[: SHORT_REASON - 1] + "…"
+
+
+def cell_text(cell: Cell) -> Text:
+    from ..engine.explain import NEEDS_GPU, SOURCE_TOOL, SUPPORTED, VALID
+
+    if cell.status == SUPPORTED:
+        count = len(cell.plan_names)
+        plans = f"{count} plan{'s' * (count != 1)}"
+        backward = f" + {len(cell.backward_plan_names)} bwd" if cell.backward_plan_names else ""
+        return Text(f"✓ {plans}{backward}", style="green")
+    if cell.status == VALID:
+        return Text(f"✓ validate() passes; {NEEDS_GPU}", style="green dim")
+    # cuDNN's own words first: the tool's rules are the same in every cell
+    first = next((r for r in cell.refusals if r.source != SOURCE_TOOL), cell.refusals[0])
+    more = len(cell.refusals) - 1
+    text = Text(f"✗ {short_reason(first)} ", style="red")
+    text.append(f"[{first.source}]", style=SOURCE_STYLE.get(first.source, "cyan"))
+    return text.append(f" +{more}" if more else "")
+
+
+def cells_table(e: Explanation) -> Table:
+    from ..engine.explain import REFUSED, SUPPORTED
+
+    title = Text(f"explain {e.config.label()}: ")
+    title.append(e.verdict, style={SUPPORTED: "green", REFUSED: "red"}.get(e.verdict, "yellow"))
+    table = Table(title=title, title_justify="left", caption="rows: implementation; columns: heuristic mode")
+    table.add_column("")
+    for mode in e.modes:
+        table.add_column(mode)
+    for impl in e.implementations:
+        table.add_row(Text(impl), *(cell_text(e.cell(impl, mode)) for mode in e.modes))
+    return table
+
+
+def where(e: Explanation, cells: list[Cell]) -> str:
+    if len(cells) == len(e.cells):
+        return "every cell"
+    return ", ".join(f"{c.implementation}/{c.heuristic_mode}" for c in cells)
+
+
+def refusals_text(e: Explanation) -> Text:
+    out = Text("Refusals, in full\n", style="bold")
+    if not e.refusals():
+        return out.append("none\n")
+    for r, cells in e.refusals():
+        out.append(f"[{r.source}]", style=SOURCE_STYLE.get(r.source, "cyan"))
+        said = f"{r.graph} graph, at {r.step}" + (f", field {r.field}" if r.field else "")
+        out.append(f" {said} ({where(e, cells)}):\n  {r.message}\n")
+    return out
+
+
+def versions_text(e: Explanation) -> Text:
+    out = Text("Versions that matter\n", style="bold")
+    for what, value in e.versions:
+        out.append(f"  {what}: {value}\n")
+    for r in e.requirements:
+        verdict = {True: "met", False: "NOT met", None: "cannot be told here"}[r.met]
+        have = f"installed {r.installed}" if r.installed else "nothing to compare on this machine"
+        out.append(f"  a refusal names {r.kind} {r.needed} ({have}: {verdict}): {r.message}\n")
+    if e.gpu_note:
+        out.append(f"  {e.gpu_note}\n", style="yellow")
+    return out
+
+
+def nearest_text(e: Explanation) -> Text:
+    from ..engine.explain import NEEDS_GPU, SUPPORTED, VALID
+
+    out = Text("Nearest working configurations\n", style="bold")
+    if e.verdict == SUPPORTED:
+        return out.append("  the configuration as given is supported: nothing to search\n")
+    if e.verdict == VALID:
+        return out.append(
+            "  cuDNN's validate() accepts it as given; a GPU would tell whether cuDNN plans it\n"
+        )
+    if not e.nearest:
+        return out.append(f"  none found among {e.searched} edits (one or two fields changed)\n")
+    for i, n in enumerate(e.nearest, 1):
+        edit = ", ".join(f"{name} {was} → {now}" for name, was, now in n.changes)
+        how = (
+            f"{len(n.plan_names)} plan(s), one built"
+            if n.checked == "plans"
+            else f"validate() passes; {NEEDS_GPU}"
+        )
+        out.append(f"  {i}. {edit}  ({how})\n     ")
+        out.append(n.command, style="cyan").append("\n")
+    return out.append(f"  ({e.searched} edits judged, smallest first)\n", style="dim")
+
+
+@click.command()
+@config_options
+@click.option("--json", "as_json", is_flag=True, help="print the explanation as JSON")
+def explain(as_json: bool, **values) -> None:
+    """Why cuDNN refuses a configuration: every implementation under every heuristic mode, each
+    refusal with its source (the tool's rules, the frontend's validate(), the cuDNN backend, the
+    open-source engines), the versions that matter, and the nearest configurations that work."""
+    from ..engine import explain as engine
+    from ..engine.environment import collect
+
+    config = config_for_explain(values)
+    env = collect()
+    with terminal(stderr=True).status("asking cuDNN under every implementation and heuristic mode"):
+        e = engine.explain(config, gpu=env.gpu_available, environment=env)
+    if as_json:
+        click.echo(json.dumps(e.to_dict(), indent=2))
+    else:
+        console = terminal()
+        console.print(cells_table(e))
+        for part in (refusals_text(e), versions_text(e), nearest_text(e)):
+            console.print(part, soft_wrap=True)  # a command stays one line, to copy
+    sys.exit(EXIT_OK)

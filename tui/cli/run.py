@@ -1,0 +1,83 @@
+"""`sdpa-explorer run`: build, plan, run and check one configuration, in the engine process as the
+dashboard does (a crash in cuDNN costs that process, not the command); bad input exits 2 naming
+the option."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..model.results import REGIME_BURST
+from . import common
+from .common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, check_export_paths, save_exports, terminal
+from .history import history_options, record_run
+from .options import (
+    config_from_options,
+    config_options,
+    measure_options,
+    peers_option,
+    preset_regimes,
+    run_options,
+    timing_options,
+)
+
+
+@click.command()
+@config_options
+@timing_options
+@peers_option
+@history_options()
+@measure_options
+@click.option("--json", "as_json", is_flag=True, help="print the RunResult as JSON")
+@click.option("--save-json", type=click.Path(dir_okay=False), help="also write the RunResult as JSON here")
+@click.option(
+    "--save-csv",
+    type=click.Path(dir_okay=False),
+    help="also write the plans table (with the environment) as CSV",
+)
+@click.option(
+    "--save-script",
+    type=click.Path(dir_okay=False),
+    help="also write a standalone cudnn + torch script that reproduces this configuration",
+)
+def run(
+    replays,
+    l2_flush,
+    regime,
+    seed,
+    run_anyway,
+    cache,
+    peers,
+    autotune,
+    check,
+    as_json,
+    save_json,
+    save_csv,
+    save_script,
+    **values,
+) -> None:
+    """Build, plan, run and check one configuration (default: the seed's GPT-2 shape)."""
+    config = config_from_options(values)
+    exports = {"json": save_json, "csv": save_csv, "script": save_script}
+    check_export_paths(exports)
+    if not regime and values.get("preset"):
+        regime = preset_regimes().get(values["preset"], "")
+    regime = regime or REGIME_BURST
+    from ..jobs.check import follow_up
+
+    options = run_options(replays, l2_flush, regime, autotune, check, seed, run_anyway, peers, cache)
+    with common.engine_session() as session:
+        result = session.run(config, options)
+    if as_json:
+        click.echo(result.to_json())
+    else:
+        from ..present.report import result_renderable
+
+        terminal().print(result_renderable(result))
+    save_exports(result, seed, exports)
+    record_run(result, values)
+    follow_up(result, seed, terminal(stderr=True))
+    if result.status == "invalid":
+        sys.exit(EXIT_USAGE)
+    sys.exit(EXIT_OK if result.ok else EXIT_FAIL)

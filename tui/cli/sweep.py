@@ -1,0 +1,373 @@
+"""`sdpa-explorer sweep` and `sdpa-explorer merge`: a grid of configurations through one engine
+session, each point a row written as it finishes, so that neither a Ctrl+C, a killed job nor a
+second host loses a finished point. The grid, the rows and their files are tui.jobs.sweep's."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shlex
+import sys
+import threading
+from pathlib import Path
+
+import click
+from click.core import ParameterSource
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Column
+
+from ..jobs.sweep import (
+    FAILED_STATUSES,
+    SweepError,
+    csv_text,
+    grid,
+    merge_rows,
+    parse_shard,
+    parse_vary,
+    point_row,
+    points_table,
+    prepare_resume,
+    read_rows,
+    shard,
+    varied_words,
+)
+from ..model.results import REGIME_BURST
+from . import common
+from .common import EXIT_FAIL, EXIT_OK, fail_usage
+from .options import (
+    config_from_options,
+    config_options,
+    measure_options,
+    peers_option,
+    preset_regimes,
+    run_options,
+    timing_options,
+)
+
+EXIT_INTERRUPTED = 130  # what a shell reports for a command stopped by Ctrl+C
+
+
+def _err() -> Console:
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _path_problems(out: str | None, csv_path: str | None) -> list[str]:
+    """Before any run: where the rows go can be written (said now, not after hours of work)."""
+    from ..store.files import write_problem
+
+    problems = []
+    for option, path in (("--out", out), ("--csv", csv_path)):
+        if path == "":
+            problems.append(f"{option}: empty; give a file name")
+        elif path is not None and (why := write_problem(path)):
+            problems.append(f"{option}: cannot write {path}: {why}")
+    return problems
+
+
+def _resume_problems(out: str | None, resume: bool) -> list[str]:
+    """An earlier sweep's rows are never replaced unasked."""
+    if resume and not out:
+        return ["--resume: needs --out, the file of the sweep to go on with"]
+    if out and not resume and os.path.isfile(out) and os.path.getsize(out):
+        return [f"--out: {out} already holds a sweep; add --resume to go on with it, or remove it"]
+    return []
+
+
+def resume_command(ctx: click.Context) -> str:
+    """The command line that goes on with this sweep: the options given, and --resume."""
+    words = ctx.command_path.split()
+    for param in ctx.command.params:
+        if (
+            not isinstance(param, click.Option)
+            or ctx.get_parameter_source(param.name) != ParameterSource.COMMANDLINE
+        ):
+            continue
+        value = ctx.params[param.name]
+        if param.is_flag:
+            words += [param.opts[0]] if value else param.secondary_opts[:1]
+        else:
+            words += [w for v in (value if param.multiple else (value,)) for w in (param.opts[0], str(v))]
+    return shlex.join(words if "--resume" in words else [*words, "--resume"])
+
+
+def _earlier_rows(out: str) -> list[dict]:
+    """The rows a sweep being resumed already wrote (none where its file is not there yet)."""
+    if not os.path.exists(out):
+        return []
+    rows, bad = prepare_resume(Path(out))
+    if bad:
+        _err().print(f"[yellow]{bad} line(s) of {escape(out)} did not read; left as they are[/yellow]")
+    return rows
+
+
+def _write_csv(path: str | None, rows: list[dict]) -> None:
+    """The rows as CSV; a failure now (the path was checked before the runs) is said, and the
+    rows stay in --out."""
+    if path:
+        from ..store.files import atomic_write
+
+        try:
+            atomic_write(path, csv_text(rows))
+        except OSError as exc:
+            _err().print(
+                f"[red]error:[/red] --csv: cannot write {escape(path)}: {escape(exc.strerror or str(exc))}"
+            )
+            return
+        _err().print(f"wrote {len(rows)} rows to {escape(path)}")
+
+
+@click.command()
+@config_options
+@timing_options
+@click.option(
+    "--vary",
+    "varies",
+    multiple=True,
+    metavar="FIELD=VALUES",
+    help="a field (or shorthand: s, d, h) and its values: 64,128 or a range 1024..32768x2 (geometric) or "
+    "1..8+1 (arithmetic); twice: every combination",
+)
+@click.option(
+    "--out", type=click.Path(dir_okay=False), help="JSON lines, one a point, each written as it finishes"
+)
+@click.option(
+    "--csv", "csv_path", type=click.Path(dir_okay=False), help="the rows as CSV, written at the end"
+)
+@click.option("--resume", is_flag=True, help="skip the points already in --out and append the others")
+@click.option(
+    "--shard", "shard_text", metavar="I/N", help="run only slice I of N (0 <= I < N), e.g. a Slurm array task"
+)
+@click.option(
+    "--gpus", metavar="all|LIST", help="spread the points over these GPUs (all, or 0,1), an engine each"
+)
+@measure_options
+@peers_option
+@click.pass_context
+def sweep(
+    ctx,
+    replays,
+    l2_flush,
+    regime,
+    seed,
+    run_anyway,
+    cache,
+    autotune,
+    check,
+    peers,
+    varies,
+    out,
+    csv_path,
+    resume,
+    shard_text,
+    gpus,
+    **values,
+) -> None:
+    """Run the configuration given by the options at every point of a grid (--vary), one engine
+    process for all; each point is one row (status, kernel time, TFLOPS, error, share of peak)."""
+    base = config_from_options(values)
+    if not varies:
+        fail_usage(["--vary: give at least one FIELD=VALUES, e.g. --vary s=1024..8192x2"])
+    try:
+        points = grid(base, [parse_vary(text, base) for text in varies])
+        mine = shard(points, *parse_shard(shard_text)) if shard_text is not None else points
+    except SweepError as exc:
+        fail_usage([str(exc)])
+    problems = _path_problems(out, csv_path) + _resume_problems(out, resume)
+    devices = None
+    if gpus:
+        from ..jobs import fleet
+
+        try:
+            devices = fleet.parse_gpus(gpus, fleet.visible_gpus())
+        except ValueError as exc:
+            problems.append(f"--gpus: {exc}")
+    if problems:
+        fail_usage(problems)
+    if not regime and values.get("preset"):
+        regime = preset_regimes().get(values["preset"], "")
+    options = run_options(
+        replays, l2_flush, regime or REGIME_BURST, autotune, check, seed, run_anyway, peers, cache
+    )
+    earlier = _earlier_rows(out) if resume else []
+    done = {r["key"] for r in earlier}
+    todo = [p for p in mine if p.key not in done]
+    if done:
+        _err().print(
+            f"{len(mine) - len(todo)} of {len(mine)} points already in {escape(out)}; running {len(todo)}"
+        )
+    rows, interrupted = _run_points(todo, options, out, devices)
+    _write_csv(csv_path, earlier + rows)
+    order = {p.key: p.index for p in mine}  # this grid's order (a resumed file may hold others)
+    shown = sorted((r for r in earlier + rows if r["key"] in order), key=lambda r: order[r["key"]])
+    if interrupted:
+        kept = (
+            f"kept in {escape(out)}; go on with:\n{escape(resume_command(ctx))}"
+            if out
+            else "no --out kept them"
+        )
+        _err().print(f"[yellow]interrupted:[/yellow] {len(shown)} of {len(mine)} points done, {kept}")
+        sys.exit(EXIT_INTERRUPTED)
+    part = f", slice {shard_text}" if shard_text else ""
+    title = f"{len(shown)} points{part}: {' x '.join(v.split('=')[0].strip() for v in varies)}; the rest as {base.label()}"
+    Console(highlight=False).print(points_table(shown, title))
+    sys.exit(EXIT_FAIL if any(r["status"] in FAILED_STATUSES for r in shown) else EXIT_OK)
+
+
+def _run_points(points, options, out: str | None, gpus: list[int] | None = None) -> tuple[list[dict], bool]:
+    """The points through one engine session (or one a GPU, each taking the next point as it
+    finishes one), each row appended to `out` and flushed as it finishes; the rows, and whether
+    Ctrl+C stopped the sweep (every finished point is kept; the running ones are dropped)."""
+    rows: list[dict] = []
+    if not points:
+        return rows, False
+    from ..jobs.fleet import gpu_session
+
+    sessions = [common.engine_session] if gpus is None else [lambda g=g: gpu_session(g) for g in gpus]
+    names = [""] if gpus is None else [f"GPU {g} " for g in gpus]
+    todo, lock, stop = queue.SimpleQueue(), threading.Lock(), threading.Event()
+    for point in points:
+        todo.put(point)
+    sink = open(out, "a", encoding="utf-8") if out else None  # noqa: SIM115 (closed below)
+    words = Column(ratio=1, no_wrap=True, overflow="ellipsis")  # the point and the engine's step
+    progress = Progress(
+        TextColumn("{task.description}", table_column=words), BarColumn(bar_width=24), MofNCompleteColumn(),
+        TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=_err(), expand=True,
+    )  # fmt: skip
+    task = progress.add_task("starting", total=len(points))
+    down: list[str] = []
+
+    def keep(row: dict) -> None:
+        with lock:  # one writer at a time, and none once stopped: a line is whole, never mixed
+            if stop.is_set():
+                return
+            if sink is not None:
+                sink.write(json.dumps(row) + "\n")
+                sink.flush()
+                os.fsync(sink.fileno())
+            rows.append(row)
+            progress.advance(task)
+
+    def work(open_session, name: str) -> None:
+        try:
+            with open_session() as session:
+                if session.ready() is None:
+                    down.append(f"{name}the engine process cannot start: {session.down}")
+                    return
+                while not stop.is_set():
+                    try:
+                        point = todo.get_nowait()
+                    except queue.Empty:
+                        return
+                    said = f"{name}{escape(varied_words(point.varied))}"
+                    progress.update(task, description=said)
+
+                    def watch(step: str, said: str = said) -> None:
+                        progress.update(task, description=f"{said}: {escape(step)}")
+
+                    keep(point_row(point, session.run(point.config, options, watch=watch)))
+        except KeyboardInterrupt:  # a stop said inside a worker (tests) is the user's Ctrl+C
+            stop.set()
+            interrupted.set()
+
+    interrupted = threading.Event()
+    workers = [threading.Thread(target=work, args=w, daemon=True) for w in zip(sessions, names, strict=True)]
+    try:
+        with progress:
+            for t in workers:
+                t.start()
+            while any(t.is_alive() for t in workers):
+                for t in workers:
+                    t.join(0.1)
+    except KeyboardInterrupt:
+        with lock:
+            stop.set()
+        interrupted.set()
+    finally:
+        with lock:
+            if sink is not None:
+                sink.close()
+                sink = None
+    if down and len(down) == len(workers):
+        for line in down:
+            _err().print(f"[red]FAIL[/red] {escape(line)}")
+        sys.exit(EXIT_FAIL)
+    for line in down:
+        _err().print(f"[yellow]{escape(line)}[/yellow]: its points ran on the other GPUs")
+    return rows, interrupted.is_set()
+
+
+@click.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--out", type=click.Path(dir_okay=False), help="write the merged rows here as JSON lines")
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="write the merged rows here as CSV")
+def merge(files, out, csv_path) -> None:
+    """Join sweep outputs (slices from several hosts, or a sweep and its resumption): one row a
+    point, said where two files disagree on one; then the table of the points. Or join many
+    hosts' `check --json` outputs: one table of every GPU, stragglers across hosts flagged."""
+    problems = _path_problems(out, csv_path)
+    if problems:
+        fail_usage(problems)
+    checks = _check_files(files)
+    if checks:
+        sys.exit(_merge_checks(checks, out))
+    sources = []
+    for name in files:
+        try:
+            rows, _kept, bad = read_rows(name)
+        except OSError as exc:
+            fail_usage([f"merge: cannot read {name}: {exc.strerror or exc}"])
+        if bad:
+            _err().print(f"[yellow]{bad} line(s) of {escape(name)} did not read[/yellow]")
+        sources.append((name, rows))
+    merged, disagreements = merge_rows(sources)
+    for line in disagreements:
+        _err().print(f"[yellow]{escape(line)}[/yellow]")
+    if out:
+        from ..store.files import atomic_write
+
+        atomic_write(out, "".join(json.dumps(r) + "\n" for r in merged))
+        _err().print(f"wrote {len(merged)} rows to {escape(out)}")
+    _write_csv(csv_path, merged)
+    Console(highlight=False).print(points_table(merged, f"{len(merged)} points from {len(files)} file(s)"))
+
+
+def _check_files(files) -> list[tuple[str, dict]]:
+    """The files as `check --json` outputs, when every one is (else none: they are sweeps)."""
+    found = []
+    for name in files:
+        try:
+            data = json.loads(Path(name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            data = None
+        if isinstance(data, dict) and ("cases" in data or "gpus" in data):
+            found.append((name, data))
+    if found and len(found) != len(files):
+        fail_usage(["merge: give sweep outputs or check --json outputs, not both"])
+    return found
+
+
+def _merge_checks(sources: list[tuple[str, dict]], out: str | None) -> int:
+    """Many hosts' checks as one table, a GPU over 5% slower than the others on a case flagged."""
+    from ..jobs.fleet import fleet_json, fleet_ok, print_stragglers, runs_from_checks, stragglers
+
+    runs = runs_from_checks(sources)
+    slow = stragglers(runs)
+    if out:
+        from ..store.files import atomic_write
+
+        merged = fleet_json(runs, slow)
+        for gpu, run in zip(merged["gpus"], runs, strict=True):
+            gpu["where"] = run.title
+        atomic_write(out, json.dumps(merged, indent=2) + "\n")
+    print_stragglers(Console(highlight=False), runs, slow)
+    return EXIT_OK if fleet_ok(runs, slow) else EXIT_FAIL

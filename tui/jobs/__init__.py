@@ -1,0 +1,1 @@
+"""Long jobs built on runs: sweeps, the preset check and the fleet check."""

@@ -1,0 +1,318 @@
+"""The run history: every run appended to a local SQLite database, so that last week's result
+(another driver, another cuDNN) can be listed, reopened and compared with today's.
+
+A row a run: the columns the list filters on, indexed, and the whole RunResult as JSON
+(zlib-compressed; read back through RunResult.from_json, so rows written under an older result
+schema still load). WAL mode and one transaction a run: a crash mid-write loses at most that
+run, never an earlier one. Writing history never fails a run: `record` says in one line why it
+could not, and returns None.
+
+Headless (no Textual): the CLI writes and reads it here, and so will the dashboard.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sqlite3
+import sys
+import threading
+import time
+import zlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..model.results import Environment, RunResult
+from .baseline import Comparison as Comparison
+from .baseline import compare as compare
+
+DATA_DIR_ENV = "SDPA_EXPLORER_DATA_DIR"  # overrides the user data folder (tests use their own)
+FILE_NAME = "history.sqlite3"
+SCHEMA = 2  # PRAGMA user_version: the table's shape, apart from the results' own schema (2: `searched`)
+BUSY_S = 5.0  # how long a write waits for another process's transaction before it gives up
+
+SHAPE_FIELDS = ("b", "h_q", "h_kv", "s_q", "s_kv", "d_qk", "d_v")
+FILTERS = ("preset", "status", "source", "label", "dtype", "layout", "causal", "cudnn", "frontend",
+           "torch", "gpu", "driver", "host", *SHAPE_FIELDS)  # fmt: skip
+SEARCHED = ("label", "preset", "status", "gpu", "cudnn", "frontend")  # what `search` looks in
+# ... as one column, computed and indexed: a search reads the index, one LIKE a run, not the table's
+# rows (a result each) with six; char(31) between the fields, so a search never spans two
+SEARCHED_SQL = " || char(31) || ".join(f"coalesce({name}, '')" for name in SEARCHED)
+_SQL_TYPES = {"int": "INTEGER", "bool": "INTEGER", "float": "REAL", "float | None": "REAL"}  # else TEXT
+
+
+class HistoryError(Exception):
+    """The history could not be read or written; the message names the file."""
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    """One run as the list shows it (the whole result is `History.load(id)`)."""
+
+    id: int
+    recorded_at: float  # seconds since the epoch
+    source: str  # who ran it: "run", "check", "dashboard"
+    preset: str | None  # the preset it started from
+    label: str  # SdpaConfig.label()
+    b: int
+    h_q: int
+    h_kv: int
+    s_q: int
+    s_kv: int
+    d_qk: int
+    d_v: int
+    dtype: str
+    layout: str
+    causal: str
+    backward: bool
+    status: str
+    message: str
+    cudnn: str  # the cuDNN backend as the frontend loaded it
+    frontend: str
+    torch: str
+    gpu: str
+    driver: str
+    host: str
+    kernel_us: float | None  # the forward's heuristic pick, median
+    regime: str
+    schema_version: str  # of the result as it was written
+
+    @property
+    def when(self) -> str:
+        """Local time, to the second: how a person finds a run again."""
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.recorded_at))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "when": self.when}
+
+
+# the table's columns after its id, as HistoryRow declares them: (column, SQL type)
+COLUMNS = tuple((f.name, _SQL_TYPES.get(f.type, "TEXT")) for f in dataclasses.fields(HistoryRow))[1:]
+COLUMN_NAMES = tuple(name for name, _ in COLUMNS)
+
+
+def data_dir() -> Path:
+    override = os.environ.get(DATA_DIR_ENV)
+    if override:
+        return Path(override)
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("sdpa-explorer", appauthor=False))
+
+
+def default_path() -> Path:
+    return data_dir() / FILE_NAME
+
+
+def row_values(result: RunResult, preset: str | None, source: str) -> dict[str, Any]:
+    """The filter columns of one run."""
+    c, env = result.config, result.environment or Environment(gpu_available=False)
+    forward = result.forward
+    timing = forward.timing if forward else None
+    return {
+        "recorded_at": time.time(),
+        "source": source,
+        "preset": preset,
+        "label": c.label(),
+        **{name: getattr(c, name) for name in SHAPE_FIELDS},
+        "dtype": c.dtype,
+        "layout": c.layout,
+        "causal": c.causal,
+        "backward": int(bool(c.backward)),
+        "status": result.status,
+        "message": result.message,
+        "cudnn": env.cudnn_backend_version,
+        "frontend": env.frontend_version,
+        "torch": env.torch_version,
+        "gpu": env.gpu_name,
+        "driver": env.driver_version,
+        "host": env.host,
+        "kernel_us": timing.median_us if timing else None,
+        "regime": timing.regime if timing else "",
+        "schema_version": result.schema_version,
+    }
+
+
+class History:
+    """The history database at `path` (default: the user data folder). One connection, opened
+    when first used and usable from any thread, one call at a time (a dashboard's worker); a
+    write is one transaction. Another process may write meanwhile: WAL lets readers go on."""
+
+    def __init__(self, path: Path | str | None = None) -> None:
+        self.path = Path(path) if path is not None else default_path()
+        self._conn: sqlite3.Connection | None = None
+
+    def __enter__(self) -> History:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, timeout=BUSY_S, check_same_thread=False)
+            try:
+                _prepare(conn)
+            except BaseException:
+                conn.close()
+                raise
+            self._conn = conn
+        return self._conn
+
+    def _failed(self, exc: Exception) -> HistoryError:
+        return HistoryError(f"{self.path}: {getattr(exc, 'strerror', None) or exc}")
+
+    def record(self, result: RunResult, preset: str | None = None, source: str = "cli") -> int:
+        """Append one run in a transaction of its own; its id. HistoryError when it cannot be written."""
+        return self.record_many([(result, preset, source)])[0]
+
+    def record_many(self, runs: Iterable[tuple[RunResult, str | None, str]]) -> list[int]:
+        """Append (result, preset, source) runs in one transaction, all or none (generated rows,
+        an import); their ids."""
+        sql = f"INSERT INTO runs ({', '.join(COLUMN_NAMES)}, result) VALUES ({', '.join('?' * (len(COLUMNS) + 1))})"
+        try:
+            conn = self._connect()
+            with conn:  # the rows are there whole or not at all
+                return [int(conn.execute(sql, _insert_values(*run)).lastrowid) for run in runs]
+        except (sqlite3.Error, OSError) as exc:
+            raise self._failed(exc) from exc
+
+    def runs(self, limit: int = 100, offset: int = 0, search: str = "", **where: Any) -> list[HistoryRow]:
+        """Newest first. `where`: a column of FILTERS and the value it must equal (None: any);
+        `search`: text found in the label, preset, status, GPU or versions."""
+        source, sql, args = self._where(search, where)
+        select, page = f"SELECT id, {', '.join(COLUMN_NAMES)} FROM runs", "ORDER BY id DESC LIMIT ? OFFSET ?"
+        if source != "runs":  # the page's ids from the search's index, then only their rows
+            query = f"{select} WHERE id IN (SELECT id FROM {source}{sql} {page}) ORDER BY id DESC"
+        else:
+            query = f"{select}{sql} {page}"
+        return [_row(r) for r in self._read(query, (*args, limit, offset))]
+
+    def count(self, search: str = "", **where: Any) -> int:
+        """How many runs match, as `runs` filters them."""
+        source, sql, args = self._where(search, where)
+        found = self._read(f"SELECT COUNT(*) FROM {source}{sql}", args)
+        return int(found[0][0]) if found else 0
+
+    def load(self, run_id: int) -> RunResult:
+        """The whole result of run `run_id`; KeyError when there is none."""
+        found = self._read("SELECT result FROM runs WHERE id = ?", (run_id,))
+        if not found:
+            raise KeyError(f"no run {run_id} in the history ({self.path})")
+        data = found[0][0]
+        try:
+            text = zlib.decompress(data).decode("utf-8") if isinstance(data, bytes) else data
+            return RunResult.from_json(text)
+        except (zlib.error, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+            raise HistoryError(f"{self.path}: run {run_id} cannot be read: {exc}") from exc
+
+    @staticmethod
+    def _where(search: str, where: dict[str, Any]) -> tuple[str, str, tuple]:
+        """What to read (the table, or for a search alone its index) and the WHERE clause."""
+        unknown = sorted(set(where) - set(FILTERS))
+        if unknown:
+            raise ValueError(f"cannot filter history on {', '.join(unknown)} (only {', '.join(FILTERS)})")
+        given = {k: v for k, v in where.items() if v is not None}
+        terms = [f"{name} = ?" for name in given]
+        args: list[Any] = list(given.values())
+        if search:
+            terms.append("searched LIKE ?")
+            args.append(f"%{search}%")
+        source = "runs INDEXED BY runs_searched" if search and not given else "runs"
+        return source, (" WHERE " + " AND ".join(terms) if terms else ""), tuple(args)
+
+    def _read(self, sql: str, args: tuple) -> list[tuple]:
+        if not self.path.exists() and self._conn is None:
+            return []  # nothing recorded yet: no file made just to say so
+        try:
+            return self._connect().execute(sql, args).fetchall()
+        except (sqlite3.Error, OSError) as exc:
+            raise self._failed(exc) from exc
+
+
+def stored_result(result: RunResult) -> bytes:
+    """The result column of a run: its JSON, zlib-compressed."""
+    return zlib.compress(result.to_json(indent=None).encode("utf-8"))
+
+
+def _insert_values(result: RunResult, preset: str | None, source: str) -> tuple:
+    values = row_values(result, preset, source)
+    return (*(values[name] for name in COLUMN_NAMES), stored_result(result))
+
+
+def _row(r: tuple) -> HistoryRow:
+    values = dict(zip(("id", *COLUMN_NAMES), r, strict=True))
+    return HistoryRow(**{**values, "backward": bool(values["backward"])})
+
+
+_PREPARING = threading.Lock()  # one thread of this process prepares a file at a time
+
+
+def _prepare(conn: sqlite3.Connection) -> None:
+    """WAL, and the table and its indexes where this file is new (the searched column and its index
+    added to a file of schema 1). The dashboard's first kept run and the History pane's first read
+    may open a new file at once, as may two processes: one prepares it, the other waits (a lock
+    of SQLite's own that it would not wait for is tried again until BUSY_S has passed)."""
+    deadline = time.monotonic() + BUSY_S
+    with _PREPARING:
+        while True:
+            try:
+                _prepare_once(conn)
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
+
+
+def _prepare_once(conn: sqlite3.Connection) -> None:
+    mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+    if str(mode).lower() != "wal":
+        raise sqlite3.OperationalError(f"the database cannot use WAL mode (it is in {mode} mode)")
+    conn.execute("PRAGMA synchronous=NORMAL")  # WAL: a crash of the app loses nothing committed
+    if conn.execute("PRAGMA user_version").fetchone()[0] >= SCHEMA:
+        return
+    columns = ", ".join(f"{name} {kind}" for name, kind in COLUMNS)
+    with conn:
+        conn.execute("BEGIN IMMEDIATE")  # one writer makes the table; another waits, then finds it made
+        if conn.execute("PRAGMA user_version").fetchone()[0] >= SCHEMA:
+            return
+        conn.execute(f"CREATE TABLE IF NOT EXISTS runs (id INTEGER PRIMARY KEY AUTOINCREMENT, "
+                     f"{columns}, result BLOB NOT NULL)")  # fmt: skip
+        for name in FILTERS:  # each with the id, so that a filtered list comes newest first unsorted
+            conn.execute(f"CREATE INDEX IF NOT EXISTS runs_{name} ON runs ({name}, id)")
+        if not any(c[1] == "searched" for c in conn.execute("PRAGMA table_xinfo(runs)")):
+            conn.execute(
+                f"ALTER TABLE runs ADD COLUMN searched TEXT GENERATED ALWAYS AS ({SEARCHED_SQL}) VIRTUAL"
+            )
+        conn.execute("CREATE INDEX IF NOT EXISTS runs_searched ON runs (searched)")
+        conn.execute(f"PRAGMA user_version = {SCHEMA}")
+
+
+def record(
+    result: RunResult,
+    preset: str | None = None,
+    source: str = "cli",
+    warn: Callable[[str], None] | None = None,
+    path: Path | str | None = None,
+) -> int | None:
+    """Append a run to the history; its id, or None when it could not be written, said in one
+    line to `warn` (default: standard error) and nothing more: history never fails a run."""
+    try:
+        with History(path) as history:
+            return history.record(result, preset, source)
+    except HistoryError as exc:
+        (warn or _to_stderr)(f"warning: run not kept in the history: {exc}")
+        return None
+
+
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr)
