@@ -77,7 +77,7 @@ def in_one_process(quick: bool) -> dict[str, Any]:
     from tui.cli.options import run_options as _run_options
     from tui.engine.runner import Engine
     from tui.jobs.check import QUICK_REPLAYS, SMOKE, SMOKE_CASES
-    from tui.model.results import REGIME_BURST
+    from tui.model.statuses import REGIME_BURST
 
     parts = instrumented()
     t0 = time.perf_counter()

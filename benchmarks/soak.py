@@ -30,8 +30,10 @@ import time
 from tui.engine.runner import RunOptions
 from tui.model.config import SdpaConfig
 from tui.model.options import TimingOptions
-from tui.model.results import GOOD_STATUSES, STATUS_CRASH, STATUS_ERROR, STATUS_MISMATCH, RunResult
+from tui.model.results import RunResult
 from tui.model.sampling import random_config
+from tui.model.statuses import GOOD_STATUSES, STATUS_CRASH, STATUS_ERROR, STATUS_MISMATCH
+from tui.model.validation import validate
 from tui.process.client import EngineClient
 from tui.process.session import EngineSession
 
@@ -54,7 +56,7 @@ def fp8_dropout(rng: random.Random) -> SdpaConfig:
         c = random_config(rng, fp8_share=1.0, backward_share=0.0)
         causal = c.causal if c.causal != "bottom_right" else "top_left"
         c = dataclasses.replace(c, dropout=0.1, backward=False, bias="none", alibi=False, causal=causal)
-        if not c.validate():
+        if not validate(c):
             return c
 
 

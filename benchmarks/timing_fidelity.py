@@ -28,7 +28,7 @@ from tui.engine.runner import Engine, RunOptions
 from tui.engine.timing import profiler_kernel_time
 from tui.model.config import SdpaConfig
 from tui.model.options import TimingOptions
-from tui.model.results import REGIME_BURST, REGIME_SUSTAINED, REGIMES
+from tui.model.statuses import REGIME_BURST, REGIME_SUSTAINED, REGIMES
 from tui.present.format import pass_short
 
 CASES = {

@@ -37,17 +37,9 @@ from tui.model.knob_search import (
     Trial,
     fastest,
 )
-from tui.model.results import (
-    STATUS_CANCELLED,
-    STATUS_CRASH,
-    STATUS_UNSUPPORTED,
-    Crash,
-    Environment,
-    ErrorMetrics,
-    PeerResult,
-    RunResult,
-)
+from tui.model.results import Crash, Environment, ErrorMetrics, PeerResult, RunResult
 from tui.model.search_results import SearchOptions, SearchResult
+from tui.model.statuses import STATUS_CANCELLED, STATUS_CRASH, STATUS_UNSUPPORTED
 from tui.process.client import (
     EXIT_CONTEXT_LOST,
     EngineDied,

@@ -21,7 +21,7 @@ from tui.app import make_app
 from tui.app.messages import TimingChoice
 from tui.app.widgets.status import Phase, Status
 from tui.model.config import SdpaConfig
-from tui.model.results import STATUS_CPU_ONLY, STATUS_OK, STATUS_UNSUPPORTED
+from tui.model.statuses import STATUS_CPU_ONLY, STATUS_OK, STATUS_UNSUPPORTED
 from tui.process.client import EngineProgress
 
 SMALL = SdpaConfig(b=1, h_q=2, h_kv=2, s_q=64, s_kv=64, d_qk=64, d_v=64)

@@ -3,6 +3,8 @@ import itertools
 import pytest
 
 from tui.model.config import ConfigError, SdpaConfig
+from tui.model.fields import config_from_dict
+from tui.model.validation import validate
 
 
 def test_defaults_are_the_seed_configuration():
@@ -10,12 +12,12 @@ def test_defaults_are_the_seed_configuration():
     assert (c.b, c.h_q, c.h_kv, c.s_q, c.s_kv, c.d_qk, c.d_v) == (4, 12, 12, 1024, 1024, 64, 64)
     assert (c.dtype, c.layout, c.causal, c.heuristics) == ("fp16", "BSHD", "top_left", ("A", "FALLBACK"))
     assert c.scale == pytest.approx(1 / 8)
-    assert c.validate() == []
+    assert validate(c) == []
 
 
 def test_validate_reports_every_problem_with_its_field():
     c = SdpaConfig(h_q=6, h_kv=4, d_qk=0, dtype="fp64", layout="XYZ", causal="left", heuristics=("A", "C"))
-    errors = {e.field: e.message for e in c.validate()}
+    errors = {e.field: e.message for e in validate(c)}
     assert errors["h_kv"] == "h_q must be a multiple of h_kv (got 6 and 4)"
     assert "d_qk" in errors and "at least 1" in errors["d_qk"]
     assert "fp64" in errors["dtype"]
@@ -26,21 +28,21 @@ def test_validate_reports_every_problem_with_its_field():
 
 @pytest.mark.parametrize("value", [-1, 0, 1 << 30])
 def test_out_of_range_integers(value):
-    errors = SdpaConfig(s_q=value).validate()
+    errors = validate(SdpaConfig(s_q=value))
     assert [e.field for e in errors] == ["s_q"]
 
 
 def test_bottom_right_needs_s_q_not_longer_than_s_kv():
-    errors = SdpaConfig(s_q=2048, s_kv=1024, causal="bottom_right").validate()
+    errors = validate(SdpaConfig(s_q=2048, s_kv=1024, causal="bottom_right"))
     assert [e.field for e in errors] == ["causal"]
-    assert SdpaConfig(s_q=1, s_kv=1024, causal="bottom_right").validate() == []
+    assert validate(SdpaConfig(s_q=1, s_kv=1024, causal="bottom_right")) == []
 
 
 def test_memory_estimate_is_checked_against_the_gpu():
     big = SdpaConfig(b=64, h_q=64, h_kv=64, s_q=32768, s_kv=32768, d_qk=128, d_v=128)
-    errors = big.validate(gpu_memory_bytes=80 << 30)
+    errors = validate(big, gpu_memory_bytes=80 << 30)
     assert errors and errors[0].field == "b" and "GPU memory" in errors[0].message
-    assert SdpaConfig().validate(gpu_memory_bytes=80 << 30) == []
+    assert validate(SdpaConfig(), gpu_memory_bytes=80 << 30) == []
 
 
 def test_dict_round_trip():
@@ -60,13 +62,13 @@ def test_dict_round_trip():
     )
     d = c.to_dict()
     assert all(isinstance(v, (int, float, str, list)) for v in d.values())  # TOML/JSON friendly
-    assert SdpaConfig.from_dict(d) == c
+    assert config_from_dict(d) == c
     assert "attn_scale" not in SdpaConfig().to_dict()
 
 
 def test_from_dict_rejects_unknown_keys_and_wrong_types_by_name():
     with pytest.raises(ConfigError) as exc:
-        SdpaConfig.from_dict({"bb": 4, "s_q": "long", "heuristics": 3})
+        config_from_dict({"bb": 4, "s_q": "long", "heuristics": 3})
     fields = {e.field for e in exc.value.errors}
     assert fields == {"bb", "s_q", "heuristics"}
     assert "unknown key 'bb'" in str(exc.value)
@@ -76,7 +78,7 @@ def test_from_dict_rejects_unknown_keys_and_wrong_types_by_name():
 def test_from_dict_says_a_number_too_large_for_a_float_at_its_field(data):
     """Issue 12, item 6: OverflowError was raised, not the project's own ConfigError."""
     with pytest.raises(ConfigError) as exc:
-        SdpaConfig.from_dict(data)
+        config_from_dict(data)
     assert [e.field for e in exc.value.errors] == list(data)
     assert "must be a finite number (got a number of 1329 bits)" in str(exc.value)
 
@@ -84,8 +86,8 @@ def test_from_dict_says_a_number_too_large_for_a_float_at_its_field(data):
 def test_a_number_of_thousands_of_digits_is_quoted_not_printed():
     """Python will not print an int of more than 4300 digits: the message says its size instead."""
     huge = 10**5000
-    config = SdpaConfig.from_dict({"window": huge, "b": 1, "seq_lens_q": [huge], "seq_lens_kv": [1]})
-    errors = {e.field: e.message for e in config.validate()}
+    config = config_from_dict({"window": huge, "b": 1, "seq_lens_q": [huge], "seq_lens_kv": [1]})
+    errors = {e.field: e.message for e in validate(config)}
     assert errors == {
         "window": f"sliding window must be at most {1 << 22} (got a number of 16610 bits)",
         "seq_lens_q": "query lengths must lie between 1 and 1024 (got a number of 16610 bits)",
@@ -93,7 +95,7 @@ def test_a_number_of_thousands_of_digits_is_quoted_not_printed():
 
 
 def test_from_dict_normalises_text():
-    c = SdpaConfig.from_dict(
+    c = config_from_dict(
         {"layout": "bhsd", "causal": "Bottom-Right", "dtype": "BF16", "heuristics": "a+fallback"}
     )
     assert (c.layout, c.causal, c.dtype, c.heuristics) == ("BHSD", "bottom_right", "bf16", ("A", "FALLBACK"))
@@ -127,7 +129,7 @@ def test_kept_pairs_with_padding_count_only_real_tokens(causal, window):
     c = SdpaConfig(
         b=3, s_q=9, s_kv=12, causal=causal, window=window, seq_lens_q=(9, 4, 1), seq_lens_kv=(12, 7, 3)
     )
-    assert c.validate() == []
+    assert validate(c) == []
     assert c.kept_pairs() == _brute_kept(c)
     assert c.flops() == 2 * c.h_q * _brute_kept(c) * (c.d_qk + c.d_v)
 
@@ -135,16 +137,18 @@ def test_kept_pairs_with_padding_count_only_real_tokens(causal, window):
 def test_mask_fields_validate_with_their_names():
     errors = {
         e.field: e.message
-        for e in SdpaConfig(
-            b=2, window=0, seq_lens_q=(5,), seq_lens_kv=(1, 9999), bias="2x2", implementation="fast"
-        ).validate()
+        for e in validate(
+            SdpaConfig(
+                b=2, window=0, seq_lens_q=(5,), seq_lens_kv=(1, 9999), bias="2x2", implementation="fast"
+            )
+        )
     }
     assert "at least 1" in errors["window"]
     assert "one length per batch entry: 2 (got 1)" in errors["seq_lens_q"]
     assert "between 1 and 1024 (got 9999)" in errors["seq_lens_kv"]
     assert "2x2" in errors["bias"] and "fast" in errors["implementation"]
-    assert "needs s_q <= s_kv" in SdpaConfig(s_q=2048, window=128).validate()[0].message
-    assert SdpaConfig(b=1, seq_lens_q=(3,)).validate()[0].field == "seq_lens_kv"
+    assert "needs s_q <= s_kv" in validate(SdpaConfig(s_q=2048, window=128))[0].message
+    assert validate(SdpaConfig(b=1, seq_lens_q=(3,)))[0].field == "seq_lens_kv"
 
 
 def test_parse_lengths():
@@ -185,8 +189,8 @@ def test_new_fields_round_trip_through_a_dict():
     )
     d = c.to_dict()
     assert d["seq_lens_q"] == [10, 20] and d["window"] == 64
-    assert SdpaConfig.from_dict(d) == c
-    assert SdpaConfig.from_dict({"bias": "b,h"}).bias == "bxh"
+    assert config_from_dict(d) == c
+    assert config_from_dict({"bias": "b,h"}).bias == "bxh"
 
 
 def test_flops_of_the_seed_and_a_gqa_decode_step():

@@ -12,7 +12,7 @@ from tests.pilot_waits import show_pane, wait_for
 from tui.app import make_app
 from tui.engine.runner import Engine
 from tui.model.config import SdpaConfig
-from tui.model.results import STATUS_CRASH, STATUS_KNOWN_ISSUE
+from tui.model.statuses import STATUS_CRASH, STATUS_KNOWN_ISSUE
 from tui.present import export
 
 FP8_DROPOUT = SdpaConfig(

@@ -13,7 +13,8 @@ from tui.engine.graph import define_and_validate
 from tui.engine.keywords import SDPA_KEYWORDS, sdpa_kwargs
 from tui.model.config import SEED_MAX, SdpaConfig
 from tui.model.options import RunOptions
-from tui.model.results import SCHEMA_VERSION, STATUS_CPU_ONLY, RunResult
+from tui.model.results import RunResult
+from tui.model.statuses import SCHEMA_VERSION, STATUS_CPU_ONLY
 
 
 def test_cpu_mode_result(cpu_engine):

@@ -17,7 +17,9 @@ from fakes import TRAINING
 from measured import measured
 
 from tui.model.config import SdpaConfig
-from tui.model.results import SCHEMA_VERSION, RunResult
+from tui.model.results import RunResult
+from tui.model.statuses import SCHEMA_VERSION
+from tui.model.validation import validate
 from tui.present import bundle, repro
 from tui.present.export import PLAN_COLUMNS, default_filename, render, script
 
@@ -136,7 +138,7 @@ VARIANTS = [
 
 @pytest.mark.parametrize("config", VARIANTS, ids=[c.label() for c in VARIANTS])
 def test_every_variant_compiles_reads_only_names_it_defines_and_imports_only_cudnn_and_torch(config):
-    assert config.validate() == []
+    assert validate(config) == []
     text = script(config)
     tree = ast.parse(text)
     table = symtable.symtable(text, "repro.py", "exec")

@@ -25,9 +25,11 @@ from tui.model.fields import (
     Plan,
     Switch,
     Whole,
+    config_from_dict,
     from_entries,
 )
 from tui.model.option_table import option_table, with_option_table
+from tui.model.validation import validate
 from tui.store.presets import to_toml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -106,8 +108,8 @@ def test_every_field_round_trips_through_a_preset(field):
     config = SdpaConfig().replace(**{field.name: sample(field)})
     data = tomllib.loads(to_toml(config))["config"]
     assert data[field.name] is not None
-    assert SdpaConfig.from_dict(data) == config
-    assert SdpaConfig.from_dict(data).to_dict()[field.name] == data[field.name]
+    assert config_from_dict(data) == config
+    assert config_from_dict(data).to_dict()[field.name] == data[field.name]
 
 
 @pytest.mark.parametrize("field", FIELDS, ids=IDS)
@@ -125,7 +127,7 @@ def test_a_fields_own_messages_name_it(field):
     wrong = 3 if isinstance(field, Choice | Modes) else "x"
     assert field.label in field.problem(wrong)
     with pytest.raises(ConfigError) as exc:
-        SdpaConfig.from_dict({field.name: object()})
+        config_from_dict({field.name: object()})
     assert field.label in str(exc.value) and exc.value.errors[0].field == field.name
     assert field.problem(field.default) is None and field.problem(sample(field)) is None
 
@@ -245,7 +247,7 @@ class FormApp(App):
 
 @pytest.mark.asyncio
 async def test_every_field_has_a_form_widget_that_loads_and_reads_back():
-    assert RICH.validate() == []
+    assert validate(RICH) == []
     assert all(getattr(RICH, f.name) != f.default for f in FIELDS)
 
     app = FormApp()

@@ -15,10 +15,11 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from tui.model.config import ConfigError, SdpaConfig
-from tui.model.fields import FIELDS, from_entries
+from tui.model.fields import FIELDS, config_from_dict, from_entries
 from tui.model.options import RunOptions
-from tui.model.results import STATUS_CPU_ONLY, STATUS_INVALID, STATUS_UNSUPPORTED
 from tui.model.sampling import random_config
+from tui.model.statuses import STATUS_CPU_ONLY, STATUS_INVALID, STATUS_UNSUPPORTED
+from tui.model.validation import validate
 
 _QUIET = dict(deadline=None, database=None, suppress_health_check=list(HealthCheck))
 settings.register_profile("sdpa-ci", max_examples=60, derandomize=True, **_QUIET)
@@ -59,7 +60,7 @@ SEEDS = st.integers(0, 2**16) | st.integers() | HUGE
 
 def _assert_usable(config: SdpaConfig) -> None:
     """What the CLI, the form and presets do with a parsed config, whatever it holds."""
-    config.validate()
+    validate(config)
     config.label()
     hash(config)  # the graph cache's key
 
@@ -68,7 +69,7 @@ def _assert_usable(config: SdpaConfig) -> None:
 @given(st.dictionaries(KEYS, NEAR | JSON, max_size=6))
 def test_from_dict_raises_only_config_error(data):
     try:
-        config = SdpaConfig.from_dict(data)
+        config = config_from_dict(data)
     except ConfigError as exc:
         assert exc.errors and all(e.field in data for e in exc.errors)
     else:

@@ -129,7 +129,7 @@ def test_l2_flush_reports_a_cold_kernel_time(engine):
 )
 def test_cudnn_refusals_are_reported_not_crashed(engine, config, words):
     with pytest.raises(graphmod.GraphBuildError) as exc:
-        graphmod.build(config, engine._cudnn_handle())  # below the config checks: cuDNN's own verdict
+        graphmod.build(config, engine.cudnn_handle())  # below the config checks: cuDNN's own verdict
     assert exc.value.unsupported and words in exc.value.message
     r = engine.run(config)
     assert r.status in ("unsupported", "invalid") and not r.ok  # the engine keeps going

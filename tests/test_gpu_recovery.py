@@ -11,7 +11,7 @@ import pytest
 from tui.engine.runner import Engine, RunOptions
 from tui.model import known_issues
 from tui.model.config import SdpaConfig
-from tui.model.results import STATUS_CRASH, STATUS_KNOWN_ISSUE, STATUS_OK
+from tui.model.statuses import STATUS_CRASH, STATUS_KNOWN_ISSUE, STATUS_OK
 from tui.present.export import render
 from tui.process.session import EngineSession
 
@@ -98,7 +98,7 @@ def test_a_run_stopped_while_timing_plans_leaves_the_engine_able_to_measure():
     engine process measures the next configuration correctly."""
     import queue
 
-    from tui.model.results import STATUS_CANCELLED
+    from tui.model.statuses import STATUS_CANCELLED
     from tui.process.client import EngineClient, EngineProgress, EngineReady, EngineResult
 
     events: queue.Queue = queue.Queue()

@@ -7,7 +7,7 @@ import pytest
 from tui.engine.runner import Engine, RunOptions
 from tui.model.config import SdpaConfig
 from tui.model.options import TimingOptions
-from tui.model.results import REGIME_BURST, REGIME_SUSTAINED
+from tui.model.statuses import REGIME_BURST, REGIME_SUSTAINED
 
 pytestmark = pytest.mark.gpu
 

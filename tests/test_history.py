@@ -18,7 +18,8 @@ from fakes import DATA, RECORDED, TRAINING, FakeEngine, relabelled
 from tui.cli import common as cli
 from tui.cli.main import main
 from tui.model.config import SdpaConfig
-from tui.model.results import FORWARD, STATUS_CPU_ONLY, STATUS_MISMATCH, STATUS_OK, PassResult, RunResult
+from tui.model.results import PassResult, RunResult
+from tui.model.statuses import FORWARD, STATUS_CPU_ONLY, STATUS_MISMATCH, STATUS_OK
 from tui.process.session import EngineSession
 from tui.store.history import COLUMN_NAMES, DATA_DIR_ENV, FILE_NAME, History, compare, record
 

@@ -11,6 +11,7 @@ from tui.engine.peer import torch_sdpa
 from tui.engine.reference import alibi_slopes, keep_mask, make_inputs, reference_fp32, valid_rows
 from tui.engine.tolerances import TOLERANCES, compare
 from tui.model.config import SdpaConfig
+from tui.model.validation import validate
 
 
 def tiny(c):
@@ -105,7 +106,7 @@ def test_alibi_and_bias_are_added_to_the_scores():
 )
 def test_torch_low_precision_sdpa_matches_the_reference_with_masks(changes):
     c = SdpaConfig(b=2, h_q=4, h_kv=2, s_q=16, s_kv=16, d_qk=16, d_v=16).replace(**changes)
-    assert c.validate() == []
+    assert validate(c) == []
     q, k, v, bias = make_inputs(c, "cpu", seed=1)
     ref = reference_fp32(c, q, k, v, bias)
     m = compare(torch_sdpa(c, q, k, v, bias), ref, *TOLERANCES["fp16"], valid_rows(c, "cpu"))
@@ -143,4 +144,4 @@ def test_dropout_applies_the_drawn_mask_and_rescales():
     assert torch.equal(reference_fp32(c, q, k, v), plain)  # no mask given: dropout is off
     graph = json.loads(define_and_validate(c).json())
     assert "seed" in graph["tensors"] and "offset" in graph["tensors"]
-    assert SdpaConfig(dropout=1.0).validate()[0].field == "dropout"
+    assert validate(SdpaConfig(dropout=1.0))[0].field == "dropout"

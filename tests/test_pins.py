@@ -7,8 +7,10 @@ import pytest
 
 from tui.model import pins
 from tui.model.config import SdpaConfig
+from tui.model.fields import config_from_dict
 from tui.model.results import PlanResult, TimingStats
 from tui.model.sampling import PIN_ENGINES, random_configs
+from tui.model.validation import validate
 
 
 def timed(index: int, name: str, us: float, **kw) -> PlanResult:
@@ -58,8 +60,8 @@ def test_a_wrong_pin_says_which_part(text, words):
 
 
 def test_the_config_field_names_itself_and_keeps_canonical_text():
-    assert SdpaConfig.from_dict({"plan": "eng1  kernel_cfg=27"}).plan == "1 KERNEL_CFG=27"
-    (error,) = SdpaConfig(plan="1 KERNEL_CFG").validate()
+    assert config_from_dict({"plan": "eng1  kernel_cfg=27"}).plan == "1 KERNEL_CFG=27"
+    (error,) = validate(SdpaConfig(plan="1 KERNEL_CFG"))
     assert error.field == "plan" and error.message.startswith("pinned plan: a knob is NAME=VALUE")
     assert "plan[1 KERNEL_CFG=27]" in SdpaConfig(plan="1 KERNEL_CFG=27").label()
 

@@ -7,6 +7,7 @@ from click.testing import CliRunner
 
 from tui.cli.main import main
 from tui.model.config import SdpaConfig
+from tui.model.validation import validate
 from tui.store import presets as presetmod
 
 BUILTIN_NAMES = sorted(p.stem for p in presetmod.builtin_dir().glob("*.toml"))
@@ -27,7 +28,7 @@ def test_builtins_all_load_and_validate(user_dir):
     for name in BUILTIN_NAMES:
         p = found[name]
         assert p.origin == "builtin" and p.description and p.source
-        assert p.config.validate() == []
+        assert validate(p.config) == []
 
 
 def test_the_seed_preset_is_the_seed_configuration(user_dir):

@@ -13,7 +13,7 @@ from fakes import NO_GPU, FakeEngine
 
 from tui.model.config import SdpaConfig
 from tui.model.options import RunOptions
-from tui.model.results import STATUS_CANCELLED
+from tui.model.statuses import STATUS_CANCELLED
 from tui.process import launcher
 from tui.process.client import (
     EngineClient,

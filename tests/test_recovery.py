@@ -19,15 +19,9 @@ from tui.engine import faults
 from tui.engine.runner import Engine, RunOptions
 from tui.model import known_issues
 from tui.model.config import SdpaConfig
-from tui.model.results import (
-    STATUS_CPU_ONLY,
-    STATUS_CRASH,
-    STATUS_ERROR,
-    STATUS_KNOWN_ISSUE,
-    STATUS_OK,
-    Environment,
-    RunResult,
-)
+from tui.model.results import Environment, RunResult
+from tui.model.statuses import STATUS_CPU_ONLY, STATUS_CRASH, STATUS_ERROR, STATUS_KNOWN_ISSUE, STATUS_OK
+from tui.model.validation import validate
 from tui.process.client import (
     EXIT_CONTEXT_LOST,
     EngineClient,
@@ -261,7 +255,7 @@ def test_the_soak_follows_every_fault_with_a_probe_and_judges_recovery_and_false
     for i, kind in enumerate(kinds):
         if kind not in ("run", "probe"):
             assert kinds[i + 1] == "probe" and steps[i + 1][1] == SdpaConfig()
-    assert all(c.fp8 and c.dropout and not c.validate() for kind, c in steps if kind == "anyway")
+    assert all(c.fp8 and c.dropout and not validate(c) for kind, c in steps if kind == "anyway")
 
     def r(i, kind, status, worst=None, atol=None):
         return {"request": i, "kind": kind, "status": status, "worst_max_abs": worst, "worst_atol": atol,

@@ -10,7 +10,8 @@ from rich.text import Text
 
 from tui.jobs.check import case_line, case_row
 from tui.model.config import SdpaConfig
-from tui.model.results import BACKWARD, ErrorMetrics, Fp8Scaling, RunResult
+from tui.model.results import ErrorMetrics, Fp8Scaling, RunResult
+from tui.model.statuses import BACKWARD
 from tui.present.format import timing_text, us
 from tui.present.report import checks_table, phases_table, plans_table, result_renderable
 

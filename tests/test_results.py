@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from tui.model.results import BACKWARD, FORWARD, SCHEMA_VERSION, RunResult
+from tui.model.results import RunResult
+from tui.model.statuses import BACKWARD, FORWARD, SCHEMA_VERSION
 
 DATA = Path(__file__).parent / "data"
 RECORDED = RunResult.from_json((DATA / "seed_h200.json").read_text())  # schema 1.0, as recorded on the H200

@@ -8,10 +8,11 @@ from collections import Counter
 
 import pytest
 
-from tui.model import results
+from tui.model import statuses
 from tui.model.config import FP8_DTYPES, SdpaConfig
-from tui.model.fields import FIELDS
+from tui.model.fields import FIELDS, config_from_dict
 from tui.model.sampling import MAX_ELEMENTS, NoConfigFound, draw_config, random_config, random_configs
+from tui.model.validation import validate
 
 SEED, N = 2024, 500
 
@@ -23,7 +24,7 @@ def draws() -> list[SdpaConfig]:
 
 def test_every_draw_validates(draws):
     assert len(draws) == N and all(isinstance(c, SdpaConfig) for c in draws)
-    refused = {c.label(): [e.message for e in c.validate()] for c in draws if c.validate()}
+    refused = {c.label(): [e.message for e in validate(c)] for c in draws if validate(c)}
     assert not refused
 
 
@@ -39,7 +40,7 @@ def test_most_draws_are_accepted_at_the_first_try():
     only a few are refused and drawn again (measured: 94%). A rule the draws do not follow yet
     brings this down to 56-83%: teach it to sampling.py."""
     rng = random.Random(SEED)
-    refusals = [draw_config(rng).validate() for _ in range(N)]
+    refusals = [validate(draw_config(rng)) for _ in range(N)]
     accepted = sum(not errors for errors in refusals) / N
     refused = Counter(e.field for errors in refusals for e in errors)
     assert accepted > 0.85, f"{accepted:.0%} accepted; refused at {dict(refused)}"
@@ -122,7 +123,7 @@ def test_shares_steer_fp8_and_the_backward():
 
 def test_a_draw_round_trips_through_its_dict(draws):
     for c in draws:
-        assert SdpaConfig.from_dict(json.loads(json.dumps(c.to_dict()))) == c
+        assert config_from_dict(json.loads(json.dumps(c.to_dict()))) == c
 
 
 def test_bounds_that_admit_nothing_say_so():
@@ -132,11 +133,11 @@ def test_bounds_that_admit_nothing_say_so():
         random_config(random.Random(0), max_elements=4)
 
 
-STATUSES = {value for name, value in vars(results).items() if name.startswith("STATUS_")}
+STATUSES = {value for name, value in vars(statuses).items() if name.startswith("STATUS_")}
 
 
 def test_a_few_draws_run_through_the_cpu_engine(cpu_engine):
     """No exception, and no draw the engine finds invalid or fails on: each gets a verdict."""
     for c in random_configs(SEED, 5, max_elements=1 << 12):
         r = cpu_engine.run(c)
-        assert r.status in STATUSES - {results.STATUS_INVALID, results.STATUS_ERROR}, (c.label(), r.message)
+        assert r.status in STATUSES - {statuses.STATUS_INVALID, statuses.STATUS_ERROR}, (c.label(), r.message)

@@ -15,7 +15,8 @@ from tests.fakes import NO_GPU, RECORDED
 from tui.model.config import SdpaConfig
 from tui.model.search_results import SearchOptions, SearchResult
 from tui.process import child
-from tui.process.client import EXIT_CONTEXT_LOST, EXIT_RETIRED, EngineClient, EngineDied
+from tui.process.client import EngineClient, EngineDied
+from tui.process.protocol import EXIT_CONTEXT_LOST, EXIT_RETIRED, SearchRequest, Stop
 
 GPU = dataclasses.replace(RECORDED.environment, gpu_available=True)
 
@@ -72,26 +73,28 @@ def serve(monkeypatch, env, request):
     for _ in range(2):  # ready, then the answer
         assert parent_end.poll(30), f"the child said only {answers}"
         answers.append(parent_end.recv())
-    to_child.send(("stop",))
+    to_child.send(Stop())
     thread.join(timeout=30)
     assert not thread.is_alive()
     return answers, ended[0]
 
 
-def search(request_id: int, b: int = 2) -> tuple:
-    return ("search", request_id, SdpaConfig(b=b).to_dict(), SearchOptions().to_dict())
+def search(request_id: int, b: int = 2) -> SearchRequest:
+    return SearchRequest(request_id, SdpaConfig(b=b), SearchOptions())
 
 
 def test_a_child_retires_after_answering_a_search_that_ran_plans(monkeypatch):
     answers, code = serve(monkeypatch, GPU, search(1))
-    assert [a[0] for a in answers] == ["ready", "searched"] and answers[1][2]["status"] == "ok"
+    assert [type(a).__name__ for a in answers] == ["Ready", "SearchReply"] and answers[1].result[
+        "status"
+    ] == "ok"
     assert code == EXIT_RETIRED  # the stop sent after the answer was never read: it had ended
 
 
 @pytest.mark.parametrize(("env", "b"), [(GPU, 1), (NO_GPU, 2)], ids=["refused", "no GPU"])
 def test_a_search_that_ran_nothing_keeps_its_process(monkeypatch, env, b):
     answers, code = serve(monkeypatch, env, search(1, b))
-    assert [a[0] for a in answers] == ["ready", "searched"]
+    assert [type(a).__name__ for a in answers] == ["Ready", "SearchReply"]
     assert code is None  # the loop went on to the stop and returned
 
 

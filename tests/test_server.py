@@ -17,9 +17,10 @@ from fakes import NO_GPU
 from test_process import SMALL, assert_forked_from, client, next_of, parent_of
 
 from tui.model.options import RunOptions
-from tui.model.results import STATUS_CPU_ONLY
+from tui.model.statuses import STATUS_CPU_ONLY
 from tui.process import launcher, server_client
 from tui.process.client import EngineDied, EngineReady, EngineResult
+from tui.process.protocol import Ready
 from tui.process.server import Server
 
 pytestmark = pytest.mark.skipif(
@@ -117,7 +118,7 @@ def test_an_engine_ends_with_the_launch_that_asked_for_it(server):
 
     proc, send, recv = server_client.launch(engine_main, (NO_GPU.__dict__, None), None)
     try:
-        assert recv.recv()[0] == "ready"
+        assert isinstance(recv.recv(), Ready)
         proc._sock.close()  # the launch gone, without a word
         end_of(proc.pid, "the engine to end")
     finally:
@@ -255,7 +256,7 @@ def test_on_the_gpu_engines_forked_by_the_server_run_lose_their_context_and_are_
     """The engine server imported torch and never CUDA: each engine it forks makes a context of its
     own, a lost one costs that engine only, and the next launch's engine runs at once."""
     from tui.model.config import SdpaConfig
-    from tui.model.results import STATUS_CRASH, STATUS_OK
+    from tui.model.statuses import STATUS_CRASH, STATUS_OK
     from tui.process.session import EngineSession
 
     folder = serving(monkeypatch, "120")

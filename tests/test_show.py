@@ -10,7 +10,7 @@ from fakes import TRAINING
 from measured import measured
 
 from tui.cli.main import main
-from tui.model.results import SCHEMA_VERSION
+from tui.model.statuses import SCHEMA_VERSION
 from tui.present.format import timing_text
 
 DATA = Path(__file__).parent / "data"

@@ -19,7 +19,7 @@ from tui.app.commands import ExplorerCommands
 from tui.app.widgets.sweep import decode_like, peak_lines, series
 from tui.jobs.sweep import grid, parse_vary, point_row
 from tui.model.config import SdpaConfig
-from tui.model.results import STATUS_CPU_ONLY, STATUS_OK
+from tui.model.statuses import STATUS_CPU_ONLY, STATUS_OK
 
 SMALL = SdpaConfig(b=1, h_q=2, h_kv=2, s_q=64, s_kv=64, d_qk=64, d_v=64)
 TIMED = ["cuDNN H", "FLASH", "CUDNN", "MATH", "Flex"]  # PEERS timed these on the H200

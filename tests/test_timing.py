@@ -11,7 +11,8 @@ import pytest
 from tui.engine import timing
 from tui.engine.timing import STABLE_RATIO, cross_check, summarize
 from tui.model.options import TimingOptions
-from tui.model.results import REGIME_BURST, REGIME_SUSTAINED, GpuState, Telemetry
+from tui.model.results import GpuState, Telemetry
+from tui.model.statuses import REGIME_BURST, REGIME_SUSTAINED
 
 
 def records(per_exec_us: list[float], per_replay: int, kernels: int = 2, name: str = "sdpa") -> list:

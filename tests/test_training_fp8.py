@@ -16,27 +16,29 @@ from tui.engine.keywords import OP_KEYWORDS, op_name, sdpa_kwargs
 from tui.engine.reference import make_inputs, random_like, reference_fp32, reference_grads
 from tui.engine.tolerances import tolerance
 from tui.model.config import SdpaConfig
+from tui.model.fields import config_from_dict
 from tui.model.results import RunResult
+from tui.model.validation import validate
 
 TINY = SdpaConfig(b=2, h_q=4, h_kv=2, s_q=24, s_kv=40, d_qk=16, d_v=8, causal="bottom_right", dtype="fp16")
 
 
 # ---- configuration ------------------------------------------------------------------------
 def test_deterministic_needs_the_backward():
-    errors = SdpaConfig(deterministic=True).validate()
+    errors = validate(SdpaConfig(deterministic=True))
     assert [e.field for e in errors] == ["deterministic"]
-    assert SdpaConfig(deterministic=True, backward=True).validate() == []
+    assert validate(SdpaConfig(deterministic=True, backward=True)) == []
 
 
 def test_only_fp8_inputs_choose_their_output_dtype():
-    assert [e.field for e in SdpaConfig(out_dtype="bf16").validate()] == ["out_dtype"]
-    assert SdpaConfig(out_dtype="fp16").validate() == []  # the same as the inputs': allowed
-    assert SdpaConfig(dtype="fp8_e4m3", out_dtype="bf16").validate() == []
-    assert [e.field for e in SdpaConfig(out_dtype="fp32").validate()] == ["out_dtype"]
+    assert [e.field for e in validate(SdpaConfig(out_dtype="bf16"))] == ["out_dtype"]
+    assert validate(SdpaConfig(out_dtype="fp16")) == []  # the same as the inputs': allowed
+    assert validate(SdpaConfig(dtype="fp8_e4m3", out_dtype="bf16")) == []
+    assert [e.field for e in validate(SdpaConfig(out_dtype="fp32"))] == ["out_dtype"]
 
 
 def test_fp8_is_read_from_short_names_and_counts_one_byte():
-    c = SdpaConfig.from_dict({"dtype": "FP8", "backward": True})
+    c = config_from_dict({"dtype": "FP8", "backward": True})
     assert c.dtype == "fp8_e4m3" and c.fp8 and c.o_dtype == "fp8_e4m3"
     assert c.io_bytes() * 2 == SdpaConfig(backward=True).io_bytes()
     assert "+bwd" in c.label() and "fp8_e4m3" in c.label()

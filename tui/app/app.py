@@ -21,7 +21,8 @@ from textual.widgets import Checkbox, Header, Select
 
 from ..model.config import SdpaConfig
 from ..model.options import RunOptions, TimingOptions
-from ..model.results import STATUS_CANCELLED, STATUS_CRASH, Environment, RunResult
+from ..model.results import Environment, RunResult
+from ..model.statuses import STATUS_CANCELLED, STATUS_CRASH
 from ..process import launcher
 from ..process.client import (
     EngineClient,
@@ -45,7 +46,6 @@ from .screens.main import MainScreen
 from .searching import SearchDriving
 from .sweeping import SweepDriving
 from .widgets import ConfigForm, StatusLine, SummaryPane
-from .widgets.config_form import PEER_LABELS
 from .widgets.keys import KeysFooter
 from .widgets.status import Status
 
@@ -56,18 +56,6 @@ def LIVE_TIMING(l2_flush: bool, regime: str) -> TimingOptions:  # noqa: N802 - a
     """Half the CLI's replays, of ~1 ms each: an edit answers in tens of ms, not a quarter second
     (the profiler's parsing of kernel records is most of a cached run's time)."""
     return TimingOptions(replays=10, target_replay_ms=1.0, l2_flush=l2_flush, regime=regime)
-
-
-def measured_as(result: RunResult, timing: TimingChoice) -> TimingChoice:
-    """The timing choice a saved result was measured with, as far as it says: its regime and L2
-    flush, and the peers it timed (by the names their adapters give)."""
-    forward = result.forward
-    asked = {peer.short for peer in forward.field_peers} if forward is not None else set()
-    timing = dataclasses.replace(timing, peers=tuple(k for k, label in PEER_LABELS.items() if label in asked))
-    timed = next((p.timing for p in result.passes if p.timing is not None), None)
-    if timed is not None and timed.regime:
-        timing = dataclasses.replace(timing, l2_flush=timed.l2_flushed, regime=timed.regime)
-    return timing
 
 
 class SdpaExplorerApp(

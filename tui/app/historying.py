@@ -54,7 +54,7 @@ class HistoryKeeping:
     def open_saved(self, result: RunResult) -> None:
         """Show a saved result in the panes with its configuration and timing in the form: nothing
         runs until the user edits or presses Ctrl+R."""
-        from .app import measured_as
+        from .widgets.config_form import measured_as
 
         self.show_result(result)  # type: ignore[attr-defined]
         form = self.form  # type: ignore[attr-defined]

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from textual.message import Message
 
 from ..model.config import SdpaConfig
-from ..model.results import REGIME_BURST, RunResult
+from ..model.results import RunResult
+from ..model.statuses import REGIME_BURST
 from ..process.client import EngineEvent, EngineProgress
 
 

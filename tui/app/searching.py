@@ -23,7 +23,6 @@ from textual.widgets import Input
 
 from ..model.config import SdpaConfig
 from ..model.options import RunOptions
-from ..model.results import STATUS_CRASH, STATUS_ERROR
 from ..model.search_results import (
     FreshRun,
     SearchOptions,
@@ -32,6 +31,7 @@ from ..model.search_results import (
     fresh_config,
     with_fresh,
 )
+from ..model.statuses import STATUS_CRASH, STATUS_ERROR
 from ..process.client import EngineDied, EngineEvent, EngineProgress, EngineResult, EngineSearched
 from .messages import BestPinned, SearchAsked, SearchStopAsked
 

@@ -19,7 +19,8 @@ from textual.css.query import NoMatches
 from ..jobs.sweep import Point, SweepError, Vary, grid, parse_vary, point_row, varied_words
 from ..model.config import SdpaConfig
 from ..model.options import RunOptions
-from ..model.results import STATUS_CANCELLED, STATUS_CRASH, STATUS_ERROR, RunResult
+from ..model.results import RunResult
+from ..model.statuses import STATUS_CANCELLED, STATUS_CRASH, STATUS_ERROR
 from ..process.client import EngineDied, EngineEvent, EngineProgress, EngineResult
 from . import sweep_progress
 from .messages import SweepAsked

@@ -13,7 +13,7 @@ from rich.markup import escape
 
 from ..jobs.check import QUICK_REPLAYS, SMOKE, SMOKE_CASES
 from ..model.config import SdpaConfig
-from ..model.results import REGIME_BURST, STATUS_CPU_ONLY
+from ..model.statuses import REGIME_BURST, STATUS_CPU_ONLY
 from . import common
 from .common import EXIT_FAIL, EXIT_OK, fail_usage, preset_config, terminal
 from .history import CheckRecorder, history_options

@@ -17,11 +17,11 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from ..model import results
+from ..model import results, statuses
 from ..present.comparison import comparison_renderables, environment_words
 from .common import EXIT_FAIL, fail_usage, terminal
 
-STATUSES = tuple(v for k, v in vars(results).items() if k.startswith("STATUS_"))
+STATUSES = tuple(v for k, v in vars(statuses).items() if k.startswith("STATUS_"))
 
 
 def history_options(baselines: bool = False):
@@ -209,7 +209,7 @@ def compare(a: str, b: str, as_json: bool) -> None:
     kernel time and each plan's with the change in %, errors, statuses, and what differs in the
     configuration and the environment."""
     from ..store.history import compare as comparison_of
-    from .main import read_result
+    from .common import read_result  # a file, or an id (all digits, and no such file)
 
     found = comparison_of(read_result(a, "compare A"), read_result(b, "compare B"))
     if as_json:

@@ -13,9 +13,9 @@ from typing import Any
 import click
 
 from ..model.config import SdpaConfig
+from . import common
 from .cache import cache
 from .check import check
-from .common import read_result
 from .env import env
 from .explain import explain
 from .history import compare, history
@@ -40,7 +40,7 @@ def main(ctx: click.Context, open_path: str | None) -> None:
     """Explore cuDNN scaled-dot-product attention: support, plans, build phases,
     accuracy against an fp32 reference, and kernel time. Without a command: the dashboard."""
     if ctx.invoked_subcommand is None:
-        opened = read_result(open_path, "--open") if open_path else None
+        opened = common.read_result(open_path, "--open") if open_path else None
         dashboard(opened.config if opened else None, opened).run()
 
 

@@ -10,7 +10,8 @@ import click
 from ..engine.peers import PEER_KEYS, parse_peers
 from ..model.config import SEED_MAX, ConfigError, FieldError, SdpaConfig
 from ..model.fields import FIELD, FIELDS, SHORTHANDS, Choice, Field, Switch, from_entries
-from ..model.results import REGIMES
+from ..model.statuses import REGIMES
+from ..model.validation import validate
 from .common import fail_usage, preset_config
 
 _CLICK_TYPES = {"int": click.INT, "float": click.FLOAT}
@@ -67,7 +68,7 @@ def config_from_options(values: dict) -> SdpaConfig:
         config = from_entries(given, base)
     except ConfigError as exc:
         fail_usage(by_option(exc.errors))
-    errors = config.validate()
+    errors = validate(config)
     if errors:
         fail_usage(by_option(errors))
     return config

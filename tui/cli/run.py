@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from ..model.results import REGIME_BURST
+from ..model.statuses import REGIME_BURST
 from . import common
 from .common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, check_export_paths, save_exports, terminal
 from .history import history_options, record_run

@@ -41,7 +41,7 @@ from ..jobs.sweep import (
     shard,
     varied_words,
 )
-from ..model.results import REGIME_BURST
+from ..model.statuses import REGIME_BURST
 from . import common
 from .common import EXIT_FAIL, EXIT_OK, fail_usage
 from .options import (

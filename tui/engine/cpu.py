@@ -12,7 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..model.config import SdpaConfig
-from ..model.results import STATUS_CPU_ONLY, OutputCheck, PassResult
+from ..model.results import OutputCheck, PassResult
+from ..model.statuses import STATUS_CPU_ONLY
 from .fp8 import dequantise, quantise
 from .graph import GraphBuildError
 from .measure import counts, refused

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..model.config import SdpaConfig
-from ..model.fields import FIELD, FIELDS, Switch
+from ..model.fields import FIELD, FIELDS, Switch, config_from_dict
 from ..model.known_issues import parse_version
 from ..model.results import Environment
+from ..model.validation import validate
 from .graph import GraphBuildError, define_and_validate
 from .keywords import UnsupportedOption
 
@@ -151,7 +152,7 @@ def _load(cls: type, d: dict[str, Any]) -> Any:
     values = {}
     for key, value in d.items():
         if key == "config":
-            value = SdpaConfig.from_dict(value)
+            value = config_from_dict(value)
         elif key in _RECORDS:
             value = tuple(_load(_RECORDS[key], item) for item in value)
         elif isinstance(value, list):
@@ -319,7 +320,7 @@ def _settled(config: SdpaConfig, changes: dict[str, Any]) -> SdpaConfig:
     """The edit, and every option the tool's rules then name set back to its default (dropping the
     backward pass drops the deterministic option with it; one side of the lengths, the other)."""
     edited = config.replace(**changes)
-    for e in edited.validate():
+    for e in validate(edited):
         if e.field not in changes and _droppable(edited, e.field):
             edited = edited.replace(**{e.field: FIELD[e.field].default})
     return edited
@@ -352,7 +353,7 @@ def _candidates(config: SdpaConfig, edits: list[dict[str, Any]]) -> list[tuple[f
 
 def _works(prober: _Prober, config: SdpaConfig) -> tuple[bool, tuple[str, ...]]:
     """validate() of the tool and of cuDNN, then (on a GPU) a plan that builds in a mode it asks for."""
-    if config.validate():
+    if validate(config):
         return False, ()
     if prober.verdict(config, None)[-1]:
         return False, ()
@@ -432,7 +433,7 @@ def explain(
     prober = _Prober(gpu, handle)
     modes = tuple(cudnn.heur_mode.__members__)
     impls = FIELD["implementation"].choices
-    rules = [Refusal(SOURCE_TOOL, e.message, "rules", field=e.field) for e in config.validate()]
+    rules = [Refusal(SOURCE_TOOL, e.message, "rules", field=e.field) for e in validate(config)]
     cells = tuple(_cell(prober, config, rules, impl, mode) for impl in impls for mode in modes)
     own = {c.status for c in cells if c.implementation == config.implementation and c.heuristic_mode in config.heuristics}  # fmt: skip
     verdict = (SUPPORTED if gpu else VALID) if own - {REFUSED} else REFUSED

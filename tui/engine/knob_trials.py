@@ -33,18 +33,14 @@ from ..model.knob_search import (
     ranked_us,
     search,
 )
-from ..model.options import TimingOptions
+from ..model.options import RunOptions, TimingOptions
 from ..model.pins import Pin
-from ..model.results import (
-    STATUS_CANCELLED,
-    STATUS_CPU_ONLY,
-    STATUS_CRASH,
-    STATUS_ERROR,
-    STATUS_INVALID,
-    PlanResult,
-)
+from ..model.results import PlanResult
 from ..model.search_results import SearchOptions, SearchResult, forward_of
+from ..model.statuses import STATUS_CANCELLED, STATUS_CPU_ONLY, STATUS_CRASH, STATUS_ERROR, STATUS_INVALID
+from ..model.validation import validate
 from . import faults
+from .cancel import Cancelled
 from .graph import SdpaGraph, _enum_name, define, heuristic_modes
 from .measure import Measurement
 from .passes import FORWARD_PASS, BuiltPass
@@ -64,11 +60,9 @@ def run_search(
 ) -> SearchResult:
     """Search the forward's knob space of `config` on the engine's GPU. Never raises for a bad or
     unsupported configuration, a cancel or a lost context: the result says what happened."""
-    from .runner import Cancelled, RunOptions
-
     env = engine.environment()
     base = dict(config=config, environment=env, budget_s=options.budget_s, crashes=options.crashes)
-    errors = config.validate(env.gpu_memory_bytes if env.gpu_available else None)
+    errors = validate(config, env.gpu_memory_bytes if env.gpu_available else None)
     if errors:
         return SearchResult(status=STATUS_INVALID, message="; ".join(e.message for e in errors), **base)
     if not env.gpu_available:
@@ -108,7 +102,7 @@ def run_search(
     except Exception as exc:
         status, words = STATUS_ERROR, f"{type(exc).__name__}: {exc}"
         if faults.sticky(exc):
-            lost = engine._context_lost(FORWARD_PASS, config, exc)
+            lost = engine.context_lost(FORWARD_PASS, config, exc)
             status, words = STATUS_CRASH, lost.message
             if trials_run is not None and trials_run.current is not None:  # the candidate that crashed
                 trials.append(Trial(trials_run.current.text(), CRASHED, error=faults.first_line(exc)))
@@ -139,11 +133,11 @@ class Trials:
         import cudnn
 
         self.cudnn, self.engine, self.config, self.progress = cudnn, engine, config, progress
-        built = engine._cache[config]
+        built = engine.built_passes(config)
         self.forward: BuiltPass = built[FORWARD_PASS.kind]
         self.before = built
-        self.bench = engine._bench()
-        g = define(config, engine._cudnn_handle())
+        self.bench = engine.bench()
+        g = define(config, engine.cudnn_handle())
         g.graph.validate()
         g.graph.build_operation_graph()
         g.graph.create_execution_plans(heuristic_modes(cudnn, config.heuristics))  # lowers the graph

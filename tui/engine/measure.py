@@ -12,17 +12,9 @@ from typing import Any
 from ..model import pins
 from ..model.config import SdpaConfig
 from ..model.options import TimingOptions
-from ..model.results import (
-    FORWARD,
-    STATUS_ERROR,
-    STATUS_MISMATCH,
-    STATUS_OK,
-    STATUS_UNSUPPORTED,
-    OutputCheck,
-    PassResult,
-    PlanResult,
-    TimingStats,
-)
+from ..model.rates import bandwidth_gbs, tflops
+from ..model.results import OutputCheck, PassResult, PlanResult, TimingStats
+from ..model.statuses import FORWARD, STATUS_ERROR, STATUS_MISMATCH, STATUS_OK, STATUS_UNSUPPORTED
 from . import faults, fp8
 from .graph import GraphBuildError
 from .passes import FORWARD_PASS, BuiltPass, Inputs, Pass
@@ -78,14 +70,6 @@ def poison(t: Any) -> None:
 
 def plan_name(plans: list[PlanResult] | tuple[PlanResult, ...], index: int | None) -> str:
     return next((p.name for p in plans if p.index == index), f"#{index}")
-
-
-def tflops(flops: int, median_us: float) -> float | None:
-    return flops / (median_us * 1e-6) / 1e12 if median_us > 0 else None
-
-
-def bandwidth_gbs(io_bytes: int, median_us: float) -> float | None:
-    return io_bytes / (median_us * 1e-6) / 1e9 if median_us > 0 else None
 
 
 class Measurement:

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..model.config import BACKWARD_FLOPS_RULE, SdpaConfig
-from ..model.results import BACKWARD, FORWARD, ErrorMetrics
+from ..model.results import ErrorMetrics
+from ..model.statuses import BACKWARD, FORWARD
 from . import fp8, storage
 from .graph import SdpaGraph, build, define_and_validate
 from .keywords import FP8_FORWARD_SCALES

@@ -10,9 +10,10 @@ import warnings
 from dataclasses import replace
 from typing import Any
 
-from ..model.results import BACKWARD, PeerResult
+from ..model.rates import bandwidth_gbs, tflops
+from ..model.results import PeerResult
+from ..model.statuses import BACKWARD
 from . import faults
-from .measure import bandwidth_gbs, tflops
 from .peer import refusal_reason
 from .peers import ADAPTERS, Refused, Tensors
 from .timing import kernel_time, profiler_kernel_time, summarize

@@ -19,7 +19,8 @@ from typing import Any
 from ..model import known_issues
 from ..model.config import SdpaConfig
 from ..model.options import RunOptions
-from ..model.results import (
+from ..model.results import Crash, Environment, PassResult, PeerResult, RunResult
+from ..model.statuses import (
     FORWARD,
     GOOD_STATUSES,
     STATUS_CANCELLED,
@@ -30,27 +31,16 @@ from ..model.results import (
     STATUS_KNOWN_ISSUE,
     STATUS_MISMATCH,
     STATUS_OK,
-    Crash,
-    Environment,
-    PassResult,
-    PeerResult,
-    RunResult,
 )
+from ..model.validation import validate
 from ..store.plan_cache import PlanCache, fingerprint
 from . import environment as envmod
 from . import faults
+from .cancel import Cancelled
 from .cpu import cpu_pass
 from .graph import GraphBuildError
 from .measure import Bench, Measurement, counts, measure, refused
 from .passes import BuiltPass, Pass, passes_of
-
-
-class Cancelled(BaseException):  # noqa: N818 - a stop, not an error: `except Exception` lets it pass
-    """Raised by a progress report, between steps, to stop a run that is no longer wanted."""
-
-    def __init__(self, why: str) -> None:
-        super().__init__(why)
-        self.why = why
 
 
 class Engine:
@@ -79,7 +69,7 @@ class Engine:
             self._env = envmod.collect()
         return self._env
 
-    def _cudnn_handle(self) -> Any:
+    def cudnn_handle(self) -> Any:
         with self._handle_lock:
             if self._handle is None:
                 import cudnn
@@ -106,7 +96,7 @@ class Engine:
             from .reference import make_inputs, reference_fp32
             from .tolerances import compare
 
-            self._cudnn_handle()
+            self.cudnn_handle()
             config = SdpaConfig(b=1, h_q=2, h_kv=1, s_q=64, s_kv=64, d_qk=64, d_v=64)
             q, k, v, _ = make_inputs(config, "cuda")
             ref = reference_fp32(config, q, k, v)
@@ -125,7 +115,7 @@ class Engine:
     def _set_stream(self, ptr: int) -> None:
         import cudnn
 
-        cudnn.set_stream(self._cudnn_handle(), ptr)
+        cudnn.set_stream(self.cudnn_handle(), ptr)
 
     def gpu(self) -> Any:
         """The GPU's watch (clocks, power, capping, the rest wait), or None where NVML is absent."""
@@ -137,11 +127,11 @@ class Engine:
             self._gpu = Nvml.open(torch.cuda.current_device())
         return None if isinstance(self._gpu, str) else self._gpu
 
-    def _bench(self) -> Bench:
+    def bench(self) -> Bench:
         self._warmed()
         env = self.environment()
         return Bench(
-            self._cudnn_handle(),
+            self.cudnn_handle(),
             self._set_stream,
             env.l2_bytes,
             self._progress,
@@ -164,7 +154,7 @@ class Engine:
         env = self.environment()
         base = dict(config=config, environment=env, device="cuda" if env.gpu_available else "cpu")
         # every check before anything reads the config (its FLOPs, known issues, the graph)
-        errors = [*config.validate(env.gpu_memory_bytes if env.gpu_available else None), *options.problems()]
+        errors = [*validate(config, env.gpu_memory_bytes if env.gpu_available else None), *options.problems()]
         if errors:
             return RunResult(
                 status=STATUS_INVALID,
@@ -262,7 +252,7 @@ class Engine:
         for spec in specs:
             try:
                 this = self._built(config, spec, built, options.seed, options.plan_cache)
-                bench = self._bench()
+                bench = self.bench()
                 results.append(measure(spec, this, built, options, bench))
                 if spec is not specs[-1]:  # the next pass reads what the heuristic's plan writes (o, stats)
                     Measurement(spec, this, built, bench).run_plan(this.graph.chosen)()
@@ -270,7 +260,7 @@ class Engine:
                 results.append(refused(spec, config, exc))
             except Exception as exc:  # a failure is a result to show, not a crash
                 if faults.sticky(exc):
-                    results.append(self._context_lost(spec, config, exc))
+                    results.append(self.context_lost(spec, config, exc))
                     break
                 results.append(
                     PassResult(
@@ -284,7 +274,7 @@ class Engine:
         self._evict()
         return results, hit
 
-    def _context_lost(self, spec: Pass, config: SdpaConfig, exc: Exception) -> PassResult:
+    def context_lost(self, spec: Pass, config: SdpaConfig, exc: Exception) -> PassResult:
         """The pass that lost the CUDA context: what was running, in CUDA's words. Nothing the
         engine built is usable any more."""
         if not isinstance(exc, faults.ContextLost):
@@ -305,10 +295,10 @@ class Engine:
         spec = passes_of(config)[0]
         built = self._cache.setdefault(config, {})
         try:
-            faults.poison_context(self._built(config, spec, built, 0), self._cudnn_handle())
+            faults.poison_context(self._built(config, spec, built, 0), self.cudnn_handle())
             passes = [PassResult(status=STATUS_ERROR, message="the context survived", **counts(spec, config))]
         except Exception as exc:
-            passes = [self._context_lost(spec, config, exc)]
+            passes = [self.context_lost(spec, config, exc)]
         return RunResult(config=config, status=passes[0].status, message=passes[0].message,
                          passes=tuple(passes), environment=self.environment(), device="cuda",
                          wall_seconds=time.perf_counter() - t0, crash=self.lost)  # fmt: skip
@@ -325,10 +315,10 @@ class Engine:
             self.plans = PlanCache()
         plans = self.plans if cached else None
         machine = fingerprint(self.environment())
-        this = spec.build(config, self._cudnn_handle(), seed, built, cache=plans, machine=machine)
+        this = spec.build(config, self.cudnn_handle(), seed, built, cache=plans, machine=machine)
         if plans is not None and plans.notes:  # what the plan cache had to say, said once
             this.cache_notes, plans.notes[:] = tuple(plans.notes), []
-        Measurement(spec, this, built, self._bench()).scale()
+        Measurement(spec, this, built, self.bench()).scale()
         built[spec.kind] = this
         return this
 
@@ -338,6 +328,10 @@ class Engine:
         while len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)
             torch.cuda.empty_cache()
+
+    def built_passes(self, config: SdpaConfig) -> dict[str, BuiltPass]:
+        """The passes of `config` as its last run built them (a knob search starts from them)."""
+        return self._cache[config]
 
     def clear_cache(self) -> None:
         self._cache.clear()
@@ -360,4 +354,4 @@ class Engine:
     def _measurement(self, config: SdpaConfig, kind: str) -> Measurement:
         built = self._cache[config]
         spec = next(s for s in passes_of(config) if s.kind == kind)
-        return Measurement(spec, built[kind], built, self._bench())
+        return Measurement(spec, built[kind], built, self.bench())

@@ -35,7 +35,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..model.options import TimingOptions
-from ..model.results import REGIME_BURST, REGIME_SUSTAINED, TimingStats
+from ..model.results import TimingStats
+from ..model.statuses import REGIME_BURST, REGIME_SUSTAINED
 
 # p90/p10 above this is unstable. On a rested H200 the samples of one measurement spread by
 # under 1% (warm L2, 5 µs to 0.5 ms); a clock that moves during the measurement (power capping

@@ -11,15 +11,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..model.config import SdpaConfig
-from ..model.results import (
-    STATUS_CPU_ONLY,
-    STATUS_CRASH,
-    STATUS_KNOWN_ISSUE,
-    STATUS_OK,
-    PassResult,
-    RunResult,
-    TimingStats,
-)
+from ..model.results import PassResult, RunResult, TimingStats
+from ..model.statuses import STATUS_CPU_ONLY, STATUS_CRASH, STATUS_KNOWN_ISSUE, STATUS_OK
 from ..present.format import regime_note, regime_style, us, versions_words
 
 SMOKE = "smoke"  # the name of the smoke set's cases (the others are named by their preset)

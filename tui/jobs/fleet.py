@@ -19,7 +19,8 @@ from rich.table import Table
 from rich.text import Text
 
 from ..model.config import SdpaConfig
-from ..model.results import REGIME_BURST, STATUS_OK, Environment
+from ..model.results import Environment
+from ..model.statuses import REGIME_BURST, STATUS_OK
 from ..present.format import us
 from .check import case_line, case_row, follow_up
 

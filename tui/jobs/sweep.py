@@ -28,15 +28,8 @@ from rich.text import Text
 from ..model.config import ConfigError, SdpaConfig
 from ..model.fields import FIELD, FIELDS, SHORTHANDS, Choice, Number, Switch, Whole, from_entries, quote
 from ..model.gpu_peaks import Peak, peak_for, roofline
-from ..model.results import (
-    PASS_KINDS,
-    STATUS_CRASH,
-    STATUS_ERROR,
-    STATUS_MISMATCH,
-    PassResult,
-    PeerResult,
-    RunResult,
-)
+from ..model.results import PassResult, PeerResult, RunResult
+from ..model.statuses import PASS_KINDS, STATUS_CRASH, STATUS_ERROR, STATUS_MISMATCH
 from ..present.format import pass_short, peer_errors, peer_speedup, sci, status_style, status_word, us
 
 MAX_VALUES = 10_000  # values one --vary may give: beyond it a range is a typo

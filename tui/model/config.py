@@ -380,13 +380,7 @@ class SdpaConfig:
         full = (s_q - max(hi, lo)) * s_kv
         return partial + full
 
-    # ---- validation and the dict round trip --------------------------------------------
-    def validate(self, gpu_memory_bytes: int | None = None) -> list[FieldError]:
-        """Every problem at once, each naming its field; [] when the config is sensible."""
-        from .validation import problems
-
-        return problems(self, gpu_memory_bytes)
-
+    # ---- the dict form (fields.config_from_dict reads it back, validation.validate checks it) --
     def to_dict(self) -> dict[str, Any]:
         """Plain values for TOML and JSON: tuples as lists, and None left out (TOML has no null;
         an absent key means the default)."""
@@ -396,17 +390,6 @@ class SdpaConfig:
             if value is not None:
                 d[f.name] = list(value) if isinstance(value, tuple) else value
         return d
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any], base: SdpaConfig | None = None) -> SdpaConfig:
-        """Build from a plain dict; unknown keys and wrong types are errors that name the key.
-
-        Keys missing from `data` come from `base` (the defaults when None). Values are
-        type-checked here; whether they make sense is `validate()`'s job.
-        """
-        from .fields import from_dict
-
-        return from_dict(data, base or cls())
 
     def replace(self, **changes: Any) -> SdpaConfig:
         return dataclasses.replace(self, **changes)

@@ -410,9 +410,11 @@ def _build(values: Mapping[str, Any], base: SdpaConfig, convert) -> SdpaConfig:
     return base.replace(**converted)
 
 
-def from_dict(data: Mapping[str, Any], base: SdpaConfig) -> SdpaConfig:
-    """Typed values (TOML, JSON) over `base`: each type-checked and its spelling normalised."""
-    return _build(data, base, lambda f, v: f.coerce(v))
+def config_from_dict(data: Mapping[str, Any], base: SdpaConfig | None = None) -> SdpaConfig:
+    """Typed values (TOML, JSON) over `base` (the defaults when None): each type-checked and its
+    spelling normalised; unknown keys and wrong types are errors that name the key. Whether the
+    values make sense together is validation.validate()'s job."""
+    return _build(data, base or SdpaConfig(), lambda f, v: f.coerce(v))
 
 
 def from_entries(values: Mapping[str, Any], base: SdpaConfig | None = None) -> SdpaConfig:

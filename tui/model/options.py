@@ -10,7 +10,7 @@ from typing import Any
 
 from .config import SEED_MAX, FieldError
 from .fields import quote
-from .results import REGIME_BURST
+from .statuses import REGIME_BURST
 
 # The peers a run may time beside cuDNN, in the order they are shown (engine/peers.py adapts each).
 PEER_KEYS = ("flash", "efficient", "cudnn", "math", "flex", "fa3", "flashinfer")

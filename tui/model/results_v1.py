@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from .config import BACKWARD_FLOPS_RULE, FP8_DTYPES
-from .results import BACKWARD, FORWARD, SCHEMA_VERSION, STATUS_CPU_ONLY, STATUS_INVALID, STATUS_OK
+from .statuses import BACKWARD, FORWARD, SCHEMA_VERSION, STATUS_CPU_ONLY, STATUS_INVALID, STATUS_OK
 
 _SHARED = (
     "phases",

@@ -2,7 +2,7 @@
 
 Both want configurations spread over what a GPU engineer would try (GQA and MQA, decode and
 cross-attention lengths, odd head dims, FP8, every layout, mask and training option) that make
-sense (`SdpaConfig.validate()` finds nothing) and are small: a run well under a second on an
+sense (`validate()` finds nothing) and are small: a run well under a second on an
 H200, an fp32 reference that fits in memory. With one generator the soak and the tests explore
 the same surface. Choices come from each field's declaration (fields.FIELDS), so a choice added
 there is drawn here without an edit; the shape, which the declarations bound only loosely, is
@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 from .config import FP8_DTYPES, SdpaConfig
 from .fields import FIELD, FIELDS, Choice, Field, Modes, Plan, Switch
+from .validation import validate
 
 MAX_ELEMENTS = 1 << 27  # the scores b*h_q*s_q*s_kv and each b*h*s*d tensor: 512 MiB in fp32
 MAX_ATTEMPTS = 100  # draws before random_config gives up
@@ -204,7 +205,7 @@ def random_config(
     errors: list = []
     for _ in range(attempts):
         config = draw_config(rng, **ask)
-        if not (errors := config.validate(gpu_memory_bytes)):
+        if not (errors := validate(config, gpu_memory_bytes)):
             return config
     refused = "; ".join(e.message for e in errors)
     raise NoConfigFound(f"no valid configuration in {attempts} draws; the last was refused: {refused}")

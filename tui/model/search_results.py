@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .config import SdpaConfig
+from .fields import config_from_dict
 from .knob_search import (
     BUILD_FAILED,
     BUILT,
@@ -24,7 +25,8 @@ from .knob_search import (
     ranked_us,
     trying,
 )
-from .results import STATUS_CRASH, STATUS_OK, Environment, PeerResult, RunResult
+from .results import Environment, PeerResult, RunResult
+from .statuses import STATUS_CRASH, STATUS_OK
 
 MAX_CRASHES = 3  # candidates that may crash an engine process before a search gives up
 SEARCH_SCHEMA = "1.1"  # 1.1: placements_us of the confirmed, the fresh process's run (1.0 still loads)
@@ -266,7 +268,7 @@ class SearchResult:
         from .results import timing_from_dict
 
         d = dict(data)
-        d["config"] = SdpaConfig.from_dict(d["config"])
+        d["config"] = config_from_dict(d["config"])
         d["spaces"] = tuple(EngineSpace.from_dict(s) for s in d.get("spaces", ()))
         d["trials"] = tuple(Trial.from_dict(t) for t in d.get("trials", ()))
         d["confirmed"] = tuple(Trial.from_dict(t) for t in d.get("confirmed", ()))

@@ -17,7 +17,7 @@ Rule = Callable[[SdpaConfig, set[str]], Iterator[FieldError]]
 SHAPE = frozenset(f.name for f in FIELDS if f.group == "shape")
 
 
-def problems(config: SdpaConfig, gpu_memory_bytes: int | None = None) -> list[FieldError]:
+def validate(config: SdpaConfig, gpu_memory_bytes: int | None = None) -> list[FieldError]:
     """Every problem at once, each naming its field; [] when the config is sensible. With
     the GPU's memory, a config that would not fit in it is a problem too."""
     errors = [FieldError(f.name, message) for f in FIELDS if (message := f.problem(getattr(config, f.name)))]

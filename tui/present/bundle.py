@@ -13,7 +13,7 @@ An engine module left out (the FP8 recipe, for a configuration that is not FP8) 
 engine's code reaches only as `alias.NAME` behind a branch the file does not take; the file sets
 the alias to None. Function-local imports are copied as written: a top-level function must have
 no relative one (it could not run outside the package), while methods of a copied class may
-(SdpaConfig.validate reads the engine's validation rules): the file calls none of those.
+(SdpaConfig.label reads its fields): the file calls none of those.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ SOURCES = (
     "tensors",
     "passes",
     "measure",
+    "rates",
     "timing",
 )
 PAGE = 100  # the width of the file's comments

@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 
 from ..model.config import SdpaConfig
-from ..model.results import SCHEMA_VERSION, RunResult, Telemetry, TimingStats
+from ..model.results import RunResult, Telemetry, TimingStats
+from ..model.statuses import SCHEMA_VERSION
 from .format import peer_errors, versions_words
 from .repro import script
 

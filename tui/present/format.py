@@ -7,14 +7,6 @@ from typing import Any
 
 from ..model.config import format_bytes
 from ..model.results import (
-    STATUS_CPU_ONLY,
-    STATUS_CRASH,
-    STATUS_ERROR,
-    STATUS_INVALID,
-    STATUS_KNOWN_ISSUE,
-    STATUS_MISMATCH,
-    STATUS_OK,
-    STATUS_UNSUPPORTED,
     Environment,
     ErrorMetrics,
     GpuState,
@@ -24,6 +16,16 @@ from ..model.results import (
     RunResult,
     Telemetry,
     TimingStats,
+)
+from ..model.statuses import (
+    STATUS_CPU_ONLY,
+    STATUS_CRASH,
+    STATUS_ERROR,
+    STATUS_INVALID,
+    STATUS_KNOWN_ISSUE,
+    STATUS_MISMATCH,
+    STATUS_OK,
+    STATUS_UNSUPPORTED,
 )
 
 __all__ = [

@@ -12,7 +12,6 @@ from rich.text import Text
 
 from ..engine.environment import describe
 from ..model.results import (
-    GOOD_STATUSES,
     PLAN_SOURCES,
     Environment,
     Fp8Scaling,
@@ -21,6 +20,7 @@ from ..model.results import (
     RunResult,
     TimingStats,
 )
+from ..model.statuses import GOOD_STATUSES
 from .format import (
     PEER_COLUMNS,
     finding_rows,

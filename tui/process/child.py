@@ -1,7 +1,7 @@
 """The engine process's own side: its loop over requests, one Engine and one CUDA context.
 
-Started by process.EngineClient through launcher.py (`engine_main` is its entry); the protocol is
-described in client.py. Kept apart so that the parent never imports what only the child needs.
+Started by client.EngineClient through launcher.py (`engine_main` is its entry); what it is
+asked and answers is protocol.py's. Kept apart so that the parent never imports what only the child needs.
 """
 
 from __future__ import annotations
@@ -14,8 +14,25 @@ import sys
 from typing import Any
 
 from ..model.config import SdpaConfig
-from ..model.results import STATUS_CANCELLED, Environment, RunResult
-from .client import EXIT_CONTEXT_LOST, EXIT_RETIRED
+from ..model.results import Environment, RunResult
+from ..model.search_results import SearchResult
+from ..model.statuses import STATUS_CANCELLED
+from .protocol import (
+    EXIT_CONTEXT_LOST,
+    EXIT_RETIRED,
+    Cancel,
+    ExplainReply,
+    ExplainRequest,
+    FaultRequest,
+    Progress,
+    Ready,
+    Request,
+    RunReply,
+    RunRequest,
+    SearchReply,
+    SearchRequest,
+    Stop,
+)
 
 
 class _Inbox:
@@ -25,33 +42,39 @@ class _Inbox:
 
     def __init__(self, recv: Any) -> None:
         self.recv = recv
-        self.pending: tuple | None = None
+        self.pending: Request | Stop | None = None
 
-    def next(self) -> tuple[tuple, bool]:
+    def next(self) -> tuple[Request | Stop, bool]:
         """The next message to act on, and whether it was cancelled before it started."""
-        msg, self.pending = (self.pending or self.recv.recv()), None
+        msg, self.pending = (self.pending or self._receive()), None
         cancelled = False
         while self.recv.poll():
-            newer = self.recv.recv()
-            if newer[0] == "stop":
+            newer = self._receive()
+            if isinstance(newer, Stop):
                 return newer, False
-            if newer[0] == "cancel":
-                cancelled = cancelled or newer[1] == msg[1]
+            if isinstance(newer, Cancel):
+                cancelled = cancelled or (not isinstance(msg, Stop) and newer.request_id == msg.request_id)
                 continue
             msg, cancelled = newer, False
         return msg, cancelled
 
+    def _receive(self) -> Request | Stop | Cancel:
+        msg = self.recv.recv()
+        if not isinstance(msg, (RunRequest, ExplainRequest, SearchRequest, FaultRequest, Cancel, Stop)):
+            raise TypeError(f"not a request of protocol.py: {type(msg).__name__}")
+        return msg
+
     def check(self, request_id: int) -> None:
-        from ..engine.runner import Cancelled
+        from ..engine.cancel import Cancelled
 
         while self.recv.poll():
-            newer = self.recv.recv()
-            if newer[0] == "cancel":
-                if newer[1] == request_id:
+            newer = self._receive()
+            if isinstance(newer, Cancel):
+                if newer.request_id == request_id:
                     raise Cancelled("asked to stop")
                 continue
             self.pending = newer
-            raise Cancelled("a newer request came" if newer[0] != "stop" else "the engine is closing")
+            raise Cancelled("the engine is closing" if isinstance(newer, Stop) else "a newer request came")
 
 
 def _serve(recv: Any, send: Any, environment_override: dict | None) -> None:
@@ -64,25 +87,25 @@ def _serve(recv: Any, send: Any, environment_override: dict | None) -> None:
     engine = Engine(environment=env)
     if env.gpu_available:
         engine.warm_up()
-    send.send(("ready", dataclasses.asdict(env)))
+    send.send(Ready(dataclasses.asdict(env)))
     inbox = _Inbox(recv)
     while True:
         try:
             msg, cancelled = inbox.next()
         except (EOFError, OSError):
             return
-        if msg[0] == "stop":
+        if isinstance(msg, Stop):
             return
         retire = False
         try:
-            if msg[0] == "explain":
-                send.send(("explained", msg[1], *_explained(engine, SdpaConfig.from_dict(msg[2]))))
-            elif msg[0] == "search":
+            if isinstance(msg, ExplainRequest):
+                send.send(ExplainReply(msg.request_id, *_explained(engine, msg.config)))
+            elif isinstance(msg, SearchRequest):
                 searched = _searched(engine, msg, cancelled, inbox, send)
-                send.send(("searched", msg[1], searched))
-                retire = env.gpu_available and bool(searched.get("trials"))  # it built and ran plans
+                send.send(SearchReply(msg.request_id, searched.to_dict()))
+                retire = env.gpu_available and bool(searched.trials)  # it built and ran plans
             else:
-                send.send(("result", msg[1], _answer(engine, msg, cancelled, inbox, send).to_dict()))
+                send.send(RunReply(msg.request_id, _answer(engine, msg, cancelled, inbox, send).to_dict()))
         except (EOFError, OSError):
             return
         if engine.lost is not None or retire:  # nothing more can run here, or nothing should
@@ -92,39 +115,33 @@ def _serve(recv: Any, send: Any, environment_override: dict | None) -> None:
             os._exit(EXIT_CONTEXT_LOST if engine.lost is not None else EXIT_RETIRED)
 
 
-def _answer(engine: Any, msg: tuple, cancelled: bool, inbox: _Inbox, send: Any) -> RunResult:
+def _answer(
+    engine: Any, msg: RunRequest | FaultRequest, cancelled: bool, inbox: _Inbox, send: Any
+) -> RunResult:
     """One request's result: a run (stopped at a step when asked), or the context lost on purpose."""
-    from ..model.options import RunOptions
-
-    if msg[0] == "fault":
+    if isinstance(msg, FaultRequest):
         return engine.lose_context()
-    request_id, config, options = msg[1], SdpaConfig.from_dict(msg[2]), RunOptions.from_dict(msg[3])
     if cancelled:
-        return RunResult(config=config, status=STATUS_CANCELLED, message="stopped before it started")
+        return RunResult(config=msg.config, status=STATUS_CANCELLED, message="stopped before it started")
+    return engine.run(msg.config, msg.options, progress=_reporter(msg.request_id, inbox, send))
+
+
+def _reporter(request_id: int, inbox: _Inbox, send: Any) -> Any:
+    """A request's progress said to the parent, and the pipe looked at for a cancel or a newer one."""
 
     def progress(text: str) -> None:
-        send.send(("progress", request_id, text))
+        send.send(Progress(request_id, text))
         inbox.check(request_id)
 
-    return engine.run(config, options, progress=progress)
+    return progress
 
 
-def _searched(engine: Any, msg: tuple, cancelled: bool, inbox: _Inbox, send: Any) -> dict:
+def _searched(engine: Any, msg: SearchRequest, cancelled: bool, inbox: _Inbox, send: Any) -> SearchResult:
     """A knob search, its progress said at each candidate; a cancel or a newer request stops it
     there, with what it found so far."""
-    from ..model.search_results import SearchOptions, SearchResult
-
-    request_id, config = msg[1], SdpaConfig.from_dict(msg[2])
     if cancelled:
-        return SearchResult(
-            config=config, status=STATUS_CANCELLED, message="stopped before it started"
-        ).to_dict()
-
-    def progress(text: str) -> None:
-        send.send(("progress", request_id, text))
-        inbox.check(request_id)
-
-    return engine.search(config, SearchOptions.from_dict(msg[3]), progress=progress).to_dict()
+        return SearchResult(config=msg.config, status=STATUS_CANCELLED, message="stopped before it started")
+    return engine.search(msg.config, msg.options, progress=_reporter(msg.request_id, inbox, send))
 
 
 def _explained(engine: Any, config: SdpaConfig) -> tuple[dict | None, str]:
@@ -136,7 +153,7 @@ def _explained(engine: Any, config: SdpaConfig) -> tuple[dict | None, str]:
 
     env = engine.environment()
     try:
-        handle = engine._cudnn_handle() if env.gpu_available else None  # the engine's own, one a process
+        handle = engine.cudnn_handle() if env.gpu_available else None  # the engine's own, one a process
         return explain(config, gpu=env.gpu_available, handle=handle, environment=env).to_dict(), ""
     except Exception as exc:  # a failure to explain is said in the pane, never the engine's end
         return None, f"{type(exc).__name__}: {exc}"

@@ -15,17 +15,8 @@ the client starts a fresh one quietly (no death is reported), which takes any re
 
 The child (child.py: its loop) is forked from a server that imported torch once and never touched
 CUDA (launcher.py), and talks over two pipes; the UI owns the terminal, so the child's stdout and
-stderr go to a log file. Protocol (pickled tuples, records as plain dicts):
-    parent -> child   ("run", request_id, config_dict, options_dict) | ("stop",)
-                      ("explain", request_id, config_dict)   who refuses it, what near it works
-                      ("search", request_id, config_dict, search_options_dict)   a knob search
-                      ("cancel", request_id)   stop that run at its next step (answered: cancelled)
-                      ("fault", request_id)   lose the CUDA context on purpose (the soak's test)
-    child -> parent   ("ready", environment_dict)
-                      ("progress", request_id, text)
-                      ("result", request_id, run_result_dict)
-                      ("explained", request_id, explanation_dict | None, error)
-                      ("searched", request_id, search_result_dict)
+stderr go to a log file. What crosses the pipes is protocol.py's: a request (run, explain, search,
+fault), a Cancel or a Stop one way; Ready, then Progress and one reply a request, the other way.
 The child runs only the newest waiting request: results for configurations the user
 has already left are never computed. An explanation builds plans but executes none; it runs in
 the child all the same, since a plan build can crash in native code as a run can.
@@ -47,11 +38,24 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from ..model.config import SdpaConfig
 from ..model.results import Environment, RunResult
 from . import launcher
+from .protocol import (
+    EXIT_CONTEXT_LOST,
+    EXIT_RETIRED,
+    Cancel,
+    ExplainReply,
+    ExplainRequest,
+    FaultRequest,
+    Progress,
+    Ready,
+    Reply,
+    Request,
+    RunReply,
+    RunRequest,
+    SearchReply,
+    SearchRequest,
+    Stop,
+)
 
-EXIT_CONTEXT_LOST = 75  # the child's exit after a run lost the CUDA context (EX_TEMPFAIL)
-# the child's exit after answering a knob search: hundreds of plans built and the memory it used
-# leave later runs in that process slower (the decode pin read 160-162 µs there, 155 µs fresh)
-EXIT_RETIRED = 76
 MAX_FAILED_STARTS = 3  # a child that dies before it is ready this often in a row is left down
 
 if TYPE_CHECKING:
@@ -201,8 +205,8 @@ class EngineClient:
         self._send: Any = None
         self._recv: Any = None
         self._in_flight: int | None = None
-        self._unsent: tuple | None = None  # the newest request, until a live child has it
-        self._newest: tuple | None = None  # the newest request, to send again after a lost context
+        self._unsent: Request | None = None  # the newest request, until a live child has it
+        self._newest: Request | None = None  # the newest request, to send again after a lost context
         self._failed_starts = 0  # children in a row that died before they were ready
         self._last_restart = ""
         self._last_word = 0.0
@@ -262,7 +266,7 @@ class EngineClient:
             proc.kill()  # still loading torch: nothing of its own to put away, no need to wait
         elif send is not None:
             with contextlib.suppress(OSError):
-                send.send(("stop",))
+                send.send(Stop())
         if proc is not None:
             if proc.wait(timeout=2) is None:
                 proc.kill()
@@ -286,38 +290,38 @@ class EngineClient:
     def submit(self, config: SdpaConfig, options: RunOptions) -> int:
         """Queue a run; returns its request id. Never blocks on the engine."""
         request_id = next(self._ids)
-        return self._send_request(("run", request_id, config.to_dict(), options.to_dict()))
+        return self._send_request(RunRequest(request_id, config, options))
 
     def explain(self, config: SdpaConfig) -> int:
         """Queue an explanation of `config` (tui.engine.explain); answered by EngineExplained. Like
         a run it is the newest request: one asked for after it takes its place if it waits."""
-        return self._send_request(("explain", next(self._ids), config.to_dict()))
+        return self._send_request(ExplainRequest(next(self._ids), config))
 
     def search(self, config: SdpaConfig, options: SearchOptions) -> int:
         """Queue a knob search of `config` (tui.engine.knob_trials); answered by EngineSearched. Its
         progress comes at each candidate, and a cancel stops it there with what it found."""
-        return self._send_request(("search", next(self._ids), config.to_dict(), options.to_dict()))
+        return self._send_request(SearchRequest(next(self._ids), config, options))
 
     def cancel(self) -> None:
         """Stop the run in flight at its next step; it is answered with a cancelled result. A
         request not yet delivered (the engine was restarting) is simply dropped."""
         with self._lock:
             request_id, send = self._in_flight, self._send
-            if request_id is not None and self._unsent is not None and self._unsent[1] == request_id:
+            if request_id is not None and self._unsent is not None and self._unsent.request_id == request_id:
                 self._unsent = self._newest = None
                 self._in_flight = None
                 return
         if request_id is not None:
             with contextlib.suppress(OSError):
-                send.send(("cancel", request_id))
+                send.send(Cancel(request_id))
 
     def inject_fault(self) -> int:
         """Ask the engine to lose its CUDA context on purpose (an illegal address in a cuDNN
         kernel): how the soak proves that a lost context costs one process and no more."""
-        return self._send_request(("fault", next(self._ids)))
+        return self._send_request(FaultRequest(next(self._ids)))
 
-    def _send_request(self, msg: tuple) -> int:
-        request_id = msg[1]
+    def _send_request(self, msg: Request) -> int:
+        request_id = msg.request_id
         with self._lock:
             self._in_flight = request_id
             self._last_word = time.perf_counter()
@@ -365,32 +369,22 @@ class EngineClient:
         code = proc.poll()
         self._died(proc, exit_reason(code), crashed=native_crash(code))
 
-    def _dispatch(self, msg: tuple) -> None:
-        kind = msg[0]
-        if kind == "ready":
+    def _dispatch(self, msg: Reply) -> None:
+        if isinstance(msg, Ready):
             self._ready = True
             self._failed_starts = 0
             startup = time.perf_counter() - self._started_at
-            self.on_event(EngineReady(Environment(**msg[1]), startup, self.restarts, self._last_restart))
-        elif kind == "progress":
-            if msg[1] == self._in_flight:
-                self.on_event(EngineProgress(msg[1], msg[2]))
-        elif kind in ("result", "explained", "searched"):
-            request_id = msg[1]
+            self.on_event(
+                EngineReady(Environment(**msg.environment), startup, self.restarts, self._last_restart)
+            )
+        elif isinstance(msg, Progress):
+            if msg.request_id == self._in_flight:
+                self.on_event(EngineProgress(msg.request_id, msg.text))
+        elif isinstance(msg, RunReply | ExplainReply | SearchReply):
             with self._lock:
-                if request_id == self._in_flight:
+                if msg.request_id == self._in_flight:
                     self._in_flight = None
-            if kind == "result":
-                self.on_event(EngineResult(request_id, RunResult.from_dict(msg[2])))
-            elif kind == "searched":
-                from ..model.search_results import SearchResult
-
-                self.on_event(EngineSearched(request_id, SearchResult.from_dict(msg[2])))
-            else:
-                from ..engine.explain import Explanation
-
-                explanation = Explanation.from_dict(msg[2]) if msg[2] is not None else None
-                self.on_event(EngineExplained(request_id, explanation, msg[3]))
+            self.on_event(_event_of(msg))
 
     def _died(self, proc: launcher.Launched, reason: str, crashed: bool = False) -> None:
         if self._closing:
@@ -403,7 +397,7 @@ class EngineClient:
                 self._unsent, request_id = self._newest, None
             else:
                 self._in_flight = None
-                if self._unsent is not None and self._unsent[1] == request_id:
+                if self._unsent is not None and self._unsent.request_id == request_id:
                     self._unsent = None  # reported lost with the child: not run by the next one
             conns = (self._send, self._recv)
             self._failed_starts = 0 if self._ready else self._failed_starts + 1
@@ -423,3 +417,17 @@ class EngineClient:
         time.sleep(0.5 * self._failed_starts)  # a child that cannot start: not in a tight loop
         died = EngineDied(reason, request_id, context_lost=lost_context, crashed=crashed)
         self._spawn(before_reading=lambda: self.on_event(died))
+
+
+def _event_of(reply: RunReply | ExplainReply | SearchReply) -> EngineEvent:
+    """A request's answer as the event the UI is told of, its records rebuilt from their dicts."""
+    if isinstance(reply, RunReply):
+        return EngineResult(reply.request_id, RunResult.from_dict(reply.result))
+    if isinstance(reply, SearchReply):
+        from ..model.search_results import SearchResult
+
+        return EngineSearched(reply.request_id, SearchResult.from_dict(reply.result))
+    from ..engine.explain import Explanation
+
+    explanation = Explanation.from_dict(reply.explanation) if reply.explanation is not None else None
+    return EngineExplained(reply.request_id, explanation, reply.error)

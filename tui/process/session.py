@@ -14,7 +14,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..model.config import SdpaConfig
-from ..model.results import STATUS_CRASH, STATUS_ERROR, Crash, Environment, RunResult
+from ..model.results import Crash, Environment, RunResult
+from ..model.statuses import STATUS_CRASH, STATUS_ERROR
 from . import client as process
 from .client import EngineDied, EngineExplained, EngineProgress, EngineReady, EngineResult, EngineSearched
 

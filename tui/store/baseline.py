@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..model.results import GOOD_STATUSES, Environment, PassResult, PlanResult, RunResult
+from ..model.results import Environment, PassResult, PlanResult, RunResult
+from ..model.statuses import GOOD_STATUSES
 
 BASELINE_KIND = "sdpa-explorer check baseline"  # what a baseline file says it is
 BASELINE_VERSION = 1

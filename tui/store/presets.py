@@ -29,7 +29,9 @@ from pathlib import Path
 import tomli_w
 
 from ..model.config import ConfigError, SdpaConfig
-from ..model.results import REGIMES
+from ..model.fields import config_from_dict
+from ..model.statuses import REGIMES
+from ..model.validation import validate
 from .files import atomic_write, kind_words, sweep_stale
 
 PRESET_KEYS = ("description", "source", "config", "timing")
@@ -180,11 +182,11 @@ def _checked(data: dict) -> tuple[SdpaConfig | None, dict, list[tuple[str, str]]
     found += trouble
     config = None
     try:
-        config = SdpaConfig.from_dict(config_data)
+        config = config_from_dict(config_data)
     except ConfigError as exc:
         found += [(e.field, e.message) for e in exc.errors]
     if config is not None:
-        found += [(e.field, e.message) for e in config.validate()]
+        found += [(e.field, e.message) for e in validate(config)]
     return config, timing, found
 
 

@@ -9,6 +9,7 @@ group; in a group the labelled rows come first, then its switches.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from rich.text import Text
@@ -20,7 +21,9 @@ from ...engine.peers import ADAPTERS
 from ...model import known_issues
 from ...model.config import ConfigError, FieldError, SdpaConfig
 from ...model.fields import FIELDS, GROUPS, Field, from_entries
-from ...model.results import REGIME_BURST, REGIMES, PeerResult
+from ...model.results import PeerResult, RunResult
+from ...model.statuses import REGIME_BURST, REGIMES
+from ...model.validation import validate
 from ..messages import ConfigEdited, TimingChoice
 from ..navigation import PaneKeysInput
 
@@ -150,7 +153,7 @@ class ConfigForm(VerticalScroll):
             config = from_entries({field.name: self._value(field) for field in FORM_FIELDS})
         except ConfigError as exc:
             return None, _by_field(exc.errors)
-        problems = config.validate(self.app_gpu_memory())
+        problems = validate(config, self.app_gpu_memory())
         if problems:
             return None, _by_field(problems)
         return config, {}
@@ -255,3 +258,15 @@ class ConfigForm(VerticalScroll):
         self.show_errors(errors)
         self.mark_known_issues(config)
         self.post_message(ConfigEdited(*state))
+
+
+def measured_as(result: RunResult, timing: TimingChoice) -> TimingChoice:
+    """The timing choice a saved result was measured with, as far as it says: its regime and L2
+    flush, and the peers it timed (by the names their adapters give)."""
+    forward = result.forward
+    asked = {peer.short for peer in forward.field_peers} if forward is not None else set()
+    timing = dataclasses.replace(timing, peers=tuple(k for k, label in PEER_LABELS.items() if label in asked))
+    timed = next((p.timing for p in result.passes if p.timing is not None), None)
+    if timed is not None and timed.regime:
+        timing = dataclasses.replace(timing, l2_flush=timed.l2_flushed, regime=timed.regime)
+    return timing

@@ -8,7 +8,8 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from ...model.results import PASS_KINDS, RunResult
+from ...model.results import RunResult
+from ...model.statuses import PASS_KINDS
 from .fitted import FittedStatic
 from .sections import show_passes
 

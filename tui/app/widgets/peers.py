@@ -12,15 +12,8 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
-from ...model.results import (
-    BACKWARD,
-    STATUS_CPU_ONLY,
-    STATUS_MISMATCH,
-    STATUS_OK,
-    PassResult,
-    RunResult,
-    TimingStats,
-)
+from ...model.results import PassResult, RunResult, TimingStats
+from ...model.statuses import BACKWARD, STATUS_CPU_ONLY, STATUS_MISMATCH, STATUS_OK
 from ...present.format import (
     PEER_COLUMNS,
     multiple,

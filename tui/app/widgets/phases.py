@@ -8,7 +8,8 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from ...model.results import PASS_KINDS, PhaseTiming, RunResult
+from ...model.results import PhaseTiming, RunResult
+from ...model.statuses import PASS_KINDS
 from ...present.format import ms
 from .fitted import FittedStatic, FittedTable
 from .sections import show_passes

@@ -12,8 +12,9 @@ from textual.widgets import DataTable, Static
 
 from ...model.knob_search import SEARCHED, Trial
 from ...model.pins import Pin
-from ...model.results import PASS_KINDS, PassResult, PlanResult, RunResult
+from ...model.results import PassResult, PlanResult, RunResult
 from ...model.search_results import SearchResult
+from ...model.statuses import PASS_KINDS
 from ...present.format import format_bytes, ms, plan_mark, sci, timing_text, us
 from ...present.report import plan_source_short, plan_source_words
 from .fitted import FittedStatic

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.widget import Widget
 
-from ...model.results import PASS_KINDS
+from ...model.statuses import PASS_KINDS
 
 
 def show_passes(pane: Widget, prefix: str, kinds: tuple[str, ...], lone_head: bool = False) -> None:

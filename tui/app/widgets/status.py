@@ -16,7 +16,7 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from ...model.fields import FIELD
-from ...model.results import STATUS_CRASH, STATUS_ERROR, STATUS_KNOWN_ISSUE, STATUS_UNSUPPORTED
+from ...model.statuses import STATUS_CRASH, STATUS_ERROR, STATUS_KNOWN_ISSUE, STATUS_UNSUPPORTED
 
 
 class Phase(Enum):

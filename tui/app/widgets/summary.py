@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from ...model.results import GOOD_STATUSES, ErrorMetrics, PassResult, RunResult
+from ...model.results import ErrorMetrics, PassResult, RunResult
+from ...model.statuses import GOOD_STATUSES
 from ...present.format import (
     finding_rows,
     pass_short,

@@ -17,7 +17,7 @@ from textual_plotext import PlotextPlot
 
 from ...jobs.sweep import peer_cell, share_cell
 from ...model.gpu_peaks import peak_for
-from ...model.results import PASS_KINDS, STATUS_CPU_ONLY, STATUS_OK
+from ...model.statuses import PASS_KINDS, STATUS_CPU_ONLY, STATUS_OK
 from ...present.format import pass_short, status_style, status_word, us
 from .. import sweep_progress
 from ..messages import SweepAsked
