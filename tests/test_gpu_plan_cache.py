@@ -53,3 +53,18 @@ def test_a_corrupt_blob_is_removed_rebuilt_and_said(folder):
     assert any("removed and rebuilt" in note for note in r.forward.notes), r.forward.notes
     r = Engine().run(config, RunOptions(autotune=False))  # the rebuilt entry is whole again
     assert [p.name for p in r.forward.phases] == list(graphmod.LOADED_PHASES)
+
+
+def test_no_cache_builds_afresh_in_a_process_that_holds_the_graph(folder):
+    """--no-cache builds every plan, even where this process holds the configuration's graph
+    already (loaded from the plan cache by an earlier run): nothing built before is reused."""
+    config = TRAIN.replace(backward=False, s_q=256, s_kv=256, h_q=4, h_kv=4)
+    assert Engine().run(config, RunOptions(autotune=False)).status == "ok"  # fills the plan cache
+    engine = Engine()
+    loaded = engine.run(config, RunOptions(autotune=False))
+    assert [p.name for p in loaded.forward.phases] == list(graphmod.LOADED_PHASES)
+    assert engine.run(config, RunOptions(autotune=False)).cache_hit  # the graph held in memory
+    fresh = engine.run(config, RunOptions(autotune=False, plan_cache=False))
+    assert fresh.status == "ok", fresh.message
+    assert not fresh.cache_hit
+    assert [p.name for p in fresh.forward.phases] == list(graphmod.BUILD_PHASES)

@@ -50,9 +50,10 @@ def serving(mp: pytest.MonkeyPatch, idle_s: str) -> str:
     return folder
 
 
-def server_status() -> dict | None:
-    """The status the server in this test's folder gives (None when none runs there)."""
-    answers = server_client.ask_all("status")
+def server_status(wait_s: float = 5.0) -> dict | None:
+    """The status the server in this test's folder gives (None when none runs there), waiting up
+    to `wait_s` for its answer."""
+    answers = server_client.ask_all("status", wait_s)
     return answers[0] if answers else None
 
 
@@ -70,7 +71,9 @@ def server():
     with pytest.MonkeyPatch.context() as mp:
         folder = serving(mp, "120")
         launcher.warm().join()
-        status = server_status()
+        # a server just started answers once it has imported torch: 5-7 s where bytecode is not
+        # compiled yet, so its answer is waited for, not its speed assumed
+        status = server_status(wait_s=server_client.REPLY_WAIT_S)
         assert status is not None
         yield status["pid"]
         stop_server(folder)

@@ -244,6 +244,8 @@ class Engine:
     def _run_gpu(self, config: SdpaConfig, options: RunOptions) -> tuple[list[PassResult], bool]:
         """Measure each pass; a later pass reads what the earlier ones' heuristic plans wrote.
         A pass that cuDNN refuses, or that fails, ends the run with what was measured so far."""
+        if not options.plan_cache:  # --no-cache: every plan built afresh, not what a run here left
+            self._cache.pop(config, None)
         hit = config in self._cache
         built = self._cache.setdefault(config, {})
         self._cache.move_to_end(config)

@@ -301,9 +301,9 @@ def _pid_reply(sock: socket.socket) -> tuple[int, bytes]:
     return int(line.split()[1]), rest
 
 
-def _ask(sock: socket.socket, op: str) -> dict[str, Any] | None:
+def _ask(sock: socket.socket, op: str, wait_s: float) -> dict[str, Any] | None:
     with sock:
-        sock.settimeout(5.0)
+        sock.settimeout(wait_s)
         sock.sendall(json.dumps({"op": op}).encode() + b"\n")
         data = b""
         while not data.endswith(b"\n"):
@@ -315,9 +315,10 @@ def _ask(sock: socket.socket, op: str) -> dict[str, Any] | None:
     return {"stopping": True} if line == b"ok" else json.loads(line) if line else None
 
 
-def ask_all(op: str) -> list[dict[str, Any]]:
+def ask_all(op: str, wait_s: float = 5.0) -> list[dict[str, Any]]:
     """The answer of every server of this user's (this install's and others': an older version's,
-    another virtual environment's) to `status` or `stop`."""
+    another virtual environment's) to `status` or `stop`; one that has not answered in `wait_s`
+    (still importing torch, say) is left out."""
     answers = []
     with contextlib.suppress(OSError, ServerUnavailable):  # a stranger's socket ends the look
         for path in sorted(folder().glob("engine-*.sock")):
@@ -326,7 +327,7 @@ def ask_all(op: str) -> list[dict[str, Any]]:
                 _sweep(path)
                 continue
             with contextlib.suppress(OSError, ValueError):
-                answer = _ask(sock, op)
+                answer = _ask(sock, op, wait_s)
                 if answer is not None:
                     answers.append({**answer, "socket": str(path)})
     return answers
