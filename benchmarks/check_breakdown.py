@@ -74,9 +74,9 @@ def in_one_process(quick: bool) -> dict[str, Any]:
     """Every case through one Engine, as `check` runs them; each case's wall time and parts."""
     from tui.cli.check import check_cases
     from tui.cli.options import preset_regimes
-    from tui.cli.options import run_options as _run_options
     from tui.engine.runner import Engine
     from tui.jobs.check import QUICK_REPLAYS, SMOKE, SMOKE_CASES
+    from tui.model.options import options_from
     from tui.model.statuses import REGIME_BURST
 
     parts = instrumented()
@@ -89,9 +89,10 @@ def in_one_process(quick: bool) -> dict[str, Any]:
     replays = QUICK_REPLAYS if quick else 20
     rows = []
     for name, config in cases:
-        options = _run_options(
-            replays, False, regimes.get(name) or REGIME_BURST, False, env.gpu_available, 0, False
-        )
+        options = options_from(
+            {"replays": replays, "regime": regimes.get(name) or REGIME_BURST, "autotune": False,
+             "check": env.gpu_available}
+        )  # fmt: skip
         before, t = dict(parts.totals), time.perf_counter()
         result = engine.run(config, options)
         wall = time.perf_counter() - t

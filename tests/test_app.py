@@ -18,9 +18,9 @@ from pilot_waits import click, show_pane, status_text, wait_for
 from textual.widgets import Checkbox, Input, Label, Select
 
 from tui.app import make_app
-from tui.app.messages import TimingChoice
 from tui.app.widgets.status import Phase, Status
 from tui.model.config import SdpaConfig
+from tui.model.options import RunOptions
 from tui.model.statuses import STATUS_CPU_ONLY, STATUS_OK, STATUS_UNSUPPORTED
 from tui.process.client import EngineProgress
 
@@ -60,12 +60,12 @@ async def as_new(pilot, config: SdpaConfig = SMALL):
     app.query_one("#tabs").active = "tab-plans"
     app.set_focus(pilot.first_focus)
     app.form.load(config)
-    app.form.load_timing(TimingChoice())
+    app.form.load_options(RunOptions())
     await wait_for(
         pilot,
         lambda: (
             app.form.read() == (config, {})
-            and app.form.timing == TimingChoice()
+            and app.form.options == RunOptions()
             and app.mask_config[0] == config
             and phase(app) is not Phase.STALE
         ),
@@ -317,7 +317,7 @@ async def test_a_saved_result_opens_and_runs_only_when_asked(fake_engine):
         # the engine is ready, and the form's own changes as the result was loaded are handled
         await wait_for(pilot, lambda: app.status.state.startup_s is not None and not app.run_pending)
         assert app.result is TRAINING and app.form.read()[0] == TRAINING.config
-        assert app.form.timing.regime == "sustained"  # Ctrl+R measures it as it was measured
+        assert app.form.options.timing.regime == "sustained"  # Ctrl+R measures it as it was measured
         assert TRAINING.config.label() in str(app.query_one("#summary").render())
         assert app.mask_config[0] == TRAINING.config
         assert status_text(app) == f"{STATUS_OK} in {TRAINING.wall_seconds:.2f} s"
@@ -403,7 +403,7 @@ class TestTheFormWithoutAnEngine:
         assert app.presets["tiny"].config == SMALL and app.presets["tiny"].regime == "sustained"
         app.query_one("#f-regime", Select).value = "burst"
         app.load_preset(app.presets["tiny"])  # a preset that names its regime sets the form's
-        assert app.form.timing.regime == "sustained"
+        assert app.form.options.timing.regime == "sustained"
         await set_field(pilot, app, "b", "3")
         await pilot.press("ctrl+s")
         await pilot.press(*"tiny", "enter")
@@ -460,7 +460,7 @@ class TestTheFormWithoutAnEngine:
         await show_pane(pilot, "mask")
         assert app.query_one("#mask").config == paged
         view = app.query_one("#mask-storage")
-        table = page_table(paged, app._options(app.form.timing).seed)
+        table = page_table(paged, app._options(app.form.options).seed)
 
         def row(i: int) -> list[str]:
             return next(

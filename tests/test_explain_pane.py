@@ -23,8 +23,8 @@ from rich.console import Console
 from textual.widgets import Input
 
 from tui.app import make_app
-from tui.app.messages import TimingChoice
 from tui.model.config import SdpaConfig
+from tui.model.options import RunOptions, TimingOptions
 from tui.process.client import EngineProgress
 
 D65 = EXPLAINED_D65.config  # the seed's shape with head dims of 65: validate() refuses it
@@ -95,7 +95,7 @@ async def test_enter_on_a_nearest_configuration_puts_its_edit_into_the_form_and_
     app = make_app(D65, client=fake)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: app.result is not None and not fake.busy)
-        app.form.load_timing(TimingChoice(peers=("flash",), l2_flush=True))
+        app.form.load_options(RunOptions(peers=("flash",), timing=TimingOptions(l2_flush=True)))
         await pilot.press("alt+0")
         await wait_for(pilot, explained(app, D65))
         fake.answer = relabelled(RECORDED)
@@ -112,7 +112,7 @@ async def test_enter_on_a_nearest_configuration_puts_its_edit_into_the_form_and_
         want = D65.replace(b=2, d_qk=72, d_v=72)
         await wait_for(pilot, lambda: app.form.read()[0] == want)
         fake.release()
-        assert app.form.timing == TimingChoice(peers=("flash",), l2_flush=True)
+        assert app.form.options == RunOptions(peers=("flash",), timing=TimingOptions(l2_flush=True))
         await wait_for(pilot, lambda: app.result.config == want and explained(app, want)())
         assert fake.requests[-1][0] == want and fake.explained[-1] == want  # the run first, then the pane's
 

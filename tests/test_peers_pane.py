@@ -44,7 +44,7 @@ async def test_ticked_peers_reach_the_request_rerun_and_outlast_a_preset(tmp_pat
         app.query_one("#f-peer-flash", Checkbox).value = True
         await wait_for(pilot, lambda: len(fake.requests) == 2 and not fake.busy and not app.run_pending)
         assert asked(fake)[-1] == ("flash", "flex")  # in the peers' own order, one run for both ticks
-        assert app.form.timing.peers == ("flash", "flex") and fake.requests[-1][0] == SMALL
+        assert app.form.options.peers == ("flash", "flex") and fake.requests[-1][0] == SMALL
 
         app.load_preset(app.presets["bert-base"])  # a preset is configuration: the peers stay ticked
         await wait_for(pilot, lambda: len(fake.requests) == 3 and not fake.busy and not app.run_pending)
@@ -128,8 +128,8 @@ async def test_without_a_gpu_the_ticked_peers_are_said_not_run_and_a_saved_resul
     app = make_app(client=FakeEngine(), opened=opened, start_engine=False)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
-        assert app.form.timing.peers == ("flash", "efficient", "cudnn", "math", "flex", "fa3", "flashinfer")
-        assert app.form.timing.regime == "sustained"
+        assert app.form.options.peers == ("flash", "efficient", "cudnn", "math", "flex", "fa3", "flashinfer")
+        assert app.form.options.timing.regime == "sustained"
         await show_pane(pilot, "peers")
         assert "the backward has none yet" in text(app, "#peers-head")
 

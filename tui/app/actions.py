@@ -7,11 +7,10 @@ paint needs none of them.
 
 from __future__ import annotations
 
-import dataclasses
-
 from textual.binding import Binding
 
 from ..model.config import SdpaConfig
+from ..model.options import options_from
 from ..store.files import atomic_write, resolved
 from ..store.presets import Preset, PresetExists, PresetProblem, load_all, problem_lines, save_user
 
@@ -44,7 +43,7 @@ class KeepingActions:
             self.loaded_preset = preset  # a run of its configuration is kept under its name
             self.form.load(preset.config)
             if preset.regime:  # a preset that says how its figures are taken
-                self.form.load_timing(dataclasses.replace(self.form.timing, regime=preset.regime))
+                self.form.load_options(options_from({"regime": preset.regime}, self.form.options))
             self.status.state = self.status.state.preset_loaded(preset.name, preset.description)
 
     def _form_config(self, what: str) -> SdpaConfig | None:
@@ -69,7 +68,9 @@ class KeepingActions:
             return
         name, description = answer
         try:
-            path = save_user(name, config, description, overwrite=overwrite, regime=self.form.timing.regime)
+            path = save_user(
+                name, config, description, overwrite=overwrite, regime=self.form.options.timing.regime
+            )
         except PresetExists:
             question = f"You already have a preset named {name!r}. Overwrite it?"
             self.push_screen(Confirm(question), lambda yes: yes and self._save_preset(config, answer, True))

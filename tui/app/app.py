@@ -8,7 +8,6 @@ engine client (tests give it a scripted one). Panes only render a RunResult.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import gc
 import time
 
@@ -20,7 +19,7 @@ from textual.timer import Timer
 from textual.widgets import Checkbox, Header, Select
 
 from ..model.config import SdpaConfig
-from ..model.options import RunOptions, TimingOptions
+from ..model.options import RunOptions, options_from
 from ..model.results import Environment, RunResult
 from ..model.statuses import STATUS_CANCELLED, STATUS_CRASH
 from ..process import launcher
@@ -39,7 +38,7 @@ from .commands import ExplorerCommands
 from .explaining import ExplainDriving
 from .historying import HistoryKeeping
 from .latency_history import LatencyHistory
-from .messages import ConfigEdited, EngineMessage, TimingChoice
+from .messages import ConfigEdited, EngineMessage
 from .navigation import PaneNavigation, pane_bindings
 from .panes import TABS, PaneDeck
 from .screens.main import MainScreen
@@ -52,10 +51,11 @@ from .widgets.status import Status
 DEBOUNCE_S = 0.25  # typing "4096" must not start four builds
 
 
-def LIVE_TIMING(l2_flush: bool, regime: str) -> TimingOptions:  # noqa: N802 - a named preset
-    """Half the CLI's replays, of ~1 ms each: an edit answers in tens of ms, not a quarter second
-    (the profiler's parsing of kernel records is most of a cached run's time)."""
-    return TimingOptions(replays=10, target_replay_ms=1.0, l2_flush=l2_flush, regime=regime)
+def live(options: RunOptions) -> RunOptions:
+    """The form's options, timed as the dashboard times them: half the CLI's replays, of ~1 ms
+    each, so that an edit answers in tens of ms, not a quarter second (the profiler's parsing of
+    kernel records is most of a cached run's time)."""
+    return options_from({"replays": 10}, options).with_timing(target_replay_ms=1.0)
 
 
 class SdpaExplorerApp(
@@ -159,7 +159,7 @@ class SdpaExplorerApp(
     def on_mount(self) -> None:
         self.watch(self.status, "state", self._status_changed, init=False)
         self.reload_presets()
-        self.mask_config = (self.initial_config, self._options(self.form.timing).seed)
+        self.mask_config = (self.initial_config, self._options(self.form.options).seed)
         if self.opened is not None:
             self.open_saved(self.opened)  # shown, not to run, nor kept in the history again
 
@@ -303,7 +303,7 @@ class SdpaExplorerApp(
         if message.config is None:
             status.state = status.state.stale(tuple(message.errors))
             return
-        options = self._options(message.timing)
+        options = self._options(message.options)
         self.mask_config = (message.config, options.seed)  # the seed deals a shuffled cache's pages
         self.draw_shown()
         status.state = status.state.settled()
@@ -318,7 +318,7 @@ class SdpaExplorerApp(
         with contextlib.suppress(NoMatches):  # a timer firing while the app closes
             form = self.form
             config, _ = form.read()
-            if config is not None and (config, self._options(form.timing)) == self._last_request:
+            if config is not None and (config, self._options(form.options)) == self._last_request:
                 self.explain_next()  # edited and edited back within the pause: nothing runs first
                 return
             self.action_run()
@@ -329,13 +329,8 @@ class SdpaExplorerApp(
             self._debounce = None
 
     @staticmethod
-    def _options(timing: TimingChoice) -> RunOptions:
-        return RunOptions(
-            timing=LIVE_TIMING(timing.l2_flush, timing.regime),
-            autotune=timing.autotune,
-            run_anyway=timing.run_anyway,
-            peers=timing.peers,
-        )
+    def _options(options: RunOptions) -> RunOptions:
+        return live(options)
 
     def action_run(self) -> None:
         self._cancel_pending_run()
@@ -358,7 +353,7 @@ class SdpaExplorerApp(
             self._run_after_search = True
             self.notify("The form runs when the search ends (Esc stops it).", title="A knob search runs")
             return
-        options = self._options(form.timing)
+        options = self._options(form.options)
         self._last_request = (config, options)
         self._submitted_at = time.perf_counter()
         self._latest = self.client.submit(config, options)
@@ -386,7 +381,7 @@ class SdpaExplorerApp(
 
     def set_peers(self, peers: tuple[str, ...]) -> None:
         """Tick these peers in the form (the palette's 'Peers: tick all'); a change reruns."""
-        self.form.load_timing(dataclasses.replace(self.form.timing, peers=peers))
+        self.form.load_options(options_from({"peers": peers}, self.form.options))
 
     def action_toggle_causal(self) -> None:
         select = self.query_one("#f-causal", Select)

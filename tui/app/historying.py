@@ -60,8 +60,8 @@ class HistoryKeeping:
         form = self.form  # type: ignore[attr-defined]
         if form.read()[0] != result.config:
             form.load(result.config)
-        form.load_timing(measured_as(result, form.timing))  # Ctrl+R measures it so
-        self._last_request = (result.config, self._options(form.timing))  # type: ignore[attr-defined]
+        form.load_options(measured_as(result, form.options))  # Ctrl+R measures it so
+        self._last_request = (result.config, self._options(form.options))  # type: ignore[attr-defined]
 
     def on_history_opened(self, message: HistoryOpened) -> None:
         with contextlib.suppress(NoMatches):

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from textual.message import Message
 
 from ..model.config import SdpaConfig
+from ..model.options import RunOptions
 from ..model.results import RunResult
-from ..model.statuses import REGIME_BURST
 from ..process.client import EngineEvent, EngineProgress
 
 
@@ -31,29 +31,16 @@ class EngineMessage(Message):
         )
 
 
-@dataclass(frozen=True)
-class TimingChoice:
-    """How the form asks for the figures to be taken: the regime, a cold L2, every plan, the
-    peers timed beside cuDNN (keys of engine/peers.py); and whether a configuration that matches a
-    known issue runs anyway. Run options, not configuration: a preset carries none of them but the
-    regime."""
-
-    l2_flush: bool = False
-    autotune: bool = True
-    regime: str = REGIME_BURST
-    run_anyway: bool = False
-    peers: tuple[str, ...] = ()
-
-
 @dataclass
 class ConfigEdited(Message):
     """The form changed: `config` is None when some field does not validate (see `errors`).
-    Carries the timing choice too, so handlers never have to query the form (which may be
-    gone by the time a queued message is handled)."""
+    Carries the run options the form shows too (model/options.py's FORM_OPTIONS; the rest at their
+    defaults), so handlers never have to query the form (which may be gone by the time a queued
+    message is handled)."""
 
     config: SdpaConfig | None
     errors: dict[str, str]
-    timing: TimingChoice
+    options: RunOptions
 
     def can_replace(self, message: Message) -> bool:
         """A newer reading of the form makes an unhandled older one moot."""

@@ -100,7 +100,7 @@ class SearchDriving:
             pane.say("A sweep runs: start the search when it ends (Esc stops the sweep).")
             return False
         self._cancel_pending_run()
-        self._search = SearchRun(config, search_options(budget_s, self.form.timing.peers))
+        self._search = SearchRun(config, search_options(budget_s, self.form.options.peers))
         self.search_next()
         return True
 
@@ -224,7 +224,7 @@ class SearchDriving:
         """The form's edits waited: it runs now if it changed (or Ctrl+R asked)."""
         config, _ = self.form.read()
         if self._run_after_search or (
-            config is not None and (config, self._options(self.form.timing)) != self._last_request
+            config is not None and (config, self._options(self.form.options)) != self._last_request
         ):
             self._run_after_search = False
             self.action_run()

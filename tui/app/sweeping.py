@@ -105,7 +105,7 @@ class SweepDriving:
         first = varies[0].label
         xs = list(dict.fromkeys(str(p.varied[first]) for p in points))
         pane.begin([v.label for v in varies], xs, len(points), self._no_gpu())
-        self._sweep = SweepRun(points, self._options(self.form.timing), pane.progress)
+        self._sweep = SweepRun(points, self._options(self.form.options), pane.progress)
         self._sweep_next()
         return True
 
@@ -191,7 +191,7 @@ class SweepDriving:
         self.sweep_pane.say(progress)
         self.status.state = self.status.state.sweeping("")
         config, _ = self.form.read()
-        changed = config is not None and (config, self._options(self.form.timing)) != self._last_request
+        changed = config is not None and (config, self._options(self.form.options)) != self._last_request
         if changed or self._run_after_sweep:
             self._run_after_sweep = False
             self.action_run()

@@ -13,11 +13,11 @@ from rich.markup import escape
 
 from ..jobs.check import QUICK_REPLAYS, SMOKE, SMOKE_CASES
 from ..model.config import SdpaConfig
-from ..model.statuses import REGIME_BURST, STATUS_CPU_ONLY
+from ..model.statuses import STATUS_CPU_ONLY
 from . import common
 from .common import EXIT_FAIL, EXIT_OK, fail_usage, preset_config, terminal
 from .history import CheckRecorder, history_options
-from .options import preset_regimes, run_options, timing_options
+from .options import preset_regimes, regime_of, run_options, timing_options
 
 
 def check_cases(preset_names: tuple[str, ...]) -> list[tuple[str, SdpaConfig]]:
@@ -46,9 +46,7 @@ def check_cases(preset_names: tuple[str, ...]) -> list[tuple[str, SdpaConfig]]:
     "--gpus", metavar="all|LIST", help="check these GPUs at once (all, or 0,1), flagging stragglers"
 )
 @history_options(baselines=True)
-def check(
-    replays, l2_flush, regime, seed, run_anyway, cache, preset_names, quick, as_json, gpus, **keep
-) -> None:
+def check(preset_names, quick, as_json, gpus, **values) -> None:
     """Sanity-check this GPU box: the smoke set and every built-in preset, one engine process for
     all (restarted after a crash); exit non-zero on any mismatch, failure or unavailable GPU.
     Without a GPU, cuDNN's own validate() still judges every case."""
@@ -57,24 +55,29 @@ def check(
     if quick and preset_names:
         fail_usage(["--quick checks the smoke set only: leave out --preset"])
     cases = [(SMOKE, c) for c in SMOKE_CASES] if quick else check_cases(preset_names)
-    replays = min(replays, QUICK_REPLAYS) if quick else replays
-    recorder = CheckRecorder(keep, gpus)  # the history, and the baseline: read (or refused) now
+    if quick:
+        values["replays"] = min(values["replays"], QUICK_REPLAYS)
+    recorder = CheckRecorder(values, gpus)  # the history, and the baseline: read (or refused) now
     regimes = preset_regimes()  # read once, not once a case
 
     def options_for(name: str, env):
-        case_regime = regime or regimes.get(name, "") or REGIME_BURST
-        return run_options(
-            replays, l2_flush, case_regime, False, env.gpu_available, seed, run_anyway, (), cache
-        )
+        regime = regime_of({**values, "preset": name}, regimes)
+        return run_options(values, regime=regime, autotune=False, check=env.gpu_available, peers=())
 
     if gpus:
-        sys.exit(check_gpus(gpus, cases, options_for, as_json, seed, recorder.add))
+        sys.exit(check_gpus(gpus, cases, options_for, as_json, values["seed"], recorder.add))
     with common.engine_session() as session:
         env = session.ready()
         if env is None:
             _fail_run([f"the engine process cannot start: {session.down}"], as_json)
         rows, passed = run_cases(
-            session, cases, lambda name: options_for(name, env), terminal(), as_json, seed, recorder.add
+            session,
+            cases,
+            lambda name: options_for(name, env),
+            terminal(),
+            as_json,
+            values["seed"],
+            recorder.add,
         )
         restarts = (session.restarts, session.restart_reasons)
     failed = len(cases) - passed

@@ -1,5 +1,5 @@
 """The options of the commands, derived from the declarations: one a configuration field (as
-model/fields.py declares it), the timing and run options of the commands that measure, --peers."""
+model/fields.py declares it), and the run options (as model/options.py declares them)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ from typing import Any
 
 import click
 
-from ..engine.peers import PEER_KEYS, parse_peers
+from ..engine.peers import parse_peers
 from ..model.config import SEED_MAX, ConfigError, FieldError, SdpaConfig
 from ..model.fields import FIELD, FIELDS, SHORTHANDS, Choice, Field, Switch, from_entries
-from ..model.statuses import REGIMES
+from ..model.options import OPTION, Option, RunOptions, options_from
+from ..model.statuses import REGIME_BURST
 from ..model.validation import validate
 from .common import fail_usage, preset_config
 
@@ -85,84 +86,56 @@ def preset_regimes() -> dict[str, str]:
     return {name: preset.regime for name, preset in load_all()[0].items()}
 
 
-def timing_options(fn):
-    for opt in reversed(
-        [
-            click.option(
-                "--replays", type=int, default=20, show_default=True, help="timed replays of the CUDA graph"
-            ),
-            click.option(
-                "--l2-flush/--no-l2-flush",
-                default=False,
-                show_default=True,
-                help="flush the L2 before each execution (cold-cache kernel time)",
-            ),
-            click.option(
-                "--regime",
-                type=click.Choice(REGIMES, case_sensitive=False),
-                default=None,
-                help="burst: a short run on a rested GPU (published tables); sustained: timed after "
-                "2 s of load (a training step). Default: the preset's, else burst",
-            ),
-            click.option(
-                "--seed",
-                type=click.IntRange(0, SEED_MAX),
-                default=0,
-                show_default=True,
-                help="random seed of the inputs (0 to 2**63-1)",
-            ),
-            click.option(
-                "--run-anyway",
-                is_flag=True,
-                help="run a configuration that matches a known issue (it may crash the engine process)",
-            ),
-            click.option(
-                "--cache/--no-cache",
-                default=True,
-                show_default=True,
-                help="load plans built before from the plan cache on disk (`cache` shows it); "
-                "--no-cache builds every plan",
-            ),
-        ]
-    ):
-        fn = opt(fn)
-    return fn
+# ---- the run options (model/options.py declares them), as each command takes them ---------
+def _run_option(option: Option):
+    """The click option of a declared run option; its parameter is the option's name."""
+    kw: dict[str, Any] = {"help": option.help}
+    if option.kind == "switch":
+        both = "/" in option.flag  # --x/--no-x; a lone flag (--run-anyway) is only ever given
+        kw.update(default=option.default, **({"show_default": True} if both else {"is_flag": True}))
+    elif option.kind == "int":
+        kw.update(default=option.default, show_default=True, type=_INT_TYPES.get(option.name, click.INT))
+    elif option.kind == "choice":  # None: the command's default (the preset's regime)
+        kw.update(default=None, type=click.Choice(option.choices, case_sensitive=False))
+    else:  # peers
+        kw.update(default="", metavar="LIST", callback=_parse_peers)
+    return click.option(option.flag, option.name, **kw)
 
 
-def measure_options(fn):
-    """--autotune/--no-autotune and --check/--no-check, of the commands that run (run, sweep)."""
-    fn = click.option(
-        "--check/--no-check", default=True, show_default=True, help="compare with the fp32 reference"
-    )(fn)
-    return click.option(
-        "--autotune/--no-autotune",
-        default=True,
-        show_default=True,
-        help="time every plan, not only the heuristic's",
-    )(fn)
+_INT_TYPES = {"seed": click.IntRange(0, SEED_MAX)}
 
 
-def run_options(replays, l2_flush, regime, autotune, check, seed, anyway, peers=(), cache=True):
-    from ..model.options import RunOptions, TimingOptions
+def _run_options_of(*names: str):
+    def add(fn):
+        for name in reversed(names):
+            fn = _run_option(OPTION[name])(fn)
+        return fn
 
-    if replays < 1:
-        fail_usage([f"--replays: must be at least 1 (got {replays})"])
-    timing = TimingOptions(replays=replays, l2_flush=l2_flush, regime=regime)
-    return RunOptions(
-        timing=timing,
-        autotune=autotune,
-        check=check,
-        seed=seed,
-        run_anyway=anyway,
-        peers=peers,
-        plan_cache=cache,
-    )
+    return add
 
 
-HELP = f"also time and check these peers on the same tensors: all, or a list of {', '.join(PEER_KEYS)}"
+# the commands that measure (run, check, sweep); those that run plans (run, sweep); --peers
+timing_options = _run_options_of("replays", "l2_flush", "regime", "seed", "run_anyway", "plan_cache")
+measure_options = _run_options_of("autotune", "check")
+peers_option = _run_options_of("peers")
 
 
-def _parse(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[str, ...]:
+def regime_of(values: dict[str, Any], regimes: dict[str, str] | None = None) -> str:
+    """--regime, else the preset's (`regimes`: preset_regimes(), read once for many), else burst."""
+    if values.get("regime"):
+        return values["regime"]
+    preset = values.get("preset")
+    return (preset and (regimes if regimes is not None else preset_regimes()).get(preset, "")) or REGIME_BURST
+
+
+def run_options(values: dict[str, Any], **given: Any) -> RunOptions:
+    """The run options of a command's values (its parameters, by option name), `given` over them."""
+    if values["replays"] < 1:
+        fail_usage([f"--replays: must be at least 1 (got {values['replays']})"])
+    return options_from({**values, **given})
+
+
+def _parse_peers(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[str, ...]:
     if not value:
         return ()
     try:
@@ -170,7 +143,3 @@ def _parse(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[st
     except ValueError as exc:
         fail_usage([f"--peers: {exc}"])
         return ()
-
-
-def peers_option(fn):
-    return click.option("--peers", default="", metavar="LIST", callback=_parse, help=HELP)(fn)

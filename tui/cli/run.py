@@ -8,7 +8,6 @@ import sys
 
 import click
 
-from ..model.statuses import REGIME_BURST
 from . import common
 from .common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, check_export_paths, save_exports, terminal
 from .history import history_options, record_run
@@ -17,7 +16,7 @@ from .options import (
     config_options,
     measure_options,
     peers_option,
-    preset_regimes,
+    regime_of,
     run_options,
     timing_options,
 )
@@ -41,32 +40,14 @@ from .options import (
     type=click.Path(dir_okay=False),
     help="also write a standalone cudnn + torch script that reproduces this configuration",
 )
-def run(
-    replays,
-    l2_flush,
-    regime,
-    seed,
-    run_anyway,
-    cache,
-    peers,
-    autotune,
-    check,
-    as_json,
-    save_json,
-    save_csv,
-    save_script,
-    **values,
-) -> None:
+def run(as_json, save_json, save_csv, save_script, **values) -> None:
     """Build, plan, run and check one configuration (default: the seed's GPT-2 shape)."""
     config = config_from_options(values)
     exports = {"json": save_json, "csv": save_csv, "script": save_script}
     check_export_paths(exports)
-    if not regime and values.get("preset"):
-        regime = preset_regimes().get(values["preset"], "")
-    regime = regime or REGIME_BURST
     from ..jobs.check import follow_up
 
-    options = run_options(replays, l2_flush, regime, autotune, check, seed, run_anyway, peers, cache)
+    options = run_options(values, regime=regime_of(values))
     with common.engine_session() as session:
         result = session.run(config, options)
     if as_json:
@@ -75,9 +56,9 @@ def run(
         from ..present.report import result_renderable
 
         terminal().print(result_renderable(result))
-    save_exports(result, seed, exports)
+    save_exports(result, options.seed, exports)
     record_run(result, values)
-    follow_up(result, seed, terminal(stderr=True))
+    follow_up(result, options.seed, terminal(stderr=True))
     if result.status == "invalid":
         sys.exit(EXIT_USAGE)
     sys.exit(EXIT_OK if result.ok else EXIT_FAIL)

@@ -41,7 +41,6 @@ from ..jobs.sweep import (
     shard,
     varied_words,
 )
-from ..model.statuses import REGIME_BURST
 from . import common
 from .common import EXIT_FAIL, EXIT_OK, fail_usage
 from .options import (
@@ -49,7 +48,7 @@ from .options import (
     config_options,
     measure_options,
     peers_option,
-    preset_regimes,
+    regime_of,
     run_options,
     timing_options,
 )
@@ -155,15 +154,6 @@ def _write_csv(path: str | None, rows: list[dict]) -> None:
 @click.pass_context
 def sweep(
     ctx,
-    replays,
-    l2_flush,
-    regime,
-    seed,
-    run_anyway,
-    cache,
-    autotune,
-    check,
-    peers,
     varies,
     out,
     csv_path,
@@ -193,11 +183,7 @@ def sweep(
             problems.append(f"--gpus: {exc}")
     if problems:
         fail_usage(problems)
-    if not regime and values.get("preset"):
-        regime = preset_regimes().get(values["preset"], "")
-    options = run_options(
-        replays, l2_flush, regime or REGIME_BURST, autotune, check, seed, run_anyway, peers, cache
-    )
+    options = run_options(values, regime=regime_of(values))
     earlier = _earlier_rows(out) if resume else []
     done = {r["key"] for r in earlier}
     todo = [p for p in mine if p.key not in done]

@@ -1,6 +1,8 @@
 """A run's options besides the configuration: timing, autotune, the check, the seed, peers and
-the plan cache. Declared here, below the engine, so that the dashboard and the CLI, which only
-send them, do not import the engine's measurement code."""
+the plan cache. Each is declared once (OPTIONS): the CLI's flags, the form's widgets and
+`options_from()` follow from the declaration, the defaults from the dataclasses below. Declared
+here, below the engine, so that the dashboard and the CLI, which only send them, do not import the
+engine's measurement code."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from typing import Any
 
 from .config import SEED_MAX, FieldError
 from .fields import quote
-from .statuses import REGIME_BURST
+from .statuses import REGIME_BURST, REGIMES
 
 # The peers a run may time beside cuDNN, in the order they are shown (engine/peers.py adapts each).
 PEER_KEYS = ("flash", "efficient", "cudnn", "math", "flex", "fa3", "flashinfer")
@@ -59,6 +61,9 @@ class RunOptions:
             )
         return problems
 
+    def with_timing(self, **changes: Any) -> RunOptions:
+        return dataclasses.replace(self, timing=dataclasses.replace(self.timing, **changes))
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
@@ -68,3 +73,96 @@ class RunOptions:
         d["timing"] = TimingOptions(**d.get("timing", {}))
         d["peers"] = tuple(d.get("peers", ()))
         return cls(**d)
+
+
+@dataclass(frozen=True)
+class Option:
+    """One run option: its attribute (of RunOptions, or of its TimingOptions when `timing`), the
+    CLI's flag (a switch names both ways), what it means, and the form's words for it ('' where
+    the form leaves it to the CLI)."""
+
+    name: str
+    flag: str
+    help: str
+    kind: str = "switch"  # switch | int | choice | peers
+    form: str = ""
+    tip: str = ""  # the form's tooltip
+    timing: bool = False
+    choices: tuple[str, ...] = ()
+
+    @property
+    def default(self) -> Any:
+        return getattr(TimingOptions() if self.timing else RunOptions(), self.name)
+
+
+REGIME_HELP = (
+    "burst: a short run on a rested GPU (published tables); sustained: timed after 2 s of load (a "
+    "training step)"
+)
+# In the form's order; the CLI groups them as each command needs (cli/options.py).
+OPTIONS: tuple[Option, ...] = (
+    Option(
+        "regime",
+        "--regime",
+        REGIME_HELP + ". Default: the preset's, else burst",
+        "choice",
+        form="regime",
+        tip=REGIME_HELP.replace("(a training step)", "(what a training step sees)"),
+        timing=True,
+        choices=REGIMES,
+    ),  # fmt: skip
+    Option(
+        "l2_flush",
+        "--l2-flush/--no-l2-flush",
+        "flush the L2 before each execution (cold-cache kernel time)",
+        form="flush L2 before each execution",
+        timing=True,
+    ),  # fmt: skip
+    Option(
+        "autotune",
+        "--autotune/--no-autotune",
+        "time every plan, not only the heuristic's",
+        form="time every plan (autotune)",
+    ),  # fmt: skip
+    Option(
+        "peers",
+        "--peers",
+        "also time and check these peers on the same tensors: all, or a list of " + ", ".join(PEER_KEYS),
+        "peers",
+        form="peers timed beside cuDNN",
+        tip="also time and check this peer on the same tensors, beside cuDNN (GPU only; F1 says what each is)",
+    ),  # fmt: skip
+    Option(
+        "run_anyway",
+        "--run-anyway",
+        "run a configuration that matches a known issue (it may crash the engine process)",
+        form="run known issues anyway",
+        tip="a configuration that matches a known issue (it may crash cuDNN) runs only when ticked",
+    ),  # fmt: skip
+    Option("replays", "--replays", "timed replays of the CUDA graph", "int", timing=True),
+    Option("seed", "--seed", "random seed of the inputs (0 to 2**63-1)", "int"),
+    Option(
+        "plan_cache",
+        "--cache/--no-cache",
+        "load plans built before from the plan cache on disk "
+        "(`cache` shows it); --no-cache builds every plan",
+    ),  # fmt: skip
+    Option("check", "--check/--no-check", "compare with the fp32 reference"),
+)
+OPTION = {o.name: o for o in OPTIONS}
+FORM_OPTIONS = tuple(o for o in OPTIONS if o.form)
+
+
+def options_from(values: dict[str, Any], base: RunOptions | None = None) -> RunOptions:
+    """RunOptions from values by option name (the CLI's parameters, the form's widgets) over
+    `base`: those of TimingOptions into its timing; names that are no option are left alone."""
+    base = base or RunOptions()
+    given = {o.name: values[o.name] for o in OPTIONS if values.get(o.name) is not None}
+    timing = {k: v for k, v in given.items() if OPTION[k].timing}
+    run = {k: tuple(v) if k == "peers" else v for k, v in given.items() if not OPTION[k].timing}
+    return dataclasses.replace(base, timing=dataclasses.replace(base.timing, **timing), **run)
+
+
+def option_values(options: RunOptions) -> dict[str, Any]:
+    """Each option's value in `options`, by name: what the form shows of them."""
+    return {o.name: getattr(options.timing if o.timing else options, o.name) for o in OPTIONS}

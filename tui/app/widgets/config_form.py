@@ -9,7 +9,6 @@ group; in a group the labelled rows come first, then its switches.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from rich.text import Text
@@ -21,10 +20,10 @@ from ...engine.peers import ADAPTERS
 from ...model import known_issues
 from ...model.config import ConfigError, FieldError, SdpaConfig
 from ...model.fields import FIELDS, GROUPS, Field, from_entries
+from ...model.options import FORM_OPTIONS, Option, RunOptions, option_values, options_from
 from ...model.results import PeerResult, RunResult
-from ...model.statuses import REGIME_BURST, REGIMES
 from ...model.validation import validate
-from ..messages import ConfigEdited, TimingChoice
+from ..messages import ConfigEdited
 from ..navigation import PaneKeysInput
 
 
@@ -48,7 +47,6 @@ _WIDGETS = {"text": Input, "select": Select, "switch": Checkbox}
 # each peer's key (engine/peers.py) -> its name as the headline says it (FLASH, Flex): the name
 # the adapter gives the seed's configuration, without "torch" and the precision
 PEER_LABELS = {key: PeerResult(adapter.name(SdpaConfig())).short for key, adapter in ADAPTERS.items()}
-PEERS_TIP = "also time and check this peer on the same tensors, beside cuDNN (GPU only; F1 says what each is)"
 
 
 def _by_field(errors: list[FieldError]) -> dict[str, str]:
@@ -101,6 +99,24 @@ class ConfigForm(VerticalScroll):
                 yield Label(field.form_label, classes="field-label")
                 yield cls._entry(field, value)
 
+    @staticmethod
+    def _run_option(option: Option) -> ComposeResult:
+        """A run option's widgets (model/options.py declares them): a choice on a row of its own,
+        a tick, or a tick a peer under its words."""
+        tip = option.tip or None
+        if option.kind == "choice":
+            with Horizontal(classes="field", id=f"row-{option.name}"):
+                yield Label(option.form, classes="field-label")
+                yield Select([(c, c) for c in option.choices], value=option.default, allow_blank=False,
+                             id=f"f-{option.name}", compact=True, tooltip=tip)  # fmt: skip
+        elif option.kind == "peers":
+            yield Label(option.form, classes="section-label")
+            with Container(id="peer-ticks"):
+                for key, label in PEER_LABELS.items():
+                    yield Tick(label, False, id=f"f-peer-{key}", compact=True, tooltip=tip)
+        else:
+            yield Tick(option.form, option.default, id=f"f-{option.name}", compact=True, tooltip=tip)
+
     def _value(self, field: Field) -> Any:
         """What the field's widgets hold: text to parse, a choice, on/off, or the checked modes."""
         if field.entry == "checks":
@@ -119,30 +135,8 @@ class ConfigForm(VerticalScroll):
         for field in FORM_FIELDS:
             yield from self._field(field, getattr(self._initial, field.name))
         yield Label("timing", classes="section-label")
-        with Horizontal(classes="field", id="row-regime"):
-            yield Label("regime", classes="field-label")
-            yield Select(
-                [(regime, regime) for regime in REGIMES],
-                value=REGIME_BURST,
-                allow_blank=False,
-                id="f-regime",
-                compact=True,
-                tooltip="burst: a short run on a rested GPU (published tables); "
-                "sustained: timed after 2 s of load (what a training step sees)",
-            )
-        yield Tick("flush L2 before each execution", False, id="f-l2_flush", compact=True)
-        yield Tick("time every plan (autotune)", True, id="f-autotune", compact=True)
-        yield Label("peers timed beside cuDNN", classes="section-label")
-        with Container(id="peer-ticks"):
-            for key, label in PEER_LABELS.items():
-                yield Tick(label, False, id=f"f-peer-{key}", compact=True, tooltip=PEERS_TIP)
-        yield Tick(
-            "run known issues anyway",
-            False,
-            id="f-run_anyway",
-            compact=True,
-            tooltip="a configuration that matches a known issue (it may crash cuDNN) runs only when ticked",
-        )
+        for option in FORM_OPTIONS:
+            yield from self._run_option(option)
         yield Label("", id="known-issue", classes="field-error")  # the known issues the form matches
         yield Label("", id="err-b-memory", classes="field-error")  # problems of no one field
 
@@ -173,24 +167,30 @@ class ConfigForm(VerticalScroll):
         return env.gpu_memory_bytes if env is not None and env.gpu_available else None
 
     @property
-    def timing(self) -> TimingChoice:
-        """The timing section: regime, L2 flush, autotune, the peers ticked (in PEER_LABELS' order);
-        and whether known issues run anyway."""
-        return TimingChoice(
-            l2_flush=self.query_one("#f-l2_flush", Checkbox).value,
-            autotune=self.query_one("#f-autotune", Checkbox).value,
-            regime=self.query_one("#f-regime", Select).value,
-            run_anyway=self.query_one("#f-run_anyway", Checkbox).value,
-            peers=tuple(key for key in PEER_LABELS if self.query_one(f"#f-peer-{key}", Checkbox).value),
-        )
+    def options(self) -> RunOptions:
+        """The run options the form shows (the regime, the L2 flush, autotune, the peers ticked in
+        PEER_LABELS' order, known issues run anyway); the others at their defaults."""
+        values: dict[str, Any] = {}
+        for option in FORM_OPTIONS:
+            if option.kind == "peers":
+                ticked = (key for key in PEER_LABELS if self.query_one(f"#f-peer-{key}", Checkbox).value)
+                values[option.name] = tuple(ticked)
+            else:
+                values[option.name] = self.query_one(
+                    f"#f-{option.name}", Select if option.kind == "choice" else Checkbox
+                ).value
+        return options_from(values)
 
-    def load_timing(self, timing: TimingChoice) -> None:
-        self.query_one("#f-l2_flush", Checkbox).value = timing.l2_flush
-        self.query_one("#f-autotune", Checkbox).value = timing.autotune
-        self.query_one("#f-regime", Select).value = timing.regime
-        self.query_one("#f-run_anyway", Checkbox).value = timing.run_anyway
-        for key in PEER_LABELS:
-            self.query_one(f"#f-peer-{key}", Checkbox).value = key in timing.peers
+    def load_options(self, options: RunOptions) -> None:
+        """Show the form's run options of `options`."""
+        values = option_values(options)
+        for option in FORM_OPTIONS:
+            if option.kind == "peers":
+                for key in PEER_LABELS:
+                    self.query_one(f"#f-peer-{key}", Checkbox).value = key in values[option.name]
+            else:
+                kind = Select if option.kind == "choice" else Checkbox
+                self.query_one(f"#f-{option.name}", kind).value = values[option.name]
 
     def mark_known_issues(self, config: SdpaConfig | None) -> None:
         """Say, before anything runs, which known issues the configuration matches on this engine's
@@ -251,7 +251,7 @@ class ConfigForm(VerticalScroll):
 
     def _edited(self) -> None:
         config, errors = self.read()
-        state = (config, errors, self.timing)
+        state = (config, errors, self.options)
         if state == self._posted:
             return  # mounting or loading changes every field at once: one message says it all
         self._posted = state
@@ -260,13 +260,13 @@ class ConfigForm(VerticalScroll):
         self.post_message(ConfigEdited(*state))
 
 
-def measured_as(result: RunResult, timing: TimingChoice) -> TimingChoice:
-    """The timing choice a saved result was measured with, as far as it says: its regime and L2
-    flush, and the peers it timed (by the names their adapters give)."""
+def measured_as(result: RunResult, options: RunOptions) -> RunOptions:
+    """`options` as a saved result was measured, as far as it says: its regime and L2 flush, and
+    the peers it timed (by the names their adapters give)."""
     forward = result.forward
     asked = {peer.short for peer in forward.field_peers} if forward is not None else set()
-    timing = dataclasses.replace(timing, peers=tuple(k for k, label in PEER_LABELS.items() if label in asked))
+    values: dict[str, Any] = {"peers": tuple(k for k, label in PEER_LABELS.items() if label in asked)}
     timed = next((p.timing for p in result.passes if p.timing is not None), None)
     if timed is not None and timed.regime:
-        timing = dataclasses.replace(timing, l2_flush=timed.l2_flushed, regime=timed.regime)
-    return timing
+        values.update(l2_flush=timed.l2_flushed, regime=timed.regime)
+    return options_from(values, options)
