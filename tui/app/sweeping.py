@@ -12,16 +12,17 @@ after the point under way, keeping it; Esc again stops that point too.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from textual.css.query import NoMatches
 
-from ..jobs.sweep import Point, SweepError, Vary, grid, parse_vary, point_row, varied_words
+from ..jobs.sweep import Point, SweepError, Vary, grid, parse_vary, varied_words
+from ..jobs.sweep_run import SweepRun
 from ..model.config import SdpaConfig
-from ..model.options import RunOptions
 from ..model.results import RunResult
-from ..model.statuses import STATUS_CANCELLED, STATUS_CRASH, STATUS_ERROR
+from ..model.statuses import STATUS_CANCELLED, STATUS_CRASH
 from ..process.client import EngineDied, EngineEvent, EngineProgress, EngineResult
+from ..process.session import died_result
 from . import sweep_progress
 from .messages import SweepAsked
 from .sweep_progress import Progress
@@ -53,27 +54,20 @@ def plan_sweep(texts: tuple[str, ...], base: SdpaConfig) -> tuple[list[Vary], li
 
 
 @dataclass
-class SweepRun:
-    """A sweep under way: its points and run options, the rows of the points finished, the
-    request of the point the engine has (None between points), and how far the pane was told."""
+class SweepShown:
+    """The dashboard's side of a sweep under way (jobs/sweep_run.py's SweepRun): how far the pane
+    was told, and the point the engine has with its request (None between points)."""
 
-    points: list[Point]
-    options: RunOptions
+    run: SweepRun
     progress: Progress
-    rows: list[dict] = field(default_factory=list)
-    submitted: int = 0
+    point: Point | None = None
     request_id: int | None = None
-
-    @property
-    def point(self) -> Point:
-        """The point asked for last (the one under way while `request_id` is set)."""
-        return self.points[self.submitted - 1]
 
 
 class SweepDriving:
     """Mixed into SdpaExplorerApp, whose client, form, status line and options it uses."""
 
-    _sweep: SweepRun | None = None
+    _sweep: SweepShown | None = None
     _run_after_sweep = False  # Ctrl+R while a sweep ran: the form runs when it ends
 
     @property
@@ -105,31 +99,34 @@ class SweepDriving:
         first = varies[0].label
         xs = list(dict.fromkeys(str(p.varied[first]) for p in points))
         pane.begin([v.label for v in varies], xs, len(points), self._no_gpu())
-        self._sweep = SweepRun(points, self._options(self.form.options), pane.progress)
+        self._sweep = SweepShown(SweepRun(points, self._options(self.form.options)), pane.progress)
         self._sweep_next()
         return True
 
     def _sweep_next(self) -> None:
         """Ask for the next point once the engine has nothing of ours: not while a point or the
         form's own run (asked before the sweep) is under way."""
-        run = self._sweep
-        if run is None or run.request_id is not None:
+        shown = self._sweep
+        if shown is None or shown.request_id is not None:
             return
-        if run.progress.stopping or run.submitted == len(run.points):
-            self._sweep_end("stopped (Esc)" if run.submitted < len(run.points) else "done")
+        if shown.progress.stopping or shown.run.all_handed_out:
+            self._sweep_end("done" if shown.run.all_handed_out else "stopped (Esc)")
             return
         if self._latest is not None:
             self._sweep_said(waiting=True)
             return
-        point = run.points[run.submitted]
-        run.request_id = self.client.submit(point.config, run.options)
-        run.submitted += 1
+        point = shown.point = shown.run.take()
+        shown.request_id = self.client.submit(point.config, shown.run.options)
         self._sweep_said(waiting=False, running=varied_words(point.varied), step="queued")
 
     def _sweep_event(self, event: EngineEvent) -> bool:
         """An engine event about the point under way: whether it was only the sweep's."""
-        run = self._sweep
-        if run is None or run.request_id is None or getattr(event, "request_id", None) != run.request_id:
+        shown = self._sweep
+        if (
+            shown is None
+            or shown.request_id is None
+            or getattr(event, "request_id", None) != shown.request_id
+        ):
             return False
         if isinstance(event, EngineProgress):
             self._sweep_said(step=event.text)
@@ -140,8 +137,7 @@ class SweepDriving:
                 self._keep_crash(event.result)
             return True
         if isinstance(event, EngineDied):  # the point went with the process: a row that says so
-            status = STATUS_CRASH if event.crashed else STATUS_ERROR
-            lost = RunResult(config=run.point.config, status=status, message=event.reason)
+            lost = died_result(shown.point.config, event, "", self.environment)
             self._sweep_point(lost, go_on=event.restarting)
             if not event.restarting:
                 self._sweep_end(f"stopped: the engine cannot start ({event.reason})")
@@ -149,45 +145,45 @@ class SweepDriving:
 
     def _sweep_point(self, result: RunResult, go_on: bool = True) -> None:
         """A point's answer: its row, then the next point (unless the engine is left down)."""
-        run = self._sweep
-        run.request_id = None
+        shown = self._sweep
+        shown.request_id = None
         if result.status == STATUS_CANCELLED:  # Esc twice: the point was stopped, nothing to keep
             self._sweep_end("stopped (Esc twice): the point under way was dropped")
             return
-        row = point_row(run.point, result)
-        run.rows.append(row)
-        self.sweep_pane.add_row(row)
+        self.sweep_pane.add_row(shown.run.answered(shown.point, result))
         self._sweep_said(running="", step="")
         if go_on:
             self._sweep_next()
 
     def _sweep_said(self, **changes) -> None:
         """The pane's and the app's status lines say how far the sweep is."""
-        run = self._sweep
-        run.progress = replace(run.progress, done=len(run.rows), **changes)
-        self.sweep_pane.say(run.progress)
-        self.status.state = self.status.state.sweeping(run.progress.short())
+        shown = self._sweep
+        shown.progress = replace(shown.progress, done=len(shown.run.rows), **changes)
+        self.sweep_pane.say(shown.progress)
+        self.status.state = self.status.state.sweeping(shown.progress.short())
 
     def stop_sweep(self) -> None:
         """Esc: stop after the point under way (kept); again: stop that point at its next step."""
-        run = self._sweep
-        if run is None:
+        shown = self._sweep
+        if shown is None:
             return
-        if run.progress.stopping and run.request_id is not None:
+        if shown.progress.stopping and shown.request_id is not None:
             self.client.cancel()
-        elif run.request_id is None:  # between points (waiting for the form's run): nothing to finish
-            self._sweep_said(stopping=True)
+            return
+        shown.run.stop()
+        self._sweep_said(stopping=True)
+        if shown.request_id is None:  # between points (waiting for the form's run): nothing to finish
             self._sweep_next()
-        else:
-            self._sweep_said(stopping=True)
 
     def _sweep_end(self, how: str) -> None:
         """The sweep is over: the pane says how; the form runs if it changed meanwhile (or Ctrl+R
         asked), since its edits waited."""
-        run, self._sweep = self._sweep, None
-        if run is None:
+        shown, self._sweep = self._sweep, None
+        if shown is None:
             return
-        progress = replace(run.progress, done=len(run.rows), finished=how, ended=sweep_progress.clock())
+        progress = replace(
+            shown.progress, done=len(shown.run.rows), finished=how, ended=sweep_progress.clock()
+        )
         self.sweep_pane.say(progress)
         self.status.state = self.status.state.sweeping("")
         config, _ = self.form.read()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import shlex
 import sys
 import threading
@@ -34,13 +33,13 @@ from ..jobs.sweep import (
     merge_rows,
     parse_shard,
     parse_vary,
-    point_row,
     points_table,
     prepare_resume,
     read_rows,
     shard,
     varied_words,
 )
+from ..jobs.sweep_run import SweepRun
 from . import common
 from .common import EXIT_FAIL, EXIT_OK, fail_usage
 from .options import (
@@ -213,16 +212,14 @@ def _run_points(points, options, out: str | None, gpus: list[int] | None = None)
     """The points through one engine session (or one a GPU, each taking the next point as it
     finishes one), each row appended to `out` and flushed as it finishes; the rows, and whether
     Ctrl+C stopped the sweep (every finished point is kept; the running ones are dropped)."""
-    rows: list[dict] = []
     if not points:
-        return rows, False
+        return [], False
     from ..jobs.fleet import gpu_session
 
+    run = SweepRun(points, options)
     sessions = [common.engine_session] if gpus is None else [lambda g=g: gpu_session(g) for g in gpus]
     names = [""] if gpus is None else [f"GPU {g} " for g in gpus]
-    todo, lock, stop = queue.SimpleQueue(), threading.Lock(), threading.Event()
-    for point in points:
-        todo.put(point)
+    lock, stop = threading.Lock(), threading.Event()
     sink = open(out, "a", encoding="utf-8") if out else None  # noqa: SIM115 (closed below)
     words = Column(ratio=1, no_wrap=True, overflow="ellipsis")  # the point and the engine's step
     progress = Progress(
@@ -232,15 +229,15 @@ def _run_points(points, options, out: str | None, gpus: list[int] | None = None)
     task = progress.add_task("starting", total=len(points))
     down: list[str] = []
 
-    def keep(row: dict) -> None:
+    def keep(point, result) -> None:
         with lock:  # one writer at a time, and none once stopped: a line is whole, never mixed
             if stop.is_set():
                 return
+            row = run.answered(point, result)
             if sink is not None:
                 sink.write(json.dumps(row) + "\n")
                 sink.flush()
                 os.fsync(sink.fileno())
-            rows.append(row)
             progress.advance(task)
 
     def work(open_session, name: str) -> None:
@@ -249,20 +246,17 @@ def _run_points(points, options, out: str | None, gpus: list[int] | None = None)
                 if session.ready() is None:
                     down.append(f"{name}the engine process cannot start: {session.down}")
                     return
-                while not stop.is_set():
-                    try:
-                        point = todo.get_nowait()
-                    except queue.Empty:
-                        return
+                while not stop.is_set() and (point := run.take()) is not None:
                     said = f"{name}{escape(varied_words(point.varied))}"
                     progress.update(task, description=said)
 
                     def watch(step: str, said: str = said) -> None:
                         progress.update(task, description=f"{said}: {escape(step)}")
 
-                    keep(point_row(point, session.run(point.config, options, watch=watch)))
+                    keep(point, session.run(point.config, run.options, watch=watch))
         except KeyboardInterrupt:  # a stop said inside a worker (tests) is the user's Ctrl+C
             stop.set()
+            run.stop()
             interrupted.set()
 
     interrupted = threading.Event()
@@ -277,6 +271,7 @@ def _run_points(points, options, out: str | None, gpus: list[int] | None = None)
     except KeyboardInterrupt:
         with lock:
             stop.set()
+        run.stop()
         interrupted.set()
     finally:
         with lock:
@@ -289,7 +284,7 @@ def _run_points(points, options, out: str | None, gpus: list[int] | None = None)
         sys.exit(EXIT_FAIL)
     for line in down:
         _err().print(f"[yellow]{escape(line)}[/yellow]: its points ran on the other GPUs")
-    return rows, interrupted.is_set()
+    return run.rows, interrupted.is_set()
 
 
 @click.command()
