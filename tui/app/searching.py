@@ -14,24 +14,14 @@ CLI's does.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import time
 from dataclasses import dataclass
 
 from textual.css.query import NoMatches
 from textual.widgets import Input
 
-from ..model.config import SdpaConfig
 from ..model.options import RunOptions
-from ..model.search_results import (
-    FreshRun,
-    SearchOptions,
-    SearchResult,
-    after_crash,
-    fresh_config,
-    with_fresh,
-)
-from ..model.statuses import STATUS_CRASH, STATUS_ERROR
+from ..model.search_results import SearchOptions, SearchResult
+from ..model.search_run import Done, RunFresh, SearchAgain, SearchRun
 from ..process.client import EngineDied, EngineEvent, EngineProgress, EngineResult, EngineSearched
 from .messages import BestPinned, SearchAsked, SearchStopAsked
 
@@ -39,18 +29,13 @@ SEARCH_TAB = "tab-search"
 
 
 @dataclass
-class SearchRun:
-    """A search asked for: what, with which options; its request once the engine has it (None
-    while the form's run goes first); the engine's last words about it and when it was sent (what a
-    crash interrupted, and how much of the budget it spent)."""
+class SearchShown:
+    """The dashboard's side of a search asked for (model/search_run.py's SearchRun): its request
+    once the engine has it (None while the form's run goes first), and the fresh run's."""
 
-    config: SdpaConfig
-    options: SearchOptions
+    job: SearchRun
     request_id: int | None = None
-    step: str = ""
-    sent_at: float = 0.0
-    found: SearchResult | None = None  # the search's answer, while its best runs in a fresh process
-    fresh_id: int | None = None  # that run's request
+    fresh_id: int | None = None  # the contender's fresh run, while it runs
 
 
 def search_options(budget_s: float, peers: tuple[str, ...]) -> SearchOptions:
@@ -63,7 +48,7 @@ class SearchDriving:
     """Mixed into SdpaExplorerApp (before SweepDriving and ExplainDriving, whose starts it holds
     back while a search runs), whose client, form, status line and run state it uses."""
 
-    _search: SearchRun | None = None
+    _search: SearchShown | None = None
     _run_after_search = False  # Ctrl+R while a search ran: the form runs when it ends
     search_result: SearchResult | None = None  # the last search's answer
 
@@ -100,7 +85,7 @@ class SearchDriving:
             pane.say("A sweep runs: start the search when it ends (Esc stops the sweep).")
             return False
         self._cancel_pending_run()
-        self._search = SearchRun(config, search_options(budget_s, self.form.options.peers))
+        self._search = SearchShown(SearchRun(config, search_options(budget_s, self.form.options.peers)))
         self.search_next()
         return True
 
@@ -112,14 +97,17 @@ class SearchDriving:
         with contextlib.suppress(NoMatches):
             pane = self.search_pane
             if self._latest is not None or self._explaining is not None:
-                pane.say(f"The form's run comes first; then {run.config.label()} is searched.", running=True)
+                pane.say(
+                    f"The form's run comes first; then {run.job.config.label()} is searched.", running=True
+                )
                 self._search_said("waiting for the form's run")
                 return
             self._send_search(run)
-            pane.progress(run.config.label(), f"asked for a {run.options.budget_s:.0f} s search ...")
+            pane.progress(run.job.config.label(), f"asked for a {run.job.options.budget_s:.0f} s search ...")
 
-    def _send_search(self, run: SearchRun) -> None:
-        run.request_id, run.sent_at = self.client.search(run.config, run.options), time.monotonic()
+    def _send_search(self, run: SearchShown) -> None:
+        run.request_id = self.client.search(run.job.config, run.job.options)
+        run.job.sent()
         self._search_said("asked")
 
     def _search_said(self, words: str) -> None:
@@ -135,8 +123,8 @@ class SearchDriving:
             return False
         said_of = getattr(event, "request_id", None)
         if isinstance(event, EngineProgress) and said_of == run.request_id:
-            run.step = event.text
-            self.search_pane.progress(run.config.label(), event.text)
+            run.job.step = event.text
+            self.search_pane.progress(run.job.config.label(), event.text)
             self._search_said(event.text.removeprefix("searching: "))
             return True
         if isinstance(event, EngineSearched) and said_of == run.request_id:
@@ -145,48 +133,38 @@ class SearchDriving:
         if run.fresh_id is not None:
             return self._fresh_event(run, event)
         if isinstance(event, EngineDied) and (said_of == run.request_id or not event.restarting):
-            status = STATUS_CRASH if event.crashed else STATUS_ERROR
-            lost = SearchResult(config=run.config, status=status, message=f"{event.reason} ({run.step or 'starting'})",
-                                stopped=run.step, crashes=run.options.crashes)  # fmt: skip
+            lost = run.job.lost(event.reason, event.crashed, self.environment)
             self._search_answered(lost, go_on=event.restarting)
         return False  # the app reports the lost engine too
 
     def _search_answered(self, result: SearchResult, go_on: bool = True) -> None:
         """The search's answer, or its loss with the engine process: after a crash under a candidate
-        it goes on in a fresh process without it; else the answer is shown."""
+        it goes on in a fresh process without it; then the contender runs fresh; else it is shown."""
         run = self._search
-        going_on = (
-            after_crash(run.options, result, run.step, time.monotonic() - run.sent_at) if go_on else None
-        )
-        if going_on is not None:
-            run.options, run.step = going_on, ""
+        step = run.job.searched(result) if go_on else Done(result)
+        label = run.job.config.label()
+        if isinstance(step, SearchAgain):
             self._send_search(run)
-            words = f"a candidate crashed the engine ({going_on.crashes[-1]}): going on in a fresh one"
-            self.search_pane.progress(run.config.label(), words)
-            return
-        config = fresh_config(result)
-        # the contender, pinned, beside the pick in the process that follows (it retires)
-        if config is not None:
-            run.found, run.fresh_id = result, self.client.submit(config, RunOptions())
+            self.search_pane.progress(label, step.words)
+        elif isinstance(step, RunFresh):  # the contender, pinned, in the process that follows (it retires)
+            run.fresh_id = self.client.submit(step.config, RunOptions())
             self.search_pane.show(result)
-            words = f"running {config.plan} beside the pick in a fresh engine process ..."
-            self.search_pane.progress(run.config.label(), words)
-            self._search_said(words.removesuffix(" ..."))
-            return
-        self._search_done(result)
+            self.search_pane.progress(label, f"{step.words} ...")
+            self._search_said(step.words)
+        else:
+            self._search_done(step.result)
 
-    def _fresh_event(self, run: SearchRun, event: EngineEvent) -> bool:
+    def _fresh_event(self, run: SearchShown, event: EngineEvent) -> bool:
         """An event of the fresh run of the contender: its progress, its answer or its loss."""
         said_of = getattr(event, "request_id", None)
         if isinstance(event, EngineProgress) and said_of == run.fresh_id:
-            self.search_pane.progress(run.config.label(), f"fresh process: {event.text}")
+            self.search_pane.progress(run.job.config.label(), f"fresh process: {event.text}")
             return True
         if isinstance(event, EngineResult) and said_of == run.fresh_id:
-            self._search_done(with_fresh(run.found, event.result))
+            self._search_done(run.job.fresh_answered(event.result))
             return True
         if isinstance(event, EngineDied) and (said_of == run.fresh_id or not event.restarting):
-            plan = run.found.contender.plan if run.found.contender is not None else ""
-            self._search_done(dataclasses.replace(run.found, fresh=FreshRun(plan, message=event.reason)))
+            self._search_done(run.job.fresh_missing(event.reason))
         return False
 
     def _search_done(self, result: SearchResult) -> None:
@@ -209,7 +187,7 @@ class SearchDriving:
                 if run.fresh_id is not None
                 else "stopping at the next candidate ..."
             )
-            self.search_pane.progress(run.config.label(), words)
+            self.search_pane.progress(run.job.config.label(), words)
             return
         self._search = None
         self.search_pane.say("Not started: stopped (Esc) while the form's run went on.")

@@ -8,7 +8,6 @@ crash. The dashboard talks to the same client without blocking (tui.app).
 
 from __future__ import annotations
 
-import dataclasses
 import queue
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -23,6 +22,7 @@ if TYPE_CHECKING:
     from ..engine.explain import Explanation
     from ..model.options import RunOptions
     from ..model.search_results import SearchOptions, SearchResult
+    from ..model.search_run import RunFresh, SearchRun
 
 
 class ExplainFailed(RuntimeError):
@@ -98,64 +98,50 @@ class EngineSession:
     def search(
         self, config: SdpaConfig, options: SearchOptions, watch: Callable[[str], None] | None = None
     ) -> SearchResult:
-        """A knob search's answer. A candidate that crashes the engine process costs that process:
-        the search goes on in a fresh one without it, keeping what was found (after_crash), and
-        the answer lists each crash; after MAX_CRASHES it says so."""
-        import time
+        """A knob search's answer, its steps (model/search_run.py) each waited for. A candidate
+        that crashes the engine process costs that process: the search goes on in a fresh one
+        without it, keeping what was found, and the answer lists each crash; after MAX_CRASHES it
+        says so. Then the contender runs, pinned, in a fresh process."""
+        from ..model.search_run import RunFresh, SearchAgain, SearchRun
 
-        from ..model.search_results import after_crash
-
-        while True:
-            started = time.monotonic()
-            result, step = self._search_once(config, options, watch)
-            going_on = after_crash(options, result, step, time.monotonic() - started)
-            if going_on is None:
-                return self._fresh(result, watch)
-            options = going_on
+        run = SearchRun(config, options)
+        step = run.searched(self._search_once(run, watch))
+        while isinstance(step, SearchAgain):
             if watch is not None:
-                watch(f"a candidate crashed the engine ({going_on.crashes[-1]}): going on in a fresh one")
+                watch(step.words)
+            step = run.searched(self._search_once(run, watch))
+        return self._fresh(run, step, watch) if isinstance(step, RunFresh) else step.result
 
-    def _fresh(self, result: SearchResult, watch: Callable[[str], None] | None) -> SearchResult:
-        """The contender (SearchResult.contender), pinned, run beside the pick in the fresh engine
-        process that follows the search's (it retires): the figures a pinned run reads. Ctrl+C stops
-        it, keeping the search's."""
+    def _fresh(self, run: SearchRun, step: RunFresh, watch: Callable[[str], None] | None) -> SearchResult:
+        """The contender, pinned, beside the pick in the fresh engine process that follows the
+        search's (it retires): the figures a pinned run reads. Ctrl+C stops it, keeping the search's."""
         from ..model.options import RunOptions
-        from ..model.search_results import FreshRun, fresh_config, with_fresh
 
-        config = fresh_config(result)
-        if config is None:
-            return result
         if watch is not None:
-            watch(f"running {config.plan} beside the pick in a fresh engine process")
-        request_id = self.client.submit(config, RunOptions())
+            watch(step.words)
+        request_id = self.client.submit(step.config, RunOptions())
         try:
-            run = self._answer(request_id, config, watch)
+            answer = self._answer(request_id, step.config, watch)
         except KeyboardInterrupt:
             self.client.cancel()
-            self._answer(request_id, config, None)
-            return dataclasses.replace(
-                result, fresh=FreshRun(config.plan or "", message="stopped when asked")
-            )
-        return with_fresh(result, run)
+            self._answer(request_id, step.config, None)
+            return run.fresh_missing("stopped when asked")
+        return run.fresh_answered(answer)
 
-    def _search_once(
-        self, config: SdpaConfig, options: SearchOptions, watch: Callable[[str], None] | None
-    ) -> tuple[SearchResult, str]:
-        from ..model.search_results import SearchResult
-
-        request_id = self.client.search(config, options)  # type: ignore[attr-defined]
+    def _search_once(self, run: SearchRun, watch: Callable[[str], None] | None) -> SearchResult:
+        """One search request's answer; its loss with the engine process, said as a result."""
+        request_id = self.client.search(run.config, run.options)  # type: ignore[attr-defined]
+        run.sent()
         try:
-            event, step = self._wait(request_id, watch)
+            event, run.step = self._wait(request_id, watch)
         except KeyboardInterrupt:  # Ctrl+C: stop at the next candidate, keeping what was found
             self.client.cancel()
-            event, step = self._wait(request_id, None)
+            event, run.step = self._wait(request_id, None)
         if isinstance(event, EngineSearched):
-            return event.result, step
+            return event.result
         died = event if isinstance(event, EngineDied) else None
         words = died.reason if died else "the engine answered a search with something else"
-        status = STATUS_CRASH if died and died.crashed else STATUS_ERROR
-        return SearchResult(config=config, status=status, message=f"{words} ({step or 'starting'})", stopped=step,
-                            environment=self.environment, crashes=options.crashes), step  # fmt: skip
+        return run.lost(words, died is not None and died.crashed, self.environment)
 
     def inject_fault(self) -> RunResult:
         """Have the engine lose its CUDA context on purpose (the soak's test); the crash it answers."""
