@@ -40,6 +40,7 @@ PASS_COLUMNS = (
     "status", "kernel_us", "p10_us", "p90_us", "regime", "tflops", "bandwidth_gbs", "fastest_us",
     "max_abs_error", "passed", "flops", "io_bytes",
 )  # fmt: skip
+ROW_COLUMNS = ("status", "message", "label", "device", "gpu", "gpu_index")  # a point's own, after its vary.*
 PEER_COLUMNS = (
     "name",
     "kernel_us",
@@ -345,40 +346,46 @@ def _cell(value: Any) -> Any:
     return value
 
 
-def csv_text(rows: list[dict]) -> str:
-    """The rows flattened: the varied values, status, every field, then each pass's figures."""
+def _columns(rows: list[dict]) -> tuple[list[str], list[str], dict[str, list[str]]]:
+    """The varied names, the passes, and each pass's peers that some row holds: a column (group) each."""
     labels = list(dict.fromkeys(k for r in rows for k in r.get("varied", {})))
     kinds = [k for k in PASS_KINDS if any(k in r.get("passes", {}) for r in rows)]
-    pass_columns = [*PASS_COLUMNS, *(f"roofline.{c}" for c in ROOFLINE_COLUMNS)]
-    head = [
-        "index",
-        "key",
-        *(f"vary.{lab}" for lab in labels),
-        "status",
-        "message",
-        "label",
-        "device",
-        "gpu",
-        "gpu_index",
-    ]
     peers = {
         k: list(dict.fromkeys(s for r in rows for s in r["passes"].get(k, {}).get("peers", {})))
         for k in kinds
     }
+    return labels, kinds, peers
+
+
+def _flat_pass(kind: str, p: dict) -> dict[str, Any]:
+    """A pass's figures by CSV column: its own, its roofline's, then each peer's."""
+    flat = {f"{kind}.{c}": v for c, v in p.items() if c not in ("roofline", "peers")}
+    flat.update({f"{kind}.roofline.{c}": v for c, v in (p.get("roofline") or {}).items()})
+    for short, peer in (p.get("peers") or {}).items():
+        flat.update({f"{kind}.peer.{short}.{c}": v for c, v in peer.items()})
+    return flat
+
+
+def _flat(r: dict) -> dict[str, Any]:
+    """A row's figures by CSV column: its own, its varied values, its fields, then each pass's."""
+    flat = {**r, **{f"vary.{k}": v for k, v in r.get("varied", {}).items()}, **r.get("config", {})}
+    for kind, p in r.get("passes", {}).items():
+        flat.update(_flat_pass(kind, p))
+    return flat
+
+
+def csv_text(rows: list[dict]) -> str:
+    """The rows flattened: the varied values, status, every field, then each pass's figures."""
+    labels, kinds, peers = _columns(rows)
+    pass_columns = [*PASS_COLUMNS, *(f"roofline.{c}" for c in ROOFLINE_COLUMNS)]
+    head = ["index", "key", *(f"vary.{lab}" for lab in labels), *ROW_COLUMNS]
     tail = [f"{kind}.{c}" for kind in kinds for c in pass_columns]
     tail += [f"{kind}.peer.{short}.{c}" for kind in kinds for short in peers[kind] for c in PEER_COLUMNS]
+    columns = [*head, *(f.name for f in FIELDS), *tail, "wall_seconds"]
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow([*head, *(f.name for f in FIELDS), *tail, "wall_seconds"])
-    for r in rows:
-        flat = {**r, **{f"vary.{k}": v for k, v in r.get("varied", {}).items()}, **r.get("config", {})}
-        for kind, p in r.get("passes", {}).items():
-            flat.update({f"{kind}.{c}": v for c, v in p.items() if c not in ("roofline", "peers")})
-            flat.update({f"{kind}.roofline.{c}": v for c, v in (p.get("roofline") or {}).items()})
-            for short, peer in (p.get("peers") or {}).items():
-                flat.update({f"{kind}.peer.{short}.{c}": v for c, v in peer.items()})
-        columns = [*head, *(f.name for f in FIELDS), *tail, "wall_seconds"]
-        writer.writerow([_cell(flat.get(c)) for c in columns])
+    writer.writerow(columns)
+    writer.writerows([_cell(flat.get(c)) for c in columns] for flat in map(_flat, rows))
     return buf.getvalue()
 
 
@@ -401,18 +408,33 @@ def peer_cell(peer: dict | None) -> str:
     return us(peer["kernel_us"]) + (f" ({speed:.2f}x)" if speed else "")
 
 
+def _has_peaks(rows: list[dict]) -> bool:
+    """Whether some point's share of the GPU's peak is known: the "of peak" columns show then."""
+    return any((p.get("roofline") or {}).get("share") is not None for r in rows for p in r["passes"].values())
+
+
+def _pass_cells(p: dict, peaks: bool, shorts: list[str]) -> list[str]:
+    """A pass's cells in a point's row: kernel time, TFLOPS, worst error, share of peak, each peer."""
+    tflops = p.get("tflops")
+    cells = [us(p.get("kernel_us")), "-" if tflops is None else f"{tflops:.1f}", sci(p.get("max_abs_error"))]
+    cells += [share_cell(p)] if peaks else []
+    return cells + [peer_cell((p.get("peers") or {}).get(short)) for short in shorts]
+
+
+def _point_cells(r: dict, labels: list[str], kinds: list[str], peaks: bool, peers: dict) -> list:
+    """A point's row: its varied values, its status, then each pass's cells."""
+    cells: list = [Text(str(r.get("varied", {}).get(lab, "-"))) for lab in labels]
+    cells.append(Text(status_word(r.get("status", "")), style=status_style(r.get("status", ""))))
+    for kind in kinds:
+        cells += _pass_cells(r.get("passes", {}).get(kind, {}), peaks, peers[kind])
+    return cells
+
+
 def points_table(rows: list[dict], title: str) -> Table:
     """One row a point: its varied values, status, and each pass's kernel time, TFLOPS, worst
     error and share of the GPU's peak (where the GPU is known)."""
-    labels = list(dict.fromkeys(k for r in rows for k in r.get("varied", {})))
-    kinds = [k for k in PASS_KINDS if any(k in r.get("passes", {}) for r in rows)]
-    peaks = any(
-        (p.get("roofline") or {}).get("share") is not None for r in rows for p in r["passes"].values()
-    )
-    peers = {
-        k: list(dict.fromkeys(s for r in rows for s in r["passes"].get(k, {}).get("peers", {})))
-        for k in kinds
-    }
+    labels, kinds, peers = _columns(rows)
+    peaks = _has_peaks(rows)
     table = Table(title=Text(title), title_justify="left")
     for lab in labels:
         table.add_column(lab, justify="right")
@@ -422,17 +444,5 @@ def points_table(rows: list[dict], title: str) -> Table:
         for col in ("kernel", "TFLOPS", "max err", *(("of peak",) if peaks else ()), *peers[kind]):
             table.add_column(f"{k} {col}", justify="right")
     for r in rows:
-        cells = [Text(str(r.get("varied", {}).get(lab, "-"))) for lab in labels]
-        cells.append(Text(status_word(r.get("status", "")), style=status_style(r.get("status", ""))))
-        for kind in kinds:
-            p = r.get("passes", {}).get(kind, {})
-            tflops = p.get("tflops")
-            cells += [
-                us(p.get("kernel_us")),
-                "-" if tflops is None else f"{tflops:.1f}",
-                sci(p.get("max_abs_error")),
-            ]
-            cells += [share_cell(p)] if peaks else []
-            cells += [peer_cell((p.get("peers") or {}).get(short)) for short in peers[kind]]
-        table.add_row(*cells)
+        table.add_row(*_point_cells(r, labels, kinds, peaks, peers))
     return table

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from ..model.config import SdpaConfig
-from ..model.results import RunResult, Telemetry, TimingStats
+from ..model.results import ErrorMetrics, PeerResult, PlanResult, RunResult, Telemetry, TimingStats
 from ..model.statuses import SCHEMA_VERSION
 from .format import peer_errors, versions_words
 from .repro import script
@@ -80,58 +80,63 @@ def plans_csv(result: RunResult) -> str:
     )
     env = result.environment
     env_values = [getattr(env, c, "") if env else "" for c in ENV_COLUMNS]
-    peer_rows: list[tuple] = []
+    for kind, p in ((ps.kind, p) for ps in result.passes for p in ps.plans):
+        writer.writerow(_row(_plan_cells(result, kind, p), p.timing, env_values, p.source))
     for ps in result.passes:  # a peer after the plans, its name where a plan's is, "peer" as engine
         errors = peer_errors(ps)
         for peer in ps.field_peers:
-            t, m = peer.timing, errors.get(peer.name)
-            cells = dict(config=result.config.label(), dtype=result.config.dtype, layout=result.config.layout,
-                         **{"pass": ps.kind}, plan_name=peer.name, engine_id="peer", built=peer.ran,
-                         build_error=peer.reason, kernel_median_us=f"{t.median_us:.3f}" if t else "",
-                         kernel_p10_us=f"{t.p10_us:.3f}" if t else "", kernel_p90_us=f"{t.p90_us:.3f}" if t else "",
-                         l2_flushed=t.l2_flushed if t else "", tflops=f"{peer.tflops:.2f}" if peer.tflops else "",
-                         max_abs_error=f"{m.max_abs:.6e}" if m else "", matches=m.passed if m else "",
-                         heuristic_pick=False, fastest=False)  # fmt: skip
-            peer_rows.append((*(cells.get(c, "") for c in PLAN_COLUMNS), *env_values, SCHEMA_VERSION,
-                              *timing_values(t), *gpu_values(t.telemetry if t else None), ""))  # fmt: skip
-    for kind, p in ((ps.kind, p) for ps in result.passes for p in ps.plans):
-        t = p.timing
-        writer.writerow(
-            (
-                result.config.label(),
-                result.config.dtype,
-                result.config.layout,
-                kind,
-                p.index,
-                p.name,
-                "" if p.engine_id is None else p.engine_id,
-                ";".join(f"{k}={v}" for k, v in p.knobs.items()),
-                "" if p.workspace_bytes is None else p.workspace_bytes,
-                p.built,
-                p.build_error,
-                "" if p.build_seconds is None else f"{p.build_seconds:.6f}",
-                f"{t.median_us:.3f}" if t else "",
-                f"{t.p10_us:.3f}" if t else "",
-                f"{t.p90_us:.3f}" if t else "",
-                t.l2_flushed if t else "",
-                f"{p.tflops:.2f}" if p.tflops else "",
-                "" if p.max_abs_error is None else f"{p.max_abs_error:.6e}",
-                "" if p.matches is None else p.matches,
-                p.is_heuristic_pick,
-                p.is_fastest,
-                *env_values,
-                SCHEMA_VERSION,
-                *timing_values(t),
-                *gpu_values(t.telemetry if t else None),
-                p.source,
-            )
-        )
-    writer.writerows(peer_rows)
+            cells = _peer_cells(result, ps.kind, peer, errors.get(peer.name))
+            writer.writerow(_row(cells, peer.timing, env_values, ""))
     return buf.getvalue()
+
+
+def _row(cells: dict[str, object], t: TimingStats | None, env_values: list, source: str) -> tuple:
+    """A plan's (or a peer's) row: its own columns, then what every row carries, in schema order."""
+    return (*(cells.get(c, "") for c in PLAN_COLUMNS), *env_values, SCHEMA_VERSION,
+            *timing_values(t), *gpu_values(t.telemetry if t else None), source)  # fmt: skip
+
+
+def _config_cells(result: RunResult, kind: str) -> dict[str, object]:
+    """The columns every row of a pass starts with: the configuration, its dtype and layout, the pass."""
+    return {"config": result.config.label(), "dtype": result.config.dtype, "layout": result.config.layout,
+            "pass": kind}  # fmt: skip
+
+
+def _kernel_cells(t: TimingStats | None) -> dict[str, object]:
+    """A kernel time's columns: median, p10 and p90 in µs and whether L2 was flushed (blank: not timed)."""
+    if not t:
+        return {}
+    return dict(kernel_median_us=f"{t.median_us:.3f}", kernel_p10_us=f"{t.p10_us:.3f}",
+                kernel_p90_us=f"{t.p90_us:.3f}", l2_flushed=t.l2_flushed)  # fmt: skip
+
+
+def _plan_cells(result: RunResult, kind: str, p: PlanResult) -> dict[str, object]:
+    """A plan's own columns: what it is, how it built, its kernel time, TFLOPS and error, its marks."""
+    return dict(_config_cells(result, kind), plan_index=p.index, plan_name=p.name,
+                engine_id=_blank(p.engine_id), knobs=";".join(f"{k}={v}" for k, v in p.knobs.items()),
+                workspace_bytes=_blank(p.workspace_bytes), built=p.built, build_error=p.build_error,
+                build_seconds=_fixed(p.build_seconds, ".6f"), **_kernel_cells(p.timing),
+                tflops=f"{p.tflops:.2f}" if p.tflops else "", max_abs_error=_fixed(p.max_abs_error, ".6e"),
+                matches=_blank(p.matches), heuristic_pick=p.is_heuristic_pick,
+                fastest=p.is_fastest)  # fmt: skip
+
+
+def _peer_cells(result: RunResult, kind: str, peer: PeerResult, m: ErrorMetrics | None) -> dict[str, object]:
+    """A peer's columns, as a plan's: "peer" as engine, why it did not run as its build error."""
+    return dict(_config_cells(result, kind), plan_name=peer.name, engine_id="peer", built=peer.ran,
+                build_error=peer.reason, **_kernel_cells(peer.timing),
+                tflops=f"{peer.tflops:.2f}" if peer.tflops else "",
+                max_abs_error=f"{m.max_abs:.6e}" if m else "", matches=m.passed if m else "",
+                heuristic_pick=False, fastest=False)  # fmt: skip
 
 
 def _blank(value: object) -> object:
     return "" if value is None else value
+
+
+def _fixed(value: float | None, spec: str) -> str:
+    """A figure written to `spec` (".6f"), blank where there is none."""
+    return "" if value is None else format(value, spec)
 
 
 def timing_values(t: TimingStats | None) -> tuple[object, ...]:
