@@ -45,6 +45,27 @@ def invoke(*args):
     return CliRunner().invoke(main, ["explain", *args])
 
 
+@pytest.fixture(autouse=True)
+def explained_here(monkeypatch):
+    """The command's engine session, its explanations asked of the engine's own explain() in this
+    process, as the engine process asks it (a child's start-up would be most of each test's time;
+    tests/test_process.py covers the process)."""
+    from fakes import FakeEngine
+
+    from tui.cli import common
+    from tui.engine.environment import collect
+    from tui.process.session import EngineSession
+
+    env = collect()
+
+    def answer(reply, config):
+        reply.explained(explain(config, gpu=env.gpu_available, environment=env))
+
+    monkeypatch.setattr(
+        common, "engine_session", lambda: EngineSession(FakeEngine(environment=env, explainer=answer))
+    )
+
+
 def refusals_by_source(e: Explanation) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for r, _cells in e.refusals():
@@ -205,3 +226,18 @@ def test_gpu_fp8_with_half_output_names_blackwell_and_the_nearest_fp8_output():
     assert e.verdict == REFUSED
     assert any(r.kind == "architecture" and r.met is False for r in e.requirements)
     assert any(n.config.fp8 and n.config.o_dtype == "fp8_e4m3" and n.checked == "plans" for n in e.nearest)
+
+
+def test_a_plan_build_that_kills_the_engine_costs_the_process_not_the_command(monkeypatch):
+    """Asked of the engine process, as the Explain pane asks: a crash there is one line, exit 1."""
+    from fakes import FakeEngine, explain_crash
+
+    from tui.cli import common
+    from tui.process.session import EngineSession
+
+    monkeypatch.setattr(
+        common, "engine_session", lambda: EngineSession(FakeEngine(explainer=explain_crash()))
+    )
+    r = invoke("--d", "72")
+    assert r.exit_code == 1, r.output
+    assert "FAIL no explanation of" in r.output and "SIGSEGV" in r.output

@@ -1,8 +1,9 @@
 """`sdpa-explorer explain`: who refuses a configuration and why, under every implementation and
 heuristic mode, and the nearest configurations that work (tui.engine.explain does the asking).
 
-It runs in this process, not in the engine's: it builds plans but never executes one, so the
-crashes the engine process guards against (a kernel losing the CUDA context) cannot happen here.
+It is asked of the engine process, as the dashboard's Explain pane asks it: a plan build that
+crashes in native code costs that process, not the command, and this process never imports torch
+(forked from a warm engine server, the answer comes in a fraction of a second).
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ import sys
 from typing import TYPE_CHECKING
 
 import click
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from ..model.config import ConfigError, FieldError, SdpaConfig
 from ..model.fields import FIELDS, SHORTHANDS, from_entries
-from .common import EXIT_OK, fail_usage, preset_config, terminal
+from . import common
+from .common import EXIT_FAIL, EXIT_OK, fail_usage, preset_config, terminal
 from .options import by_option, config_options
 
 if TYPE_CHECKING:  # the engine's explain loads the graph code: only when the command runs
@@ -144,13 +147,20 @@ def explain(as_json: bool, **values) -> None:
     """Why cuDNN refuses a configuration: every implementation under every heuristic mode, each
     refusal with its source (the tool's rules, the frontend's validate(), the cuDNN backend, the
     open-source engines), the versions that matter, and the nearest configurations that work."""
-    from ..engine import explain as engine
-    from ..engine.environment import collect
+    from ..process.session import ExplainFailed
 
     config = config_for_explain(values)
-    env = collect()
-    with terminal(stderr=True).status("asking cuDNN under every implementation and heuristic mode"):
-        e = engine.explain(config, gpu=env.gpu_available, environment=env)
+    with (
+        common.engine_session() as session,
+        terminal(stderr=True).status("asking cuDNN under every implementation and heuristic mode"),
+    ):
+        try:
+            e = session.explain(config)
+        except ExplainFailed as exc:
+            terminal(stderr=True).print(
+                f"[red]FAIL[/red] no explanation of {escape(config.label())}: {escape(str(exc))}"
+            )
+            sys.exit(EXIT_FAIL)
     if as_json:
         click.echo(json.dumps(e.to_dict(), indent=2))
     else:
