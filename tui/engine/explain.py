@@ -286,14 +286,23 @@ def _nearby(value: int, step: int) -> list[int]:
 
 
 def _edits(config: SdpaConfig, modes: tuple[str, ...], refusals: list[Refusal]) -> Iterator[dict[str, Any]]:
-    """Single edits: head dims to nearby multiples, h_kv to the nearest divisors of h_q (h_q to
-    multiples of h_kv), every other dtype, layout and implementation, the other causal alignment,
-    each heuristic mode alone, and each field that is not the default set back to it."""
+    """Single edits: the shape's (_shape_edits), every other dtype, layout and implementation, the other
+    causal alignment, each heuristic mode alone, and each field that is not the default set back to it."""
     if min(config.h_q, config.h_kv, config.d_qk, config.d_v) < 1:
         return  # a shape the field's own check refuses: nothing near it to search
+    yield from _shape_edits(config, refusals)
+    for name in ("dtype", "layout", "implementation"):
+        yield from ({name: choice} for choice in FIELD[name].choices if choice != getattr(config, name))
+    if config.causal != "none":
+        yield from ({"causal": c} for c in FIELD["causal"].choices if c not in ("none", config.causal))
+    yield from ({"heuristics": (mode,)} for mode in modes if (mode,) != config.heuristics)
+    yield from ({f.name: f.default} for f in dataclasses.fields(SdpaConfig) if _droppable(config, f.name))
+
+
+def _shape_edits(config: SdpaConfig, refusals: list[Refusal]) -> Iterator[dict[str, Any]]:
+    """Head dims to nearby multiples, h_kv to the nearest divisors of h_q, h_q to multiples of h_kv."""
     steps = {int(n) for r in refusals for n in re.findall(r"multiple of (\d+)", r.message)}
-    dims = [("d_qk",), ("d_v",)] + ([("d_qk", "d_v")] if config.d_qk == config.d_v else [])
-    for names in dims:
+    for names in [("d_qk",), ("d_v",)] + ([("d_qk", "d_v")] if config.d_qk == config.d_v else []):
         for step in sorted({HEAD_DIM_STEP, *steps}):
             for d in _nearby(getattr(config, names[0]), step):
                 yield dict.fromkeys(names, d)
@@ -303,12 +312,6 @@ def _edits(config: SdpaConfig, modes: tuple[str, ...], refusals: list[Refusal]) 
     if config.h_q % config.h_kv:
         yield {"h_q": config.h_q // config.h_kv * config.h_kv or config.h_kv}
         yield {"h_q": (config.h_q // config.h_kv + 1) * config.h_kv}
-    for name in ("dtype", "layout", "implementation"):
-        yield from ({name: choice} for choice in FIELD[name].choices if choice != getattr(config, name))
-    if config.causal != "none":
-        yield from ({"causal": c} for c in FIELD["causal"].choices if c not in ("none", config.causal))
-    yield from ({"heuristics": (mode,)} for mode in modes if (mode,) != config.heuristics)
-    yield from ({f.name: f.default} for f in dataclasses.fields(SdpaConfig) if _droppable(config, f.name))
 
 
 def _droppable(config: SdpaConfig, name: str) -> bool:
@@ -353,9 +356,7 @@ def _candidates(config: SdpaConfig, edits: list[dict[str, Any]]) -> list[tuple[f
 
 def _works(prober: _Prober, config: SdpaConfig) -> tuple[bool, tuple[str, ...]]:
     """validate() of the tool and of cuDNN, then (on a GPU) a plan that builds in a mode it asks for."""
-    if validate(config):
-        return False, ()
-    if prober.verdict(config, None)[-1]:
+    if validate(config) or prober.verdict(config, None)[-1]:
         return False, ()
     if not prober.gpu:
         return True, ()

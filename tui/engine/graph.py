@@ -348,6 +348,16 @@ def build(
     if not every_plan:  # execute() runs the plan build_plans() selected
         g.workspace_bytes = graph.get_workspace_size()
         return g
+    _build_every_plan(g, pin_at)
+    if key is not None and not g.pin_error.startswith(pinned.NOT_MADE):
+        plan_cache.save(cache, key, g, time.perf_counter() - started)
+    return g
+
+
+def _build_every_plan(g: SdpaGraph, pin_at: int | None) -> None:
+    """Every candidate described and built, so any plan can be timed; the heuristic's pick is the
+    first that built (the pin aside), and the graph's workspace fits the largest plan."""
+    graph, phases = g.graph, g.phases
     g.plans = _enumerate_plans(graph, phases[-1].seconds, pin_at)
     built = [p for p in g.plans if p.built]
     if not any(p.index != pin_at for p in built):
@@ -360,9 +370,6 @@ def build(
     pinned.record_pinned(g, pin_at)
     g.workspace_bytes = max((p.workspace_bytes or 0) for p in built)
     graph.build_plan_at_index(g.chosen)  # already built: re-selects it for execute()
-    if key is not None and not g.pin_error.startswith(pinned.NOT_MADE):
-        plan_cache.save(cache, key, g, time.perf_counter() - started)
-    return g
 
 
 def _enumerate_plans(

@@ -112,17 +112,37 @@ def sdpa_kwargs(
 
     backward = op.endswith("_backward")
     kw: dict[str, Any] = {"name": op, "attn_scale": config.scale}
+    kw.update(_pass_options(config, backward, cudnn))
+    tensors = dict(tensors or {})
+    seed, offset = tensors.pop("seed", None), tensors.pop("offset", None)
+    kw.update(tensors)
+    if config.dropout and seed is not None:
+        kw["dropout"] = (config.dropout, seed, offset)
+    kw.update(_mask_options(config, cudnn))
+    if config.paged:  # the backward has no page tables: sdpa_backward refuses it below
+        kw["paged_attention_max_seq_len_kv"] = config.s_kv
+    if config.packed and backward:  # the packed token totals bound the backward's token axis
+        kw["max_total_seq_len_q"] = config.real_tokens(0)
+        kw["max_total_seq_len_kv"] = config.real_tokens(1)
+    _refuse_unknown(op, kw)
+    return kw
+
+
+def _pass_options(config: SdpaConfig, backward: bool, cudnn: Any) -> dict[str, Any]:
+    """The keywords of one direction: the forward's stats and implementation, the backward's determinism."""
+    kw: dict[str, Any] = {}
     if not backward:
         kw["generate_stats"] = config.backward or config.softmax_out == "stats"
         if config.implementation != "auto":
             kw["implementation"] = getattr(cudnn.attention_implementation, config.implementation.upper())
     elif config.deterministic:
         kw["use_deterministic_algorithm"] = True
-    tensors = dict(tensors or {})
-    seed, offset = tensors.pop("seed", None), tensors.pop("offset", None)
-    kw.update(tensors)
-    if config.dropout and seed is not None:
-        kw["dropout"] = (config.dropout, seed, offset)
+    return kw
+
+
+def _mask_options(config: SdpaConfig, cudnn: Any) -> dict[str, Any]:
+    """The mask keywords: causal alignment, sliding window, padding and ALiBi."""
+    kw: dict[str, Any] = {}
     if config.causal == "top_left":
         kw["use_causal_mask"] = True
     elif config.causal == "bottom_right":
@@ -135,14 +155,13 @@ def sdpa_kwargs(
         kw["use_padding_mask"] = True
     if config.alibi:
         kw["use_alibi_mask"] = True
-    if config.paged:  # the backward has no page tables: sdpa_backward refuses it below
-        kw["paged_attention_max_seq_len_kv"] = config.s_kv
-    if config.packed and backward:  # the packed token totals bound the backward's token axis
-        kw["max_total_seq_len_q"] = config.real_tokens(0)
-        kw["max_total_seq_len_kv"] = config.real_tokens(1)
+    return kw
+
+
+def _refuse_unknown(op: str, kw: dict[str, Any]) -> None:
+    """The frontend would drop a keyword the op lacks silently: refuse it, in the option's words."""
     known = OP_KEYWORDS[op]
     missing = [k for k in kw if k not in known]
     if missing:
         what = _OPTION_WORDS.get(missing[0], repr(missing[0]))
         raise UnsupportedOption(f"{op} has no option for {what}")
-    return kw

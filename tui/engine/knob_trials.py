@@ -257,14 +257,7 @@ class Trials:
         """The heuristic's pick and the `how_many` fastest others that passed, timed again with a
         run's full replays, side by side at each of a few places of the inputs in memory (a plan's
         time can depend on where K and V lie): the figures the gain is reported from."""
-        pick = forward.plan(forward.heuristic_plan)
-        by_plan = {
-            Pin.of(p.engine_id if p.engine_id is not None else -1, p.knobs).text(): p for p in forward.plans
-        }
-        pick_text = next((text for text, p in by_plan.items() if p is pick), None)
-        ranked = sorted((t for t in trials if t.passed and t.plan != pick_text), key=lambda t: t.time_us or 0)
-        chosen = [t for t in trials if t.plan == pick_text and t.passed][:1] + ranked[:how_many]
-        chosen = [t for t in chosen if t.plan in self.built_at or t.plan in by_plan]
+        chosen, by_plan = self._to_confirm(trials, forward, how_many)
         places = self.placements()
         stats: dict[str, list[Any]] = {t.plan: [] for t in chosen}
         for place, data in enumerate(places, 1):
@@ -272,19 +265,23 @@ class Trials:
                 self.progress(f"searching: confirming {t.plan} (inputs at place {place} of {len(places)})")
                 stats[t.plan].append(kernel_time(self._confirm_run(t.plan, by_plan, data), self.bench.set_stream,
                                                  TimingOptions(), self.bench.l2_bytes, self.bench.gpu))  # fmt: skip
-        out = []
-        for t in chosen:
-            first = stats[t.plan][0]  # at the run's own inputs: its full figure
-            at_each = (
-                tuple(ranked_us(s.median_us, s.replay_us, s.kernels_per_call) for s in stats[t.plan])
-                if len(places) > 1
-                else ()
-            )
-            out.append(dataclasses.replace(t, median_us=first.median_us, p10_us=first.p10_us, p90_us=first.p90_us,
-                                           replay_us=first.replay_us, kernels=first.kernels_per_call,
-                                           placements_us=at_each))  # fmt: skip
+        out = [_confirmed(t, stats[t.plan], len(places) > 1) for t in chosen]
         self._pads = []  # the copies go with `places`
         return tuple(out)
+
+    def _to_confirm(
+        self, trials: list[Trial], forward: Any, how_many: int
+    ) -> tuple[list[Trial], dict[str, PlanResult]]:
+        """The trials to confirm, the heuristic's pick first, each a plan that can run again (a
+        candidate built here or a plan of the heuristic's list); and those plans by their text."""
+        pick = forward.plan(forward.heuristic_plan)
+        by_plan = {
+            Pin.of(p.engine_id if p.engine_id is not None else -1, p.knobs).text(): p for p in forward.plans
+        }
+        pick_text = next((text for text, p in by_plan.items() if p is pick), None)
+        ranked = sorted((t for t in trials if t.passed and t.plan != pick_text), key=lambda t: t.time_us or 0)
+        chosen = [t for t in trials if t.plan == pick_text and t.passed][:1] + ranked[:how_many]
+        return [t for t in chosen if t.plan in self.built_at or t.plan in by_plan], by_plan
 
     def _confirm_run(self, plan_text: str, by_plan: dict[str, PlanResult], data: dict[str, Any]) -> Any:
         """One execution of a confirmed plan on `data`: a candidate selected in the candidates' graph,
@@ -315,6 +312,16 @@ class Trials:
             copies = {name: _copy(torch, t) for name, t in tensors.items()}
             places.append({**data, **copies})
         return places
+
+
+def _confirmed(t: Trial, stats: list[Any], several: bool) -> Trial:
+    """The trial with its confirmed figures: in full at the run's own inputs, and with `several`
+    places, its time (as ranked) at each."""
+    first = stats[0]  # at the run's own inputs: its full figure
+    at_each = tuple(ranked_us(s.median_us, s.replay_us, s.kernels_per_call) for s in stats) if several else ()
+    return dataclasses.replace(t, median_us=first.median_us, p10_us=first.p10_us, p90_us=first.p90_us,
+                               replay_us=first.replay_us, kernels=first.kernels_per_call,
+                               placements_us=at_each)  # fmt: skip
 
 
 def _copy(torch: Any, t: Any) -> Any:

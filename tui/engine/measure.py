@@ -175,12 +175,7 @@ def measure(
     autotune), and say whether the pass is right."""
     m = Measurement(spec, built, before, bench)
     config, g = m.config, built.graph
-    checks: tuple[OutputCheck, ...] = ()
-    if options.check:
-        bench.progress(f"checking the {spec.kind}")
-        if built.reference is None:
-            m.prepare_check()
-        checks = m.check(m.outputs_of(g.chosen))
+    checks = _check_chosen(m, options)
     repeatable = m.repeatable() if options.check and spec.repeat_check else None
 
     def check_plan(index: int) -> tuple[float, bool]:
@@ -199,10 +194,7 @@ def measure(
         what,
     )
     timing = next((p.timing for p in plans if p.index == g.chosen), None)
-    pin_notes = ()
-    if config.plan and spec.kind == FORWARD:
-        version = bench.cudnn_version
-        pin_notes = (pins.note(config.plan, plans, g.heuristic_index, g.pinned_index, g.pin_error, version),)
+    pin_notes = _pin_notes(m, plans)
     field_peers: tuple = ()
     if options.peers:
         from .peer_runs import measure_peers
@@ -218,11 +210,7 @@ def measure(
         fastest_plan=fastest,
         pinned_plan=g.pinned_index,
         timing=timing,
-        host_overhead_us=host_overhead_us(m.run_plan(g.chosen), host_overhead_calls(timing.median_us))
-        if timing
-        else None,
-        tflops=tflops(spec.flops(config), timing.median_us) if timing else None,
-        bandwidth_gbs=bandwidth_gbs(spec.io_bytes(config), timing.median_us) if timing else None,
+        **_rates(m, timing),
         reference=spec.reference_name if checks else "",
         check_device="cuda" if checks else "",
         checks=checks,
@@ -237,6 +225,40 @@ def measure(
         **counts(spec, config),
     )
     return dataclasses.replace(result, **verdict(result))
+
+
+def _check_chosen(m: Measurement, options: Any) -> tuple[OutputCheck, ...]:
+    """The checks of the plan the pass runs (none unless asked), its reference made once per built pass."""
+    if not options.check:
+        return ()
+    m.bench.progress(f"checking the {m.spec.kind}")
+    if m.built.reference is None:
+        m.prepare_check()
+    return m.check(m.outputs_of(m.built.graph.chosen))
+
+
+def _pin_notes(m: Measurement, plans: list[PlanResult]) -> tuple[str, ...]:
+    """What became of the config's pinned plan, beside the heuristic's pick (a pin is the forward's)."""
+    config, g = m.config, m.built.graph
+    if not (config.plan and m.spec.kind == FORWARD):
+        return ()
+    version = m.bench.cudnn_version
+    return (pins.note(config.plan, plans, g.heuristic_index, g.pinned_index, g.pin_error, version),)
+
+
+def _rates(m: Measurement, timing: TimingStats | None) -> dict[str, Any]:
+    """What the kernel time of the plan the pass runs makes of it: the host overhead of its
+    execute(), TFLOP/s and bandwidth (None where it was not timed)."""
+    if not timing:
+        return dict(host_overhead_us=None, tflops=None, bandwidth_gbs=None)
+    spec, config = m.spec, m.config
+    return dict(
+        host_overhead_us=host_overhead_us(
+            m.run_plan(m.built.graph.chosen), host_overhead_calls(timing.median_us)
+        ),
+        tflops=tflops(spec.flops(config), timing.median_us),
+        bandwidth_gbs=bandwidth_gbs(spec.io_bytes(config), timing.median_us),
+    )
 
 
 def amax_references(spec: Pass, built: BuiltPass) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from typing import Any
 from ..model import known_issues
 from ..model.config import SdpaConfig
 from ..model.options import RunOptions
-from ..model.results import Crash, Environment, PassResult, PeerResult, RunResult
+from ..model.results import Crash, Environment, KnownIssueMatch, PassResult, PeerResult, RunResult
 from ..model.statuses import (
     FORWARD,
     GOOD_STATUSES,
@@ -154,31 +154,15 @@ class Engine:
         env = self.environment()
         base = dict(config=config, environment=env, device="cuda" if env.gpu_available else "cpu")
         # every check before anything reads the config (its FLOPs, known issues, the graph)
-        errors = [*validate(config, env.gpu_memory_bytes if env.gpu_available else None), *options.problems()]
-        if errors:
-            return RunResult(
-                status=STATUS_INVALID,
-                message="; ".join(e.message for e in errors),
-                errors=tuple({"field": e.field, "message": e.message} for e in errors),
-                **base,
-            )
+        invalid = self._invalid(config, options, env, base)
+        if invalid is not None:
+            return invalid
         issues = known_issues.matching(config, env)
-        if issues and env.gpu_available and not options.run_anyway:
-            words = known_issues.not_run_words(issues)
-            return RunResult(status=STATUS_KNOWN_ISSUE, message=words, known_issues=issues, **base)
-        if self.lost is not None:
-            words = f"the CUDA context was lost earlier ({self.lost.error}): this engine runs nothing more"
-            return RunResult(status=STATUS_ERROR, message=words, **base)
+        withheld = self._withheld(issues, options, env, base)
+        if withheld is not None:
+            return withheld
         try:
-            if env.gpu_available:
-                passes, hit = self._run_gpu(config, options)
-                status, message = STATUS_OK, ""
-            else:
-                passes, hit = self._run_cpu(config, options, env.unavailable_reason), False
-                status, message = STATUS_CPU_ONLY, f"GPU figures unavailable: {env.unavailable_reason}"
-        except Exception as exc:  # a failure is a result to show, not a crash
-            passes, hit = [], False
-            status, message = STATUS_ERROR, f"{type(exc).__name__}: {exc}"
+            passes, hit, status, message = self._passes(config, options, env)
         except Cancelled as stop:  # at a step boundary: nothing half-measured is shown
             if not self._cache.get(config):
                 self._cache.pop(config, None)  # nothing built: the next run is no cache hit
@@ -186,10 +170,7 @@ class Engine:
             return RunResult(
                 status=STATUS_CANCELLED, message=words, wall_seconds=time.perf_counter() - t0, **base
             )
-        failed = next((p for p in passes if p.status not in GOOD_STATUSES), None)
-        if failed is not None:
-            status = failed.status
-            message = failed.message if failed.kind == FORWARD else f"{failed.kind}: {failed.message}"
+        status, message = _first_failure(passes, status, message)
         return RunResult(
             status=status,
             message=message,
@@ -200,6 +181,46 @@ class Engine:
             known_issues=issues,
             **base,
         )
+
+    def _invalid(
+        self, config: SdpaConfig, options: RunOptions, env: Environment, base: dict[str, Any]
+    ) -> RunResult | None:
+        """The result of a configuration or options the rules refuse, before anything reads them."""
+        errors = [*validate(config, env.gpu_memory_bytes if env.gpu_available else None), *options.problems()]
+        if not errors:
+            return None
+        return RunResult(
+            status=STATUS_INVALID,
+            message="; ".join(e.message for e in errors),
+            errors=tuple({"field": e.field, "message": e.message} for e in errors),
+            **base,
+        )
+
+    def _withheld(
+        self, issues: tuple[KnownIssueMatch, ...], options: RunOptions, env: Environment, base: dict[str, Any]
+    ) -> RunResult | None:
+        """The result of a run not started: a known issue not run anyway, or a lost CUDA context."""
+        if issues and env.gpu_available and not options.run_anyway:
+            words = known_issues.not_run_words(issues)
+            return RunResult(status=STATUS_KNOWN_ISSUE, message=words, known_issues=issues, **base)
+        if self.lost is not None:
+            words = f"the CUDA context was lost earlier ({self.lost.error}): this engine runs nothing more"
+            return RunResult(status=STATUS_ERROR, message=words, **base)
+        return None
+
+    def _passes(
+        self, config: SdpaConfig, options: RunOptions, env: Environment
+    ) -> tuple[list[PassResult], bool, str, str]:
+        """Each pass measured on the GPU, or as far as the CPU takes it (a cancel goes through): the
+        passes, whether the engine's cache had them, and the status and message before their verdicts."""
+        try:
+            if env.gpu_available:
+                passes, hit = self._run_gpu(config, options)
+                return passes, hit, STATUS_OK, ""
+            passes = self._run_cpu(config, options, env.unavailable_reason)
+            return passes, False, STATUS_CPU_ONLY, f"GPU figures unavailable: {env.unavailable_reason}"
+        except Exception as exc:  # a failure is a result to show, not a crash
+            return [], False, STATUS_ERROR, f"{type(exc).__name__}: {exc}"
 
     def search(
         self, config: SdpaConfig, options: Any = None, progress: Callable[[str], None] | None = None
@@ -357,3 +378,11 @@ class Engine:
         built = self._cache[config]
         spec = next(s for s in passes_of(config) if s.kind == kind)
         return Measurement(spec, built[kind], built, self.bench())
+
+
+def _first_failure(passes: list[PassResult], status: str, message: str) -> tuple[str, str]:
+    """The run's status and message: those of its first pass that failed, where one did."""
+    failed = next((p for p in passes if p.status not in GOOD_STATUSES), None)
+    if failed is None:
+        return status, message
+    return failed.status, failed.message if failed.kind == FORWARD else f"{failed.kind}: {failed.message}"

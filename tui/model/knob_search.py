@@ -255,16 +255,24 @@ def search(
         pin = next_candidate()
         if pin is None:
             return trials, STOP_SPACE
-        lead = f"; best {best.time_us:.2f} µs ({best.plan})" if best and best.time_us else ""
-        progress(
-            f"{CANDIDATE_WORDS} {len(trials) + 1}, {pin.text()}, {budget.spent:.0f} of {budget.seconds:.0f} s{lead}"
-        )
+        progress(_candidate_text(len(trials) + 1, pin, budget, best))
         seen.add(pin)
         trial = try_plan(pin)
         trials.append(trial)
-        if trial.passed and (best is None or (trial.time_us or math.inf) < (best.time_us or math.inf)):
+        if _beats(trial, best):
             best = trial
             refine[:0] = [p for p in _refinements(trial, space_of) if p not in seen]
+
+
+def _candidate_text(count: int, pin: Pin, budget: Budget, best: Trial | None) -> str:
+    """Progress words for the candidate about to be tried (trying() reads them back), and the best so far."""
+    lead = f"; best {best.time_us:.2f} µs ({best.plan})" if best and best.time_us else ""
+    return f"{CANDIDATE_WORDS} {count}, {pin.text()}, {budget.spent:.0f} of {budget.seconds:.0f} s{lead}"
+
+
+def _beats(trial: Trial, best: Trial | None) -> bool:
+    """A new best to refine around: the trial passed, and none had before or it runs faster than the best."""
+    return trial.passed and (best is None or (trial.time_us or math.inf) < (best.time_us or math.inf))
 
 
 def trying(progress_text: str) -> Pin | None:
