@@ -164,24 +164,8 @@ def sweep(
     """Run the configuration given by the options at every point of a grid (--vary), one engine
     process for all; each point is one row (status, kernel time, TFLOPS, error, share of peak)."""
     base = config_from_options(values)
-    if not varies:
-        fail_usage(["--vary: give at least one FIELD=VALUES, e.g. --vary s=1024..8192x2"])
-    try:
-        points = grid(base, [parse_vary(text, base) for text in varies])
-        mine = shard(points, *parse_shard(shard_text)) if shard_text is not None else points
-    except SweepError as exc:
-        fail_usage([str(exc)])
-    problems = _path_problems(out, csv_path) + _resume_problems(out, resume)
-    devices = None
-    if gpus:
-        from ..jobs import fleet
-
-        try:
-            devices = fleet.parse_gpus(gpus, fleet.visible_gpus())
-        except ValueError as exc:
-            problems.append(f"--gpus: {exc}")
-    if problems:
-        fail_usage(problems)
+    mine = _points(base, varies, shard_text)
+    devices = _checked_outputs(out, csv_path, resume, gpus)
     options = run_options(values, regime=regime_of(values))
     earlier = _earlier_rows(out) if resume else []
     done = {r["key"] for r in earlier}
@@ -206,6 +190,37 @@ def sweep(
     title = f"{len(shown)} points{part}: {' x '.join(v.split('=')[0].strip() for v in varies)}; the rest as {base.label()}"
     Console(highlight=False).print(points_table(shown, title))
     sys.exit(EXIT_FAIL if any(r["status"] in FAILED_STATUSES for r in shown) else EXIT_OK)
+
+
+def _points(base, varies: tuple[str, ...], shard_text: str | None) -> list:
+    """The grid's points over `base` (this slice of them with --shard); bad input exits 2."""
+    if not varies:
+        fail_usage(["--vary: give at least one FIELD=VALUES, e.g. --vary s=1024..8192x2"])
+    try:
+        points = grid(base, [parse_vary(text, base) for text in varies])
+        return shard(points, *parse_shard(shard_text)) if shard_text is not None else points
+    except SweepError as exc:
+        fail_usage([str(exc)])
+        raise AssertionError from exc  # unreachable: fail_usage exits
+
+
+def _checked_outputs(
+    out: str | None, csv_path: str | None, resume: bool, gpus: str | None
+) -> list[int] | None:
+    """Before any point runs: the files it writes and the GPUs it asks for, every problem at once
+    (exit 2); the GPUs to spread the points over (None: one engine)."""
+    problems = _path_problems(out, csv_path) + _resume_problems(out, resume)
+    devices = None
+    if gpus:
+        from ..jobs import fleet
+
+        try:
+            devices = fleet.parse_gpus(gpus, fleet.visible_gpus())
+        except ValueError as exc:
+            problems.append(f"--gpus: {exc}")
+    if problems:
+        fail_usage(problems)
+    return devices
 
 
 def _run_points(points, options, out: str | None, gpus: list[int] | None = None) -> tuple[list[dict], bool]:
