@@ -20,6 +20,25 @@ from rich.text import Text
 
 from ..model.search_results import CSV_COLUMNS, SearchOptions, SearchResult, parse_budget
 from ..present.format import FRESH_PROCESS, fresh_words, placement_words, us
+from ..present.search import (
+    BEST_NAME,
+    COUNTS_NAME,
+    FINDING_NAME,
+    PEER_NAME,
+    PICK_NAME,
+    PIN_NAME,
+    SKIPPED_NAME,
+    WENT_ON,
+    counts_words,
+    fresh_faster,
+    gain_won,
+    gain_words,
+    peer_figure,
+    pin_hint,
+    space_words,
+    time_words,
+    wrong_lines,
+)
 from . import common
 from .common import EXIT_FAIL, EXIT_OK, check_export_paths, fail_usage, terminal
 from .options import config_from_options, config_options
@@ -45,7 +64,13 @@ def _peers(_ctx, _param, value: str) -> tuple[str, ...]:
         raise click.BadParameter(str(exc)) from None
 
 
+def _lead(name: str) -> str:
+    """A figure's line's lead, in a column 18 wide: the figures under it line up."""
+    return f"  {name:<18}"
+
+
 def _pick_words(r: SearchResult) -> str:
+    """The pick as cuDNN names it, then the plan a pin names; its plan twice where it has no name."""
     t = r.pick
     return f"{t.name or t.plan} ({t.plan})" if t else "-"
 
@@ -59,50 +84,45 @@ def summary(r: SearchResult) -> Text:
     out.append(f": {r.elapsed_s:.1f} s for a {r.budget_s:.0f} s budget ({r.stopped})\n")
     if r.status == "cancelled":
         out.append("  stopped when asked: what it had found so far\n", style="yellow")
-    for s in r.spaces:
-        axes = ", ".join(
-            f"{a.name} {a.lo}..{a.hi}" + (f" step {a.stride}" if a.stride > 1 else "") for a in s.axes
-        )
-        how = "tried whole" if s.exhaustive else "drawn and refined"
-        out.append(f"  engine {s.engine_id}: {axes or 'no knobs'} ({s.size} settings, {how}; {s.source})\n")
-    for words in r.skipped:
-        out.append(f"  not searched: {words}\n", style="dim")
-    for words in r.crashes:
-        out.append(f"  crashed an engine process (the search went on without it): {words}\n", style="yellow")
-    c = r.counts()
-    out.append(f"  candidates: {c['tried']} tried, {c['built']} built, {c['build failed']} failed to build, "
-               f"{c['check failed']} failed the check\n")  # fmt: skip
-    pick, best, peer = r.pick, r.best, r.best_peer
-    out.append(f"  heuristic's pick  {_pick_words(r):<40} {us(pick.time_us) if pick else '-'}\n")
-    if best is not None:
-        gain = r.gain_pct
-        words = (
-            "the pick itself"
-            if best.plan == r.pick_plan
-            else f"{gain:+.1f}% against the pick"
-            if gain is not None
-            else ""
-        )
-        out.append(
-            f"  best found        {(best.name or '') + ' (' + best.plan + ')':<40} {us(best.time_us)}  "
-        )
-        out.append(words + "\n", style="green" if gain and gain > 0 and best.plan != r.pick_plan else "")
-        if placement_words(r):
-            out.append(f"  {'':<17} {placement_words(r)}\n", style="dim")
-        if fresh_words(r):
-            out.append(
-                f"  {'':<17} {FRESH_PROCESS}, {fresh_words(r)}\n",
-                style="green" if (r.fresh.gain_pct or 0) > 0 else "",
-            )
-    if peer is not None and peer.timing is not None:
-        out.append(f"  fastest peer      {peer.name:<40} {us(peer.timing.median_us)}\n")
-    for t in r.faster_but_wrong()[:3]:
-        out.append(f"  finding: {t.plan} runs in {us(t.time_us)} but fails the check "
-                   f"(max abs error {t.max_abs_error:.3g})\n", style="yellow")  # fmt: skip
-    if r.to_pin is not None:
-        out.append(f'  pin it: --plan "{r.to_pin.plan}"', style="cyan")
-        out.append(" (run, or a preset's plan key; --save-preset NAME keeps it)\n")
+    _searched(out, r)
+    out.append(f"  {COUNTS_NAME}: {counts_words(r)}\n")
+    out.append(f"{_lead(PICK_NAME)}{_pick_words(r):<40} {time_words(r.pick)}\n")
+    _best_found(out, r)
+    peer = peer_figure(r)
+    if peer is not None:
+        out.append(f"{_lead(PEER_NAME)}{peer[0]:<40} {peer[1]}\n")
+    for words in wrong_lines(r):
+        out.append(f"  {FINDING_NAME}: {words}\n", style="yellow")
+    give, kept = pin_hint(r)
+    if give:
+        out.append(f"  {PIN_NAME}: {give}", style="cyan")
+        out.append(f" ({kept})\n")
     return out
+
+
+def _searched(out: Text, r: SearchResult) -> None:
+    """Where the search looked: each engine's space, the engines not searched, the crashes."""
+    for s in r.spaces:
+        out.append(f"  {space_words(s, source=True)}\n")
+    for words in r.skipped:
+        out.append(f"  {SKIPPED_NAME}: {words}\n", style="dim")
+    for words in r.crashes:
+        out.append(f"  crashed an engine process ({WENT_ON}): {words}\n", style="yellow")
+
+
+def _best_found(out: Text, r: SearchResult) -> None:
+    """The best found against the pick, then where it moved with the inputs and a fresh process."""
+    best = r.best
+    if best is None:
+        return
+    named = f"{best.name or ''} ({best.plan})"  # blank before the plan where cuDNN gave it no name
+    out.append(f"{_lead(BEST_NAME)}{named:<40} {us(best.time_us)}  ")
+    out.append(gain_words(r) + "\n", style="green" if gain_won(r) else "")
+    if placement_words(r):
+        out.append(f"{_lead('')}{placement_words(r)}\n", style="dim")
+    if fresh_words(r):
+        style = "green" if fresh_faster(r) else ""
+        out.append(f"{_lead('')}{FRESH_PROCESS}, {fresh_words(r)}\n", style=style)
 
 
 def candidates_table(r: SearchResult) -> Table:

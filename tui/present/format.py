@@ -18,6 +18,7 @@ from ..model.results import (
     TimingStats,
 )
 from ..model.statuses import (
+    GOOD_STATUSES,
     STATUS_CPU_ONLY,
     STATUS_CRASH,
     STATUS_ERROR,
@@ -40,6 +41,7 @@ __all__ = [
     "multiple",
     "no_telemetry_words",
     "no_timing_words",
+    "pass_note",
     "pass_title",
     "peer_error_label",
     "peer_errors",
@@ -49,11 +51,13 @@ __all__ = [
     "regime_note",
     "regime_style",
     "repeat_words",
+    "run_note",
     "sample_rows",
     "sci",
     "seconds",
     "speed_multiple",
     "step_regime",
+    "step_words",
     "status_style",
     "status_word",
     "timing_text",
@@ -238,6 +242,32 @@ def step_regime(passes: tuple[PassResult, ...]) -> tuple[str, str]:
     if unstable:
         words.append("unstable")
     return (f" ({', '.join(words)})" if words else ""), ("bold yellow" if unstable else "dim")
+
+
+def step_words(result: RunResult, short: bool = False) -> str:
+    """A training step's kernel time, before step_regime's words: the report names each pass,
+    the headline (`short`) abbreviates them; '' for a single pass or an untimed one."""
+    if result.step_us is None:
+        return ""
+    if short:
+        return f"step {'+'.join(pass_short(p.kind) for p in result.passes)} {us(result.step_us)}"
+    return f"step ({' + '.join(p.kind for p in result.passes)} kernel time) {us(result.step_us)}"
+
+
+def pass_note(p: PassResult, run_message: str) -> tuple[str, str]:
+    """A pass's own words where the run's do not already say them, and their style (yellow for
+    a pass that went well, red else); ('', '') where there are none."""
+    if not p.message or p.message in run_message:
+        return "", ""
+    return p.message, "yellow" if p.status in GOOD_STATUSES else "red"
+
+
+def run_note(result: RunResult) -> tuple[str, str]:
+    """The run's own words and their style (yellow for a run that went well, red else); ('', '')
+    where there are none or the run crashed: a crash's words are in its findings."""
+    if not result.message or result.crash is not None:
+        return "", ""
+    return result.message, "yellow" if result.ok else "red"
 
 
 def sample_rows(t: TimingStats) -> list[tuple[str, str]]:

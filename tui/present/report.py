@@ -20,7 +20,6 @@ from ..model.results import (
     RunResult,
     TimingStats,
 )
-from ..model.statuses import GOOD_STATUSES
 from .format import (
     PEER_COLUMNS,
     finding_rows,
@@ -30,6 +29,7 @@ from .format import (
     ms,
     multiple,
     no_telemetry_words,
+    pass_note,
     pass_title,
     peer_error_label,
     peer_errors,
@@ -41,12 +41,14 @@ from .format import (
     regime_note,
     regime_style,
     repeat_words,
+    run_note,
     sample_rows,
     sci,
     seconds,
     status_style,
     status_word,
     step_regime,
+    step_words,
     timing_text,
     us,
     verdict_words,
@@ -221,31 +223,43 @@ def measurement_text(t: TimingStats, k: str, env: Environment | None) -> Text:
     return text
 
 
+def outputs_text(p: PassResult) -> Text:
+    """Whether cuDNN's outputs are within tolerance, naming them; nothing where none was checked."""
+    if p.passed is None:
+        return Text()
+    return Text(
+        f"  {'outputs pass' if p.passed else 'outputs FAIL'} ({', '.join(c.output for c in p.checks)})",
+        style="green" if p.passed else "bold red",
+    )
+
+
+def kernel_time_text(p: PassResult, t: TimingStats, env: Environment | None) -> Text:
+    """A timed pass's lines: kernel time and how it was taken, time in a graph, host overhead, TFLOPS."""
+    k = p.kind
+    text = Text(f"\n{k} kernel time {timing_text(t)}")
+    text.append(regime_note(t), style=regime_style(t))
+    text.append(f" via {t.method}; L2 {l2_words(t)}")
+    if t.replay_us is not None:
+        text.append(f"\n{k} GPU time per call in a CUDA graph {us(t.replay_us)}")
+    text.append_text(measurement_text(t, k, env))
+    text.append(f"\n{k} host overhead per execute() {us(p.host_overhead_us)}")
+    if p.tflops:
+        bandwidth = f", {p.bandwidth_gbs:.0f} GB/s of minimum I/O" if p.bandwidth_gbs else ""
+        regime = f" ({t.regime})" if t.regime else ""
+        text.append(f"\n{k} {p.tflops:.1f} TFLOPS{bandwidth}{regime}")
+    return text
+
+
 def pass_text(p: PassResult, run_message: str, env: Environment | None = None) -> Text:
     """One pass's lines of the summary: status, FLOPs, kernel time, TFLOPS, autotune, repeatability, FP8."""
     k = p.kind
     text = Text(f"\n{k} ", style="bold")
     text.append(status_word(p.status), style=status_style(p.status))
-    if p.passed is not None:
-        text.append(
-            f"  {'outputs pass' if p.passed else 'outputs FAIL'} ({', '.join(c.output for c in p.checks)})",
-            style="green" if p.passed else "bold red",
-        )
+    text.append_text(outputs_text(p))
     rule = f" ({p.flops_rule})" if p.flops_rule else " (kept scores only)"
     text.append(f"\n{k} FLOPs {p.flops / 1e9:.2f} G{rule}, I/O {format_bytes(p.io_bytes)}")
     if p.timing:
-        t = p.timing
-        text.append(f"\n{k} kernel time {timing_text(t)}")
-        text.append(regime_note(t), style=regime_style(t))
-        text.append(f" via {t.method}; L2 {l2_words(t)}")
-        if t.replay_us is not None:
-            text.append(f"\n{k} GPU time per call in a CUDA graph {us(t.replay_us)}")
-        text.append_text(measurement_text(t, k, env))
-        text.append(f"\n{k} host overhead per execute() {us(p.host_overhead_us)}")
-        if p.tflops:
-            bandwidth = f", {p.bandwidth_gbs:.0f} GB/s of minimum I/O" if p.bandwidth_gbs else ""
-            regime = f" ({t.regime})" if t.regime else ""
-            text.append(f"\n{k} {p.tflops:.1f} TFLOPS{bandwidth}{regime}")
+        text.append_text(kernel_time_text(p, p.timing, env))
     if p.autotune_verdict():
         text.append(f"\n{k} autotune: {p.autotune_verdict()}")
     if peer_standing(p):
@@ -256,8 +270,9 @@ def pass_text(p: PassResult, run_message: str, env: Environment | None = None) -
         )
     if p.fp8 is not None:
         text.append(fp8_text(p.fp8, k))
-    if p.message and p.message not in run_message:
-        text.append(f"\n{k}: {p.message}", style="yellow" if p.status in GOOD_STATUSES else "red")
+    words, style = pass_note(p, run_message)
+    if words:
+        text.append(f"\n{k}: {words}", style=style)
     return text
 
 
@@ -269,14 +284,16 @@ def summary_text(result: RunResult) -> Text:
     text.append(f"  on {result.device or '-'}")
     for p in result.passes:
         text.append_text(pass_text(p, result.message, result.environment))
-    if result.step_us is not None:
-        text.append(f"\nstep ({' + '.join(p.kind for p in result.passes)} kernel time) {us(result.step_us)}")
+    step = step_words(result)
+    if step:
+        text.append(f"\n{step}")
         text.append(*step_regime(result.passes))
     recipes = {p.fp8.recipe for p in result.passes if p.fp8 is not None}
     for recipe in recipes:
         text.append(f"\nFP8 recipe: {recipe}", style="dim")
-    if result.message and result.crash is None:  # a crash's words are in the Finding table
-        text.append(f"\n{result.message}", style="red" if not result.ok else "yellow")
+    words, style = run_note(result)  # none for a crash: its words are in the Finding table
+    if words:
+        text.append(f"\n{words}", style=style)
     return text
 
 

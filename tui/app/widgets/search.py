@@ -1,9 +1,9 @@
 """Search: a knob search of the form's configuration (tui.model.knob_search), asked through the
 app's engine client (app/searching.py). The budget and Start; the engine's words while it searches;
 then the heuristic's pick against the best found and the fastest peer, the counts, the engines
-searched and skipped, a chart of time along the best engine's main knob and the fastest candidates,
-worded as `sdpa-explorer search` words them. Pin best puts the best found into the form's pinned
-plan, which Ctrl+S then keeps in a preset."""
+searched and skipped (in tui.present.search's words, which `sdpa-explorer search` shares), a chart
+of time along the best engine's main knob and the fastest candidates. Pin best puts the best found
+into the form's pinned plan, which Ctrl+S then keeps in a preset."""
 
 from __future__ import annotations
 
@@ -19,6 +19,24 @@ from ...model.knob_search import HEURISTIC, Trial
 from ...model.pins import Pin, parse
 from ...model.search_results import SearchOptions, SearchResult
 from ...present.format import fresh_words, placement_words, us
+from ...present.search import (
+    BEST_NAME,
+    COUNTS_NAME,
+    FINDING_NAME,
+    PEER_NAME,
+    PICK_NAME,
+    PIN_NAME,
+    SKIPPED_NAME,
+    WENT_ON,
+    counts_words,
+    fresh_faster,
+    gain_won,
+    gain_words,
+    peer_figure,
+    pin_hint,
+    space_words,
+    wrong_words,
+)
 from ..messages import BestPinned, SearchAsked, SearchStopAsked
 from ..navigation import PaneKeysInput
 from .fitted import FittedStatic, FittedTable
@@ -32,20 +50,9 @@ IDLE_WORDS = (
 RUNNING_WORDS = (
     "Esc or Cancel stops it at the next candidate, keeping what it found; form edits wait for its end"
 )
-PIN_WORDS = "p or Pin best: {plan} into the form's pinned plan (Ctrl+S keeps it)"
 # the chart's marks: a candidate that passed, one that failed the check, the heuristic's, the best
 PASSED, WRONG, PICKED, BEST = ("•", "cyan"), ("x", "red"), ("H", "yellow"), ("◆", "green")
 COLORS = {"cyan": (0, 215, 255), "red": (255, 85, 85), "yellow": (255, 215, 0), "green": (95, 215, 95)}
-
-
-def gain_words(r: SearchResult) -> str:
-    """The best found against the pick, as the CLI says it."""
-    best, gain = r.best, r.gain_pct
-    if best is None:
-        return ""
-    if best.plan == r.pick_plan:
-        return "the pick itself"
-    return f"{gain:+.1f}% against the pick" if gain is not None else ""
 
 
 def trial_text(t: Trial | None) -> Text:
@@ -61,42 +68,37 @@ def summary_rows(r: SearchResult) -> Table:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim", no_wrap=True)
     grid.add_column(overflow="fold")
-    pick, best, peer = r.pick, r.best, r.best_peer
-    grid.add_row("heuristic's pick", trial_text(pick))
-    if best is not None:
-        won = best.plan != r.pick_plan and (r.gain_pct or 0) > 0
-        grid.add_row("best found", trial_text(best))
-        grid.add_row("gain", Text(gain_words(r) or "-", style="bold green" if won else ""))
-        if placement_words(r):
-            grid.add_row("where inputs lie", Text(placement_words(r), style="dim"))
-        if fresh_words(r):
-            faster = r.fresh is not None and (r.fresh.gain_pct or 0) > 0
-            grid.add_row("fresh process", Text(fresh_words(r), style="green" if faster else ""))
-    if peer is not None and peer.timing is not None:
-        grid.add_row("fastest peer", f"{us(peer.timing.median_us)}  {peer.name}")
-    c = r.counts()
-    counts = (f"{c['tried']} tried, {c['built']} built, {c['build failed']} failed to build, "
-              f"{c['check failed']} failed the check") + (f", {c['crashed']} crashed" if c.get("crashed") else "")  # fmt: skip
-    grid.add_row("candidates", counts)
+    grid.add_row(PICK_NAME, trial_text(r.pick))
+    _best_rows(grid, r)
+    peer = peer_figure(r)
+    if peer is not None:
+        grid.add_row(PEER_NAME, f"{peer[1]}  {peer[0]}")
+    grid.add_row(COUNTS_NAME, counts_words(r, crashed=True))
     for s in r.spaces:
-        axes = ", ".join(
-            f"{a.name} {a.lo}..{a.hi}" + (f" step {a.stride}" if a.stride > 1 else "") for a in s.axes
-        )
-        how = "tried whole" if s.exhaustive else "drawn and refined"
-        grid.add_row("searched", f"engine {s.engine_id}: {axes or 'no knobs'} ({s.size} settings, {how})")
+        grid.add_row("searched", space_words(s))
     for words in r.skipped:
-        grid.add_row("not searched", Text(words, style="dim"))
+        grid.add_row(SKIPPED_NAME, Text(words, style="dim"))
     for words in getattr(r, "crashes", ()):
-        grid.add_row("crashed", Text(f"{words} (the search went on without it)", style="yellow"))
-    wrong = r.faster_but_wrong()
+        grid.add_row("crashed", Text(f"{words} ({WENT_ON})", style="yellow"))
+    wrong = wrong_words(r)
     if wrong:
-        faster = ", ".join(f"{t.plan} {us(t.time_us)}" for t in wrong[:3]) + (
-            " ..." if len(wrong) > 3 else ""
-        )
-        grid.add_row("finding", Text(f"{faster}: faster, but fail the check", style="yellow"))
-    if r.to_pin is not None:
-        grid.add_row("pin it", Text(PIN_WORDS.format(plan=r.to_pin.plan), style="cyan"))
+        grid.add_row(FINDING_NAME, Text(wrong, style="yellow"))
+    give, kept = pin_hint(r, keys=True)
+    if give:
+        grid.add_row(PIN_NAME, Text(f"{give} ({kept})", style="cyan"))
     return grid
+
+
+def _best_rows(grid: Table, r: SearchResult) -> None:
+    """The best found and its gain on the pick, where it moved with the inputs, a fresh process."""
+    if r.best is None:
+        return
+    grid.add_row(BEST_NAME, trial_text(r.best))
+    grid.add_row("gain", Text(gain_words(r) or "-", style="bold green" if gain_won(r) else ""))
+    if placement_words(r):
+        grid.add_row("where inputs lie", Text(placement_words(r), style="dim"))
+    if fresh_words(r):
+        grid.add_row("fresh process", Text(fresh_words(r), style="green" if fresh_faster(r) else ""))
 
 
 def ended_words(r: SearchResult) -> Text:

@@ -5,16 +5,17 @@ from __future__ import annotations
 from rich.text import Text
 
 from ...model.results import ErrorMetrics, PassResult, RunResult
-from ...model.statuses import GOOD_STATUSES
 from ...present.format import (
     finding_rows,
-    pass_short,
+    pass_note,
     peer_standing,
     regime_note,
     regime_style,
+    run_note,
     status_style,
     status_word,
     step_regime,
+    step_words,
     us,
 )
 from .fitted import FittedStatic
@@ -98,43 +99,55 @@ class SummaryPane(FittedStatic):
         self.update(t)
 
     def _headline(self, result: RunResult) -> Text:
-        t = Text()
-        t.append(
-            status_word(result.status), style=status_style(result.status)
-        )  # first: never split at 80 columns
-        t.append("  ")
-        t.append(result.config.label(), style="bold")
-        if result.cache_hit:
-            t.append("  (cached graph)", style="dim")
-        timed = next((p.timing for p in result.passes if p.timing), None)
-        if timed is not None:
-            t.append(f"  L2 {'flushed' if timed.l2_flushed else 'warm'}", style="dim")
-        for name, words in finding_rows(result):  # a crash and known issues lead: they are findings
-            t.append(f"\n{name}: ", style="bold red" if result.crash else "bold yellow")
-            t.append(words)
-        if result.crash is not None:
-            t.append("\nCtrl+E exports the standalone script that reproduces it", style="bold")
+        """The run's lead and findings, each pass's lines, then the step and the run's own words."""
+        t = lead_text(result)
         for p in result.passes:
-            t.append("\n")
-            t.append_text(speed_line(p))
-            verdict = verdict_line(p)
-            if verdict:
-                t.append("\n  ")
-                t.append_text(verdict)
-            if peer_standing(p):  # their kernel time over cuDNN's pick's: the Peers pane has the rest
-                t.append(f"\n  against peers: {peer_standing(p)}", style="bold")
-            if details_line(p):
-                t.append(f"\n  {details_line(p)}", style="dim")
-            if p.message and p.message not in result.message:
-                t.append(f"\n  {p.message}", style="yellow" if p.status in GOOD_STATUSES else "red")
-        if result.step_us is not None:
-            t.append(
-                f"\nstep {'+'.join(pass_short(p.kind) for p in result.passes)} {us(result.step_us)}",
-                style="bold",
-            )
+            t.append_text(pass_lines(p, result.message))
+        step = step_words(result, short=True)
+        if step:
+            t.append(f"\n{step}", style="bold")
             t.append(*step_regime(result.passes))
         if not result.passes:
             t.append(f"\nFLOPs {result.config.flops() / 1e9:.2f} G", style="bold")
-        if result.message and result.crash is None:  # a crash's words are in its rows above
-            t.append(f"\n{result.message}", style="yellow" if result.ok else "red")
+        words, style = run_note(result)
+        if words:
+            t.append(f"\n{words}", style=style)
         return t
+
+
+def lead_text(result: RunResult) -> Text:
+    """Status first (never split at 80 columns), the configuration, the graph cache and L2; then
+    a crash and the known issues, which lead: they are findings."""
+    t = Text()
+    t.append(status_word(result.status), style=status_style(result.status))
+    t.append("  ")
+    t.append(result.config.label(), style="bold")
+    if result.cache_hit:
+        t.append("  (cached graph)", style="dim")
+    timed = next((p.timing for p in result.passes if p.timing), None)
+    if timed is not None:
+        t.append(f"  L2 {'flushed' if timed.l2_flushed else 'warm'}", style="dim")
+    for name, words in finding_rows(result):
+        t.append(f"\n{name}: ", style="bold red" if result.crash else "bold yellow")
+        t.append(words)
+    if result.crash is not None:
+        t.append("\nCtrl+E exports the standalone script that reproduces it", style="bold")
+    return t
+
+
+def pass_lines(p: PassResult, run_message: str) -> Text:
+    """A pass's lines of the headline: speed, verdict, standing among the peers, details, its words."""
+    t = Text("\n")
+    t.append_text(speed_line(p))
+    verdict = verdict_line(p)
+    if verdict:
+        t.append("\n  ")
+        t.append_text(verdict)
+    if peer_standing(p):  # their kernel time over cuDNN's pick's: the Peers pane has the rest
+        t.append(f"\n  against peers: {peer_standing(p)}", style="bold")
+    if details_line(p):
+        t.append(f"\n  {details_line(p)}", style="dim")
+    words, style = pass_note(p, run_message)
+    if words:
+        t.append(f"\n  {words}", style=style)
+    return t
