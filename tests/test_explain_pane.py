@@ -107,7 +107,10 @@ async def test_enter_on_a_nearest_configuration_puts_its_edit_into_the_form_and_
         )
         fake.hold()  # an edit after the explanation, its run under way: the nearest's edit goes over it
         app.form.load(D65.replace(b=2))
-        await wait_for(pilot, lambda: app.form.read()[0] == D65.replace(b=2) and app._latest is not None)
+        await wait_for(
+            pilot,
+            lambda: app.form.read()[0] == D65.replace(b=2) and app.scheduler.in_flight("run") is not None,
+        )
         await pilot.press("down", "enter")
         want = D65.replace(b=2, d_qk=72, d_v=72)
         await wait_for(pilot, lambda: app.form.read()[0] == want)
@@ -179,10 +182,10 @@ async def test_an_explanation_a_later_request_overtook_is_asked_again():
         await wait_for(pilot, lambda: app.result is not None and not fake.busy)
         fake.hold()  # the explanation is asked, and held
         await pilot.press("alt+0")
-        await wait_for(pilot, lambda: app._explaining is not None)
-        asked, _config = app._explaining
+        await wait_for(pilot, lambda: app.scheduler.in_flight("explain") is not None)
+        asked = app.scheduler.in_flight("explain")
         app.explain_event(EngineProgress(asked + 1, "building the forward"))  # a later request's words
-        assert app._explaining is None
+        assert app.scheduler.in_flight("explain") is None
         fake.release()
         await wait_for(pilot, explained(app, D65))
 

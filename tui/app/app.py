@@ -18,6 +18,7 @@ from textual.css.query import NoMatches
 from textual.timer import Timer
 from textual.widgets import Checkbox, Header, Select
 
+from ..jobs.scheduler import RUN, SEARCH, SWEEP, Scheduler
 from ..model.config import SdpaConfig
 from ..model.options import RunOptions, options_from
 from ..model.results import Environment, RunResult
@@ -107,7 +108,9 @@ class SdpaExplorerApp(
         self._start_engine_on_mount = start_engine
         if start_engine and client is None:
             launcher.warm()  # torch loads in the fork server while the UI imports and paints
-        self._latest: int | None = None
+        self.scheduler = (
+            Scheduler()
+        )  # who has the one engine: the form's run, an explanation, a sweep, a search
         self._submitted_at = 0.0
         self._debounce: Timer | None = None
         self._last_request: tuple[SdpaConfig, RunOptions] | None = None
@@ -154,7 +157,7 @@ class SdpaExplorerApp(
     @property
     def run_pending(self) -> bool:
         """An edit waits out the typing pause before it runs."""
-        return self._debounce is not None
+        return self.scheduler.run_pending
 
     def on_mount(self) -> None:
         self.watch(self.status, "state", self._status_changed, init=False)
@@ -233,12 +236,12 @@ class SdpaExplorerApp(
             self.form.mark_known_issues(self.form.read()[0])  # now that the GPU and cuDNN are known
             status.state = status.state.ready(event.startup_seconds, self._no_gpu())
         elif isinstance(event, EngineProgress):
-            if event.request_id == self._latest:
+            if event.request_id == self.scheduler.in_flight(RUN):
                 status.state = status.state.working(event.text)
         elif isinstance(event, EngineResult):
-            if event.request_id != self._latest:
+            if event.request_id != self.scheduler.in_flight(RUN):
                 return  # a configuration the user has already left
-            self._latest = None
+            self.scheduler.answered(RUN)
             if event.result.status == STATUS_CANCELLED:  # stopped by Esc: nothing new to show
                 behind = self.result is None or self.result.config != event.result.config
                 status.state = status.state.halted(event.result.message, behind)
@@ -252,9 +255,9 @@ class SdpaExplorerApp(
             self._engine_died(event)
 
     def _engine_died(self, event: EngineDied) -> None:
-        lost = event.request_id is not None and event.request_id == self._latest
+        lost = event.request_id is not None and event.request_id == self.scheduler.in_flight(RUN)
         if lost:
-            self._latest = None  # lost with the process; a request made since goes to the next
+            self.scheduler.answered(RUN)  # lost with the process; a request made since goes to the next
         status = self.status
         status.state = status.state.restarted(event.reason, lost_run=lost)
         log = getattr(self.client, "log_file", None)
@@ -307,14 +310,15 @@ class SdpaExplorerApp(
         self.mask_config = (message.config, options.seed)  # the seed deals a shuffled cache's pages
         self.draw_shown()
         status.state = status.state.settled()
-        if (message.config, options) != self._last_request and not (self.sweeping or self.searching):
+        if (message.config, options) != self._last_request and self.scheduler.job is None:
             self._debounce = self.set_timer(DEBOUNCE_S, self._typing_paused)
+            self.scheduler.run_pending = True
         # else: back to what was last run (or the form's own mount): nothing new to measure; or a
         # sweep or a search runs, and the form runs when it ends
 
     def _typing_paused(self) -> None:
         """Run what the form says, unless it is what was last run (Ctrl+R runs it again)."""
-        self._debounce = None
+        self._debounce, self.scheduler.run_pending = None, False
         with contextlib.suppress(NoMatches):  # a timer firing while the app closes
             form = self.form
             config, _ = form.read()
@@ -326,7 +330,7 @@ class SdpaExplorerApp(
     def _cancel_pending_run(self) -> None:
         if self._debounce is not None:
             self._debounce.stop()
-            self._debounce = None
+            self._debounce, self.scheduler.run_pending = None, False
 
     @staticmethod
     def _options(options: RunOptions) -> RunOptions:
@@ -345,18 +349,19 @@ class SdpaExplorerApp(
             return
         if self.client is None or not self._client_started:
             return  # asked before the engine started: starting runs the form anyway
-        if self.sweeping:  # a run now would take the engine from the sweep
+        job = self.scheduler.waits_for(RUN)
+        if job == SWEEP:  # a run now would take the engine from the sweep
             self._run_after_sweep = True
             self.notify("The form runs when the sweep ends (Esc stops the sweep).", title="A sweep runs")
             return
-        if self.searching:  # a run now would stop the search
+        if job == SEARCH:  # a run now would stop the search
             self._run_after_search = True
             self.notify("The form runs when the search ends (Esc stops it).", title="A knob search runs")
             return
         options = self._options(form.options)
         self._last_request = (config, options)
         self._submitted_at = time.perf_counter()
-        self._latest = self.client.submit(config, options)
+        self.scheduler.asked(RUN, self.client.submit(config, options))
         self.status.state = self.status.state.queued(config.label())
 
     def action_stop(self) -> None:
@@ -370,7 +375,7 @@ class SdpaExplorerApp(
         if self.searching:  # at its next candidate, keeping what it found
             self.stop_search()
             return
-        if self.client is not None and self._latest is not None:
+        if self.client is not None and self.scheduler.in_flight(RUN) is not None:
             self.client.cancel()
 
     def set_layout(self, layout: str) -> None:

@@ -18,6 +18,7 @@ import dataclasses
 from textual.css.query import NoMatches
 from textual.widgets import TabbedContent
 
+from ..jobs.scheduler import EXPLAIN, RUN, SEARCH, SWEEP
 from ..model.config import SdpaConfig
 from ..process.client import EngineDied, EngineEvent, EngineExplained
 from .messages import NearestChosen
@@ -26,9 +27,9 @@ EXPLAIN_TAB = "tab-explain"
 
 
 class ExplainDriving:
-    """Mixed into SdpaExplorerApp, whose client, form, run and sweep state it reads."""
+    """Mixed into SdpaExplorerApp, whose client, form and scheduler it uses."""
 
-    _explaining: tuple[int, SdpaConfig] | None = None  # the request asked, and for what
+    _explaining: SdpaConfig | None = None  # what the request in flight (the scheduler's) asks about
     _explained: SdpaConfig | None = None  # what the pane shows (or failed on): not asked again
 
     @property
@@ -43,7 +44,7 @@ class ExplainDriving:
         """Ask about the form's configuration as typed (the rules across fields are findings here,
         not a reason to refuse) when the pane is shown and the engine is free for it."""
         with contextlib.suppress(NoMatches):  # asked as the app closes
-            if not self.explain_shown or self._explaining is not None:
+            if not self.explain_shown or self.scheduler.in_flight(EXPLAIN) is not None:
                 return
             pane = self.explain_pane
             config, errors = self.form.read_as_typed()
@@ -52,14 +53,18 @@ class ExplainDriving:
                 return
             if config == self._explained:
                 return
+            ahead = self.scheduler.waits_for(EXPLAIN)
             if self.client is None or not self._client_started:
                 pane.say("No engine runs here (the dashboard was opened to view a saved result).", config)
-            elif self.sweeping:
+            elif ahead == SWEEP:
                 pane.say(f"A sweep runs: {config.label()} is asked about when it ends.", config)
-            elif self._latest is not None or self.run_pending:
+            elif ahead == SEARCH:
+                pane.say(f"A knob search runs: {config.label()} is asked about when it ends.", config)
+            elif ahead == RUN:
                 pane.say(f"The form's run comes first; then cuDNN is asked about {config.label()}.", config)
             else:
-                self._explaining = (self.client.explain(config), config)
+                self.scheduler.asked(EXPLAIN, self.client.explain(config))
+                self._explaining = config
                 pane.say(
                     f"Asking cuDNN about {config.label()} under every implementation and heuristic mode ...",
                     config,
@@ -67,25 +72,31 @@ class ExplainDriving:
 
     def explain_event(self, event: EngineEvent) -> bool:
         """An engine event about the explanation asked: whether it was only the pane's."""
-        if self._explaining is None:
+        request_id, config = self.scheduler.in_flight(EXPLAIN), self._explaining
+        if request_id is None or config is None:
             return False
-        request_id, config = self._explaining
         said_of = getattr(event, "request_id", None)
         pane = self.explain_pane
         if isinstance(event, EngineExplained) and said_of == request_id:
-            self._explaining, self._explained = None, config
+            self._asked_no_more()
+            self._explained = config
             if event.explanation is not None:
                 pane.show(event.explanation)
             else:
                 pane.say(f"Asking about {config.label()} failed: {event.error}", config)
             return True
         if isinstance(event, EngineDied) and (said_of == request_id or not event.restarting):
-            self._explaining, self._explained = None, config
+            self._asked_no_more()
+            self._explained = config
             pane.say(f"The engine process ended while it explained {config.label()}: {event.reason}", config)
             return False  # the app reports the lost engine too
         if said_of is not None and said_of > request_id:  # the engine took a later request instead
-            self._explaining = None
+            self._asked_no_more()
         return False
+
+    def _asked_no_more(self) -> None:
+        self.scheduler.answered(EXPLAIN)
+        self._explaining = None
 
     def on_nearest_chosen(self, message: NearestChosen) -> None:
         """Into the form: the edit that made the nearest configuration, over the form as it is now

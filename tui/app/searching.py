@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from textual.css.query import NoMatches
 from textual.widgets import Input
 
+from ..jobs.scheduler import SEARCH, SWEEP
 from ..model.options import RunOptions
 from ..model.search_results import SearchOptions, SearchResult
 from ..model.search_run import Done, RunFresh, SearchAgain, SearchRun
@@ -45,8 +46,7 @@ def search_options(budget_s: float, peers: tuple[str, ...]) -> SearchOptions:
 
 
 class SearchDriving:
-    """Mixed into SdpaExplorerApp (before SweepDriving and ExplainDriving, whose starts it holds
-    back while a search runs), whose client, form, status line and run state it uses."""
+    """Mixed into SdpaExplorerApp, whose client, form, status line and scheduler it uses."""
 
     _search: SearchShown | None = None
     _run_after_search = False  # Ctrl+R while a search ran: the form runs when it ends
@@ -54,7 +54,7 @@ class SearchDriving:
 
     @property
     def searching(self) -> bool:
-        return self._search is not None
+        return self.scheduler.running(SEARCH)
 
     def on_search_asked(self, message: SearchAsked) -> None:
         with contextlib.suppress(NoMatches):  # asked as the app closes
@@ -81,11 +81,12 @@ class SearchDriving:
         if self.client is None or not self._client_started:
             pane.say("No engine runs here (the dashboard was opened to view a saved result).")
             return False
-        if self.sweeping:
+        if self.scheduler.may_start(SEARCH) == SWEEP:
             pane.say("A sweep runs: start the search when it ends (Esc stops the sweep).")
             return False
         self._cancel_pending_run()
         self._search = SearchShown(SearchRun(config, search_options(budget_s, self.form.options.peers)))
+        self.scheduler.begin(SEARCH)
         self.search_next()
         return True
 
@@ -96,7 +97,7 @@ class SearchDriving:
             return
         with contextlib.suppress(NoMatches):
             pane = self.search_pane
-            if self._latest is not None or self._explaining is not None:
+            if self.scheduler.waits_for(SEARCH) is not None:
                 pane.say(
                     f"The form's run comes first; then {run.job.config.label()} is searched.", running=True
                 )
@@ -106,7 +107,7 @@ class SearchDriving:
             pane.progress(run.job.config.label(), f"asked for a {run.job.options.budget_s:.0f} s search ...")
 
     def _send_search(self, run: SearchShown) -> None:
-        run.request_id = self.client.search(run.job.config, run.job.options)
+        run.request_id = self.scheduler.asked(SEARCH, self.client.search(run.job.config, run.job.options))
         run.job.sent()
         self._search_said("asked")
 
@@ -147,7 +148,7 @@ class SearchDriving:
             self._send_search(run)
             self.search_pane.progress(label, step.words)
         elif isinstance(step, RunFresh):  # the contender, pinned, in the process that follows (it retires)
-            run.fresh_id = self.client.submit(step.config, RunOptions())
+            run.fresh_id = self.scheduler.asked(SEARCH, self.client.submit(step.config, RunOptions()))
             self.search_pane.show(result)
             self.search_pane.progress(label, f"{step.words} ...")
             self._search_said(step.words)
@@ -169,6 +170,8 @@ class SearchDriving:
 
     def _search_done(self, result: SearchResult) -> None:
         self._search, self.search_result = None, result
+        self.scheduler.answered(SEARCH)
+        self.scheduler.end(SEARCH)
         self.search_pane.show(result)
         self.draw_shown()  # the Plans pane's finds  # type: ignore[attr-defined]
         self._search_said("")
@@ -190,6 +193,7 @@ class SearchDriving:
             self.search_pane.progress(run.job.config.label(), words)
             return
         self._search = None
+        self.scheduler.end(SEARCH)
         self.search_pane.say("Not started: stopped (Esc) while the form's run went on.")
         self._search_said("")
         self._form_after_search()
@@ -232,23 +236,3 @@ class SearchDriving:
                 f" (found for {message.searched.label()})" if other else ""
             )
             self.notify(f"{words}; Ctrl+S keeps it in a preset.", title="Pinned the best found", markup=False)
-
-    # ---- what others may not start while a search runs ----------------------------------------
-    def explain_next(self) -> None:
-        """The Explain pane asks once the search ends (a request now would stop the search)."""
-        if not self.searching:
-            super().explain_next()  # type: ignore[misc]
-            return
-        with contextlib.suppress(NoMatches):
-            if self.explain_shown:
-                config, _ = self.form.read_as_typed()
-                words = f"A knob search runs: {config.label() if config else 'the form'} is asked about when it ends."
-                self.explain_pane.say(words, config)
-
-    def start_sweep(self, texts: tuple[str, ...]) -> bool:
-        if self.searching:
-            self.sweep_pane.show_errors(
-                {1: "a knob search runs: start the sweep when it ends (Esc stops it)"}
-            )
-            return False
-        return super().start_sweep(texts)  # type: ignore[misc]

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 
 from textual.css.query import NoMatches
 
+from ..jobs.scheduler import SEARCH, SWEEP
 from ..jobs.sweep import Point, SweepError, Vary, grid, parse_vary, varied_words
 from ..jobs.sweep_run import SweepRun
 from ..model.config import SdpaConfig
@@ -72,7 +73,7 @@ class SweepDriving:
 
     @property
     def sweeping(self) -> bool:
-        return self._sweep is not None
+        return self.scheduler.running(SWEEP)
 
     def on_sweep_asked(self, message: SweepAsked) -> None:
         with contextlib.suppress(NoMatches):  # asked as the app closes
@@ -83,6 +84,9 @@ class SweepDriving:
         good (the form's run options, as its own runs take them). Whether it started."""
         pane = self.sweep_pane
         if self._sweep is not None:
+            return False
+        if self.scheduler.may_start(SWEEP) == SEARCH:
+            pane.show_errors({1: "a knob search runs: start the sweep when it ends (Esc stops it)"})
             return False
         config, errors = self.form.read()
         if config is None:
@@ -100,6 +104,7 @@ class SweepDriving:
         xs = list(dict.fromkeys(str(p.varied[first]) for p in points))
         pane.begin([v.label for v in varies], xs, len(points), self._no_gpu())
         self._sweep = SweepShown(SweepRun(points, self._options(self.form.options)), pane.progress)
+        self.scheduler.begin(SWEEP)
         self._sweep_next()
         return True
 
@@ -112,11 +117,11 @@ class SweepDriving:
         if shown.progress.stopping or shown.run.all_handed_out:
             self._sweep_end("done" if shown.run.all_handed_out else "stopped (Esc)")
             return
-        if self._latest is not None:
+        if self.scheduler.waits_for(SWEEP) is not None:
             self._sweep_said(waiting=True)
             return
         point = shown.point = shown.run.take()
-        shown.request_id = self.client.submit(point.config, shown.run.options)
+        shown.request_id = self.scheduler.asked(SWEEP, self.client.submit(point.config, shown.run.options))
         self._sweep_said(waiting=False, running=varied_words(point.varied), step="queued")
 
     def _sweep_event(self, event: EngineEvent) -> bool:
@@ -147,6 +152,7 @@ class SweepDriving:
         """A point's answer: its row, then the next point (unless the engine is left down)."""
         shown = self._sweep
         shown.request_id = None
+        self.scheduler.answered(SWEEP)
         if result.status == STATUS_CANCELLED:  # Esc twice: the point was stopped, nothing to keep
             self._sweep_end("stopped (Esc twice): the point under way was dropped")
             return
@@ -181,6 +187,8 @@ class SweepDriving:
         shown, self._sweep = self._sweep, None
         if shown is None:
             return
+        self.scheduler.answered(SWEEP)
+        self.scheduler.end(SWEEP)
         progress = replace(
             shown.progress, done=len(shown.run.rows), finished=how, ended=sweep_progress.clock()
         )
