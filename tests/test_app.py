@@ -460,7 +460,7 @@ class TestTheFormWithoutAnEngine:
         await show_pane(pilot, "mask")
         assert app.query_one("#mask").config == paged
         view = app.query_one("#mask-storage")
-        table = page_table(paged, app._options(app.form.options).seed)
+        table = page_table(paged, app.live_options(app.form.options).seed)
 
         def row(i: int) -> list[str]:
             return next(

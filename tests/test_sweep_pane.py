@@ -153,7 +153,7 @@ async def test_a_bad_vary_is_said_under_its_input_naming_it_and_nothing_starts()
             assert text(app, f"#sweep-error-{where}").startswith(words)
             other = 3 - where
             assert not app.query_one(f"#sweep-error-{other}").has_class("-visible")
-            assert not app.sweeping and len(fake.requests) == 1 and pane(app).rows == []
+            assert not app.sweeps.running and len(fake.requests) == 1 and pane(app).rows == []
         assert not app.query_one("#sweep-table").display  # no sweep yet: no table, no chart
         await sweep(pilot, "s=1024,2048")  # fixed: the problem goes, the sweep runs
         await wait_for(pilot, finished(app))

@@ -39,12 +39,12 @@ from .commands import ExplorerCommands
 from .explaining import ExplainDriving
 from .historying import HistoryKeeping
 from .latency_history import LatencyHistory
-from .messages import ConfigEdited, EngineMessage
+from .messages import ConfigEdited, EngineMessage, SweepAsked
 from .navigation import PaneNavigation, pane_bindings
 from .panes import TABS, PaneDeck
 from .screens.main import MainScreen
 from .searching import SearchDriving
-from .sweeping import SweepDriving
+from .sweeping import Sweeps
 from .widgets import ConfigForm, StatusLine, SummaryPane
 from .widgets.keys import KeysFooter
 from .widgets.status import Status
@@ -64,7 +64,6 @@ class SdpaExplorerApp(
     PaneNavigation,
     KeepingActions,
     SearchDriving,
-    SweepDriving,
     ExplainDriving,
     HistoryKeeping,
     App[None],
@@ -102,18 +101,18 @@ class SdpaExplorerApp(
         self.latency_history = LatencyHistory()
         self.mask_config: tuple[SdpaConfig, int] = (self.initial_config, 0)  # the form's, with the seed
         self.client = client
-        self._client_started = False
+        self.engine_started = False
         self._early_events: list[EngineEvent] | None = []  # what the engine said before the first frame
         self.edit_to_result_s: list[tuple[bool, float]] = []  # (cache hit, seconds) of each result shown
         self._start_engine_on_mount = start_engine
         if start_engine and client is None:
             launcher.warm()  # torch loads in the fork server while the UI imports and paints
-        self.scheduler = (
-            Scheduler()
-        )  # who has the one engine: the form's run, an explanation, a sweep, a search
+        # who has the one engine: the form's run, an explanation, a sweep, a search
+        self.scheduler = Scheduler()
+        self.sweeps = Sweeps(self)
         self._submitted_at = 0.0
         self._debounce: Timer | None = None
-        self._last_request: tuple[SdpaConfig, RunOptions] | None = None
+        self.last_request: tuple[SdpaConfig, RunOptions] | None = None
         self.presets: dict[str, Preset] = {}
         self.preset_problems: list[PresetProblem] = []
 
@@ -162,7 +161,7 @@ class SdpaExplorerApp(
     def on_mount(self) -> None:
         self.watch(self.status, "state", self._status_changed, init=False)
         self.reload_presets()
-        self.mask_config = (self.initial_config, self._options(self.form.options).seed)
+        self.mask_config = (self.initial_config, self.live_options(self.form.options).seed)
         if self.opened is not None:
             self.open_saved(self.opened)  # shown, not to run, nor kept in the history again
 
@@ -196,7 +195,7 @@ class SdpaExplorerApp(
         if self.client is None:
             self.client = EngineClient()
         self.client.start(self._on_engine_event)
-        self._client_started = True
+        self.engine_started = True
 
     def on_unmount(self) -> None:
         if self.client is not None:
@@ -207,7 +206,7 @@ class SdpaExplorerApp(
         self.query_one("#right").set_class(state.dimmed, "-stale")
         self.query_one(SummaryPane).set_stale(state.dimmed)
 
-    def _no_gpu(self) -> str:
+    def no_gpu_reason(self) -> str:
         env = self.environment
         return "" if env is None or env.gpu_available else env.unavailable_reason
 
@@ -221,9 +220,9 @@ class SdpaExplorerApp(
             return
         with contextlib.suppress(NoMatches):  # an event that arrives while the screen goes away
             event = message.event
-            if not (self._sweep_event(event) or self.search_event(event) or self.explain_event(event)):
+            if not (self.sweeps.event(event) or self.search_event(event) or self.explain_event(event)):
                 self._engine_event(event)  # not theirs alone
-            self._sweep_next()  # the engine may be free for a sweep's next point
+            self.sweeps.next()  # the engine may be free for a sweep's next point
             self.search_next()  # or for the search asked while the form's run went on
             self.explain_next()  # or for the Explain pane's question
 
@@ -234,7 +233,7 @@ class SdpaExplorerApp(
             self.restarts = (event.restarts, event.last_restart)
             self.draw_shown()
             self.form.mark_known_issues(self.form.read()[0])  # now that the GPU and cuDNN are known
-            status.state = status.state.ready(event.startup_seconds, self._no_gpu())
+            status.state = status.state.ready(event.startup_seconds, self.no_gpu_reason())
         elif isinstance(event, EngineProgress):
             if event.request_id == self.scheduler.in_flight(RUN):
                 status.state = status.state.working(event.text)
@@ -250,7 +249,7 @@ class SdpaExplorerApp(
             self.keep_run(event.result)  # into the run history, off the UI thread
             self.edit_to_result_s.append((event.result.cache_hit, time.perf_counter() - self._submitted_at))
             if event.result.status == STATUS_CRASH:
-                self._keep_crash(event.result)
+                self.keep_crash(event.result)
         elif isinstance(event, EngineDied):
             self._engine_died(event)
 
@@ -271,7 +270,7 @@ class SdpaExplorerApp(
         severity = "warning" if event.context_lost else "error"
         self.notify(words, title=title, severity=severity, markup=False)
 
-    def _keep_crash(self, result: RunResult) -> None:
+    def keep_crash(self, result: RunResult) -> None:
         """A crash is a finding: its reproduction script is written at once, for an upstream report."""
         from ..present.export import save_crash_script
 
@@ -292,7 +291,13 @@ class SdpaExplorerApp(
             self.environment = result.environment
         self.draw_shown()
         status = self.status
-        status.state = status.state.shown(result.status, result.message, result.wall_seconds, self._no_gpu())
+        status.state = status.state.shown(
+            result.status, result.message, result.wall_seconds, self.no_gpu_reason()
+        )
+
+    def on_sweep_asked(self, message: SweepAsked) -> None:
+        with contextlib.suppress(NoMatches):  # asked as the app closes
+            self.sweeps.start(message.texts)
 
     # ---- editing -----------------------------------------------------------------------------
     def on_config_edited(self, message: ConfigEdited) -> None:
@@ -301,16 +306,16 @@ class SdpaExplorerApp(
         self.explain_next()
 
     def _config_edited(self, message: ConfigEdited) -> None:
-        self._cancel_pending_run()
+        self.cancel_pending_run()
         status = self.status
         if message.config is None:
             status.state = status.state.stale(tuple(message.errors))
             return
-        options = self._options(message.options)
+        options = self.live_options(message.options)
         self.mask_config = (message.config, options.seed)  # the seed deals a shuffled cache's pages
         self.draw_shown()
         status.state = status.state.settled()
-        if (message.config, options) != self._last_request and self.scheduler.job is None:
+        if (message.config, options) != self.last_request and self.scheduler.job is None:
             self._debounce = self.set_timer(DEBOUNCE_S, self._typing_paused)
             self.scheduler.run_pending = True
         # else: back to what was last run (or the form's own mount): nothing new to measure; or a
@@ -322,22 +327,22 @@ class SdpaExplorerApp(
         with contextlib.suppress(NoMatches):  # a timer firing while the app closes
             form = self.form
             config, _ = form.read()
-            if config is not None and (config, self._options(form.options)) == self._last_request:
+            if config is not None and (config, self.live_options(form.options)) == self.last_request:
                 self.explain_next()  # edited and edited back within the pause: nothing runs first
                 return
             self.action_run()
 
-    def _cancel_pending_run(self) -> None:
+    def cancel_pending_run(self) -> None:
         if self._debounce is not None:
             self._debounce.stop()
             self._debounce, self.scheduler.run_pending = None, False
 
     @staticmethod
-    def _options(options: RunOptions) -> RunOptions:
+    def live_options(options: RunOptions) -> RunOptions:
         return live(options)
 
     def action_run(self) -> None:
-        self._cancel_pending_run()
+        self.cancel_pending_run()
         try:
             form = self.form
         except NoMatches:
@@ -347,19 +352,19 @@ class SdpaExplorerApp(
             form.show_errors(errors)
             self.status.state = self.status.state.stale(tuple(errors))
             return
-        if self.client is None or not self._client_started:
+        if self.client is None or not self.engine_started:
             return  # asked before the engine started: starting runs the form anyway
         job = self.scheduler.waits_for(RUN)
         if job == SWEEP:  # a run now would take the engine from the sweep
-            self._run_after_sweep = True
+            self.sweeps.run_after = True
             self.notify("The form runs when the sweep ends (Esc stops the sweep).", title="A sweep runs")
             return
         if job == SEARCH:  # a run now would stop the search
             self._run_after_search = True
             self.notify("The form runs when the search ends (Esc stops it).", title="A knob search runs")
             return
-        options = self._options(form.options)
-        self._last_request = (config, options)
+        options = self.live_options(form.options)
+        self.last_request = (config, options)
         self._submitted_at = time.perf_counter()
         self.scheduler.asked(RUN, self.client.submit(config, options))
         self.status.state = self.status.state.queued(config.label())
@@ -368,9 +373,9 @@ class SdpaExplorerApp(
         """Esc: stop the running work at its next step (between plans, between reference chunks)
         and drop what waits; the engine process stays. A sweep stops after its point under way, a
         knob search at its next candidate."""
-        self._cancel_pending_run()
-        if self.sweeping:
-            self.stop_sweep()
+        self.cancel_pending_run()
+        if self.sweeps.running:
+            self.sweeps.stop()
             return
         if self.searching:  # at its next candidate, keeping what it found
             self.stop_search()

@@ -54,7 +54,7 @@ class ExplainDriving:
             if config == self._explained:
                 return
             ahead = self.scheduler.waits_for(EXPLAIN)
-            if self.client is None or not self._client_started:
+            if self.client is None or not self.engine_started:
                 pane.say("No engine runs here (the dashboard was opened to view a saved result).", config)
             elif ahead == SWEEP:
                 pane.say(f"A sweep runs: {config.label()} is asked about when it ends.", config)

@@ -61,10 +61,10 @@ class HistoryKeeping:
         if form.read()[0] != result.config:
             form.load(result.config)
         form.load_options(measured_as(result, form.options))  # Ctrl+R measures it so
-        self._last_request = (result.config, self._options(form.options))  # type: ignore[attr-defined]
+        self.last_request = (result.config, self.live_options(form.options))  # type: ignore[attr-defined]
 
     def on_history_opened(self, message: HistoryOpened) -> None:
         with contextlib.suppress(NoMatches):
-            self._cancel_pending_run()  # type: ignore[attr-defined]
+            self.cancel_pending_run()  # type: ignore[attr-defined]
             self.open_saved(message.result)
             self.notify(f"Run #{message.run_id} as it was kept; Ctrl+R runs it again.", title="History")  # type: ignore[attr-defined]

@@ -78,13 +78,13 @@ class SearchDriving:
         if config is None:
             pane.say(f"Nothing to search until these fields are fixed: {', '.join(sorted(errors))}.")
             return False
-        if self.client is None or not self._client_started:
+        if self.client is None or not self.engine_started:
             pane.say("No engine runs here (the dashboard was opened to view a saved result).")
             return False
         if self.scheduler.may_start(SEARCH) == SWEEP:
             pane.say("A sweep runs: start the search when it ends (Esc stops the sweep).")
             return False
-        self._cancel_pending_run()
+        self.cancel_pending_run()
         self._search = SearchShown(SearchRun(config, search_options(budget_s, self.form.options.peers)))
         self.scheduler.begin(SEARCH)
         self.search_next()
@@ -206,7 +206,7 @@ class SearchDriving:
         """The form's edits waited: it runs now if it changed (or Ctrl+R asked)."""
         config, _ = self.form.read()
         if self._run_after_search or (
-            config is not None and (config, self._options(self.form.options)) != self._last_request
+            config is not None and (config, self.live_options(self.form.options)) != self.last_request
         ):
             self._run_after_search = False
             self.action_run()

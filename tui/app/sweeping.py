@@ -11,10 +11,7 @@ after the point under way, keeping it; Esc again stops that point too.
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, replace
-
-from textual.css.query import NoMatches
 
 from ..jobs.scheduler import SEARCH, SWEEP
 from ..jobs.sweep import Point, SweepError, Vary, grid, parse_vary, varied_words
@@ -25,7 +22,7 @@ from ..model.statuses import STATUS_CANCELLED, STATUS_CRASH
 from ..process.client import EngineDied, EngineEvent, EngineProgress, EngineResult
 from ..process.session import died_result
 from . import sweep_progress
-from .messages import SweepAsked
+from .host import Host
 from .sweep_progress import Progress
 
 NO_VARY = "give FIELD=VALUES, e.g. s=1024..32768x2 or d=64,128"
@@ -65,68 +62,69 @@ class SweepShown:
     request_id: int | None = None
 
 
-class SweepDriving:
-    """Mixed into SdpaExplorerApp, whose client, form, status line and options it uses."""
+class Sweeps:
+    """The dashboard's sweeps: one at a time, its points through the app's client as the
+    scheduler lets them, its rows to the Sweep pane."""
 
-    _sweep: SweepShown | None = None
-    _run_after_sweep = False  # Ctrl+R while a sweep ran: the form runs when it ends
+    def __init__(self, app: Host) -> None:
+        self.app = app
+        self.shown: SweepShown | None = None
+        self.run_after = False  # Ctrl+R while a sweep ran: the form runs when it ends
 
     @property
-    def sweeping(self) -> bool:
-        return self.scheduler.running(SWEEP)
+    def running(self) -> bool:
+        return self.app.scheduler.running(SWEEP)
 
-    def on_sweep_asked(self, message: SweepAsked) -> None:
-        with contextlib.suppress(NoMatches):  # asked as the app closes
-            self.start_sweep(message.texts)
-
-    def start_sweep(self, texts: tuple[str, ...]) -> bool:
+    def start(self, texts: tuple[str, ...]) -> bool:
         """Read the varies against the form's configuration; run the grid if they and the form are
         good (the form's run options, as its own runs take them). Whether it started."""
-        pane = self.sweep_pane
-        if self._sweep is not None:
+        pane = self.app.sweep_pane
+        if self.shown is not None:
             return False
-        if self.scheduler.may_start(SWEEP) == SEARCH:
+        if self.app.scheduler.may_start(SWEEP) == SEARCH:
             pane.show_errors({1: "a knob search runs: start the sweep when it ends (Esc stops it)"})
             return False
-        config, errors = self.form.read()
+        config, errors = self.app.form.read()
         if config is None:
             pane.show_errors({1: f"the form does not validate: fix {', '.join(sorted(errors))} first"})
             return False
-        if self.client is None or not self._client_started:
+        if self.app.client is None or not self.app.engine_started:
             pane.show_errors({1: "no engine runs here (the dashboard was opened to view a saved result)"})
             return False
         varies, points, problems = plan_sweep(texts, config)
         if problems:
             pane.show_errors(problems)
             return False
-        self._cancel_pending_run()
+        self.app.cancel_pending_run()
         first = varies[0].label
         xs = list(dict.fromkeys(str(p.varied[first]) for p in points))
-        pane.begin([v.label for v in varies], xs, len(points), self._no_gpu())
-        self._sweep = SweepShown(SweepRun(points, self._options(self.form.options)), pane.progress)
-        self.scheduler.begin(SWEEP)
-        self._sweep_next()
+        pane.begin([v.label for v in varies], xs, len(points), self.app.no_gpu_reason())
+        self.shown = SweepShown(SweepRun(points, self.app.live_options(self.app.form.options)), pane.progress)
+        self.app.scheduler.begin(SWEEP)
+        self.next()
         return True
 
-    def _sweep_next(self) -> None:
+    def next(self) -> None:
         """Ask for the next point once the engine has nothing of ours: not while a point or the
         form's own run (asked before the sweep) is under way."""
-        shown = self._sweep
+        shown = self.shown
         if shown is None or shown.request_id is not None:
             return
         if shown.progress.stopping or shown.run.all_handed_out:
-            self._sweep_end("done" if shown.run.all_handed_out else "stopped (Esc)")
+            self._end("done" if shown.run.all_handed_out else "stopped (Esc)")
             return
-        if self.scheduler.waits_for(SWEEP) is not None:
-            self._sweep_said(waiting=True)
+        if self.app.scheduler.waits_for(SWEEP) is not None:
+            self._said(waiting=True)
             return
         point = shown.point = shown.run.take()
-        shown.request_id = self.scheduler.asked(SWEEP, self.client.submit(point.config, shown.run.options))
-        self._sweep_said(waiting=False, running=varied_words(point.varied), step="queued")
+        shown.request_id = self.app.scheduler.asked(
+            SWEEP, self.app.client.submit(point.config, shown.run.options)
+        )
+        self._said(waiting=False, running=varied_words(point.varied), step="queued")
 
-    def _sweep_event(self, event: EngineEvent) -> bool:
+    def event(self, event: EngineEvent) -> bool:
         """An engine event about the point under way: whether it was only the sweep's."""
-        shown = self._sweep
+        shown = self.shown
         if (
             shown is None
             or shown.request_id is None
@@ -134,68 +132,71 @@ class SweepDriving:
         ):
             return False
         if isinstance(event, EngineProgress):
-            self._sweep_said(step=event.text)
+            self._said(step=event.text)
             return True
         if isinstance(event, EngineResult):
-            self._sweep_point(event.result)
+            self._point(event.result)
             if event.result.status == STATUS_CRASH:  # a finding: its script is kept, as a form run's is
-                self._keep_crash(event.result)
+                self.app.keep_crash(event.result)
             return True
         if isinstance(event, EngineDied):  # the point went with the process: a row that says so
-            lost = died_result(shown.point.config, event, "", self.environment)
-            self._sweep_point(lost, go_on=event.restarting)
+            lost = died_result(shown.point.config, event, "", self.app.environment)
+            self._point(lost, go_on=event.restarting)
             if not event.restarting:
-                self._sweep_end(f"stopped: the engine cannot start ({event.reason})")
+                self._end(f"stopped: the engine cannot start ({event.reason})")
         return False  # the app reports the lost engine too
 
-    def _sweep_point(self, result: RunResult, go_on: bool = True) -> None:
+    def _point(self, result: RunResult, go_on: bool = True) -> None:
         """A point's answer: its row, then the next point (unless the engine is left down)."""
-        shown = self._sweep
+        shown = self.shown
         shown.request_id = None
-        self.scheduler.answered(SWEEP)
+        self.app.scheduler.answered(SWEEP)
         if result.status == STATUS_CANCELLED:  # Esc twice: the point was stopped, nothing to keep
-            self._sweep_end("stopped (Esc twice): the point under way was dropped")
+            self._end("stopped (Esc twice): the point under way was dropped")
             return
-        self.sweep_pane.add_row(shown.run.answered(shown.point, result))
-        self._sweep_said(running="", step="")
+        self.app.sweep_pane.add_row(shown.run.answered(shown.point, result))
+        self._said(running="", step="")
         if go_on:
-            self._sweep_next()
+            self.next()
 
-    def _sweep_said(self, **changes) -> None:
+    def _said(self, **changes) -> None:
         """The pane's and the app's status lines say how far the sweep is."""
-        shown = self._sweep
+        shown = self.shown
         shown.progress = replace(shown.progress, done=len(shown.run.rows), **changes)
-        self.sweep_pane.say(shown.progress)
-        self.status.state = self.status.state.sweeping(shown.progress.short())
+        self.app.sweep_pane.say(shown.progress)
+        self.app.status.state = self.app.status.state.sweeping(shown.progress.short())
 
-    def stop_sweep(self) -> None:
+    def stop(self) -> None:
         """Esc: stop after the point under way (kept); again: stop that point at its next step."""
-        shown = self._sweep
+        shown = self.shown
         if shown is None:
             return
         if shown.progress.stopping and shown.request_id is not None:
-            self.client.cancel()
+            self.app.client.cancel()
             return
         shown.run.stop()
-        self._sweep_said(stopping=True)
+        self._said(stopping=True)
         if shown.request_id is None:  # between points (waiting for the form's run): nothing to finish
-            self._sweep_next()
+            self.next()
 
-    def _sweep_end(self, how: str) -> None:
+    def _end(self, how: str) -> None:
         """The sweep is over: the pane says how; the form runs if it changed meanwhile (or Ctrl+R
         asked), since its edits waited."""
-        shown, self._sweep = self._sweep, None
+        shown, self.shown = self.shown, None
         if shown is None:
             return
-        self.scheduler.answered(SWEEP)
-        self.scheduler.end(SWEEP)
+        self.app.scheduler.answered(SWEEP)
+        self.app.scheduler.end(SWEEP)
         progress = replace(
             shown.progress, done=len(shown.run.rows), finished=how, ended=sweep_progress.clock()
         )
-        self.sweep_pane.say(progress)
-        self.status.state = self.status.state.sweeping("")
-        config, _ = self.form.read()
-        changed = config is not None and (config, self._options(self.form.options)) != self._last_request
-        if changed or self._run_after_sweep:
-            self._run_after_sweep = False
-            self.action_run()
+        self.app.sweep_pane.say(progress)
+        self.app.status.state = self.app.status.state.sweeping("")
+        config, _ = self.app.form.read()
+        changed = (
+            config is not None
+            and (config, self.app.live_options(self.app.form.options)) != self.app.last_request
+        )
+        if changed or self.run_after:
+            self.run_after = False
+            self.app.action_run()

@@ -1,0 +1,50 @@
+"""What the dashboard's parts (the sweep, search and explain drivers, the history keeper) need of
+the app that holds them: its engine client and scheduler, its form, status line and panes, and
+the few things it does for all of them. The App is one (app.py); a part is given it when made."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from textual.widget import Widget
+
+    from ..jobs.scheduler import Scheduler
+    from ..model.config import SdpaConfig
+    from ..model.options import RunOptions
+    from ..model.results import Environment, RunResult
+    from ..model.search_results import SearchResult
+    from ..process.client import EngineClientProtocol
+    from .widgets import ConfigForm, StatusLine
+    from .widgets.explain import ExplainPane
+    from .widgets.search import SearchPane
+    from .widgets.sweep import SweepPane
+
+
+class Host(Protocol):
+    client: EngineClientProtocol | None
+    scheduler: Scheduler
+    environment: Environment | None
+    engine_started: bool
+    last_request: tuple[SdpaConfig, RunOptions] | None
+    search_result: SearchResult | None
+
+    @property
+    def form(self) -> ConfigForm: ...
+    @property
+    def status(self) -> StatusLine: ...
+    @property
+    def sweep_pane(self) -> SweepPane: ...
+    @property
+    def search_pane(self) -> SearchPane: ...
+    @property
+    def explain_pane(self) -> ExplainPane: ...
+    def pane(self, name: str) -> Widget | None: ...
+    def query_one(self, selector: Any, expect_type: Any = None) -> Any: ...
+    def live_options(self, options: RunOptions) -> RunOptions: ...
+    def cancel_pending_run(self) -> None: ...
+    def action_run(self) -> None: ...
+    def keep_crash(self, result: RunResult) -> None: ...
+    def no_gpu_reason(self) -> str: ...
+    def draw_shown(self) -> None: ...
+    def notify(self, message: str, **kwargs: Any) -> None: ...
