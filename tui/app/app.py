@@ -22,6 +22,7 @@ from ..jobs.scheduler import RUN, SEARCH, SWEEP, Scheduler
 from ..model.config import SdpaConfig
 from ..model.options import RunOptions, options_from
 from ..model.results import Environment, RunResult
+from ..model.search_results import SearchResult
 from ..model.statuses import STATUS_CANCELLED, STATUS_CRASH
 from ..process import launcher
 from ..process.client import (
@@ -39,11 +40,11 @@ from .commands import ExplorerCommands
 from .explaining import ExplainDriving
 from .historying import HistoryKeeping
 from .latency_history import LatencyHistory
-from .messages import ConfigEdited, EngineMessage, SweepAsked
+from .messages import BestPinned, ConfigEdited, EngineMessage, SearchAsked, SearchStopAsked, SweepAsked
 from .navigation import PaneNavigation, pane_bindings
 from .panes import TABS, PaneDeck
 from .screens.main import MainScreen
-from .searching import SearchDriving
+from .searching import Searches
 from .sweeping import Sweeps
 from .widgets import ConfigForm, StatusLine, SummaryPane
 from .widgets.keys import KeysFooter
@@ -63,7 +64,6 @@ class SdpaExplorerApp(
     PaneDeck,
     PaneNavigation,
     KeepingActions,
-    SearchDriving,
     ExplainDriving,
     HistoryKeeping,
     App[None],
@@ -110,6 +110,8 @@ class SdpaExplorerApp(
         # who has the one engine: the form's run, an explanation, a sweep, a search
         self.scheduler = Scheduler()
         self.sweeps = Sweeps(self)
+        self.searches = Searches(self)
+        self.search_result: SearchResult | None = None  # the last knob search's answer
         self._submitted_at = 0.0
         self._debounce: Timer | None = None
         self.last_request: tuple[SdpaConfig, RunOptions] | None = None
@@ -220,10 +222,10 @@ class SdpaExplorerApp(
             return
         with contextlib.suppress(NoMatches):  # an event that arrives while the screen goes away
             event = message.event
-            if not (self.sweeps.event(event) or self.search_event(event) or self.explain_event(event)):
+            if not (self.sweeps.event(event) or self.searches.event(event) or self.explain_event(event)):
                 self._engine_event(event)  # not theirs alone
             self.sweeps.next()  # the engine may be free for a sweep's next point
-            self.search_next()  # or for the search asked while the form's run went on
+            self.searches.next()  # or for the search asked while the form's run went on
             self.explain_next()  # or for the Explain pane's question
 
     def _engine_event(self, event: EngineEvent) -> None:
@@ -299,6 +301,17 @@ class SdpaExplorerApp(
         with contextlib.suppress(NoMatches):  # asked as the app closes
             self.sweeps.start(message.texts)
 
+    def on_search_asked(self, message: SearchAsked) -> None:
+        with contextlib.suppress(NoMatches):
+            self.searches.start(message.budget)
+
+    def on_search_stop_asked(self, _message: SearchStopAsked) -> None:
+        with contextlib.suppress(NoMatches):
+            self.searches.stop()
+
+    def on_best_pinned(self, message: BestPinned) -> None:
+        self.searches.pinned(message)
+
     # ---- editing -----------------------------------------------------------------------------
     def on_config_edited(self, message: ConfigEdited) -> None:
         with contextlib.suppress(NoMatches):  # a message queued before the screen went away (closing)
@@ -360,7 +373,7 @@ class SdpaExplorerApp(
             self.notify("The form runs when the sweep ends (Esc stops the sweep).", title="A sweep runs")
             return
         if job == SEARCH:  # a run now would stop the search
-            self._run_after_search = True
+            self.searches.run_after = True
             self.notify("The form runs when the search ends (Esc stops it).", title="A knob search runs")
             return
         options = self.live_options(form.options)
@@ -377,8 +390,8 @@ class SdpaExplorerApp(
         if self.sweeps.running:
             self.sweeps.stop()
             return
-        if self.searching:  # at its next candidate, keeping what it found
-            self.stop_search()
+        if self.searches.running:  # at its next candidate, keeping what it found
+            self.searches.stop()
             return
         if self.client is not None and self.scheduler.in_flight(RUN) is not None:
             self.client.cancel()

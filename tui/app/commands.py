@@ -34,12 +34,12 @@ class ExplorerCommands(Provider):
             ("Peers: untick all", partial(app.set_peers, ()), "time cuDNN alone"),
             (
                 "Search: start",
-                app.action_search,
+                app.searches.start_shown,
                 "a knob search of the form's configuration (the Search pane)",
             ),
             (
                 "Search: pin the best found",
-                app.action_pin_best,
+                app.searches.pin_best,
                 "into the form's pinned plan; Ctrl+S keeps it",
             ),
         ]

@@ -24,7 +24,8 @@ from ..model.options import RunOptions
 from ..model.search_results import SearchOptions, SearchResult
 from ..model.search_run import Done, RunFresh, SearchAgain, SearchRun
 from ..process.client import EngineDied, EngineEvent, EngineProgress, EngineResult, EngineSearched
-from .messages import BestPinned, SearchAsked, SearchStopAsked
+from .host import Host
+from .messages import BestPinned
 
 SEARCH_TAB = "tab-search"
 
@@ -45,28 +46,26 @@ def search_options(budget_s: float, peers: tuple[str, ...]) -> SearchOptions:
     return SearchOptions(budget_s=budget_s, peers=tuple(dict.fromkeys((*default.peers, *peers))))
 
 
-class SearchDriving:
-    """Mixed into SdpaExplorerApp, whose client, form, status line and scheduler it uses."""
+class Searches:
+    """The dashboard's knob searches: one at a time, asked of the app's client as the scheduler
+    lets it, its words to the Search pane; the last answer kept as the app's `search_result`."""
 
-    _search: SearchShown | None = None
-    _run_after_search = False  # Ctrl+R while a search ran: the form runs when it ends
-    search_result: SearchResult | None = None  # the last search's answer
+    def __init__(self, app: Host) -> None:
+        self.app = app
+        self.shown: SearchShown | None = None
+        self.run_after = False  # Ctrl+R while a search ran: the form runs when it ends
 
     @property
-    def searching(self) -> bool:
-        return self.scheduler.running(SEARCH)
+    def running(self) -> bool:
+        return self.app.scheduler.running(SEARCH)
 
-    def on_search_asked(self, message: SearchAsked) -> None:
-        with contextlib.suppress(NoMatches):  # asked as the app closes
-            self.start_search(message.budget)
-
-    def start_search(self, budget_text: str) -> bool:
+    def start(self, budget_text: str) -> bool:
         """Read the budget and the form; ask for the search once the engine is free. Whether it
         was asked."""
         from ..model.search_results import parse_budget
 
-        pane = self.search_pane
-        if self._search is not None:
+        pane = self.app.search_pane
+        if self.shown is not None:
             return False
         try:
             budget_s = parse_budget(budget_text)
@@ -74,165 +73,168 @@ class SearchDriving:
             pane.show_budget_error(str(exc))
             return False
         pane.show_budget_error("")
-        config, errors = self.form.read()
+        config, errors = self.app.form.read()
         if config is None:
             pane.say(f"Nothing to search until these fields are fixed: {', '.join(sorted(errors))}.")
             return False
-        if self.client is None or not self.engine_started:
+        if self.app.client is None or not self.app.engine_started:
             pane.say("No engine runs here (the dashboard was opened to view a saved result).")
             return False
-        if self.scheduler.may_start(SEARCH) == SWEEP:
+        if self.app.scheduler.may_start(SEARCH) == SWEEP:
             pane.say("A sweep runs: start the search when it ends (Esc stops the sweep).")
             return False
-        self.cancel_pending_run()
-        self._search = SearchShown(SearchRun(config, search_options(budget_s, self.form.options.peers)))
-        self.scheduler.begin(SEARCH)
-        self.search_next()
+        self.app.cancel_pending_run()
+        self.shown = SearchShown(SearchRun(config, search_options(budget_s, self.app.form.options.peers)))
+        self.app.scheduler.begin(SEARCH)
+        self.next()
         return True
 
-    def search_next(self) -> None:
+    def next(self) -> None:
         """Send the search asked for once the engine has nothing of the form's or the Explain pane's."""
-        run = self._search
+        run = self.shown
         if run is None or run.request_id is not None:
             return
         with contextlib.suppress(NoMatches):
-            pane = self.search_pane
-            if self.scheduler.waits_for(SEARCH) is not None:
+            pane = self.app.search_pane
+            if self.app.scheduler.waits_for(SEARCH) is not None:
                 pane.say(
                     f"The form's run comes first; then {run.job.config.label()} is searched.", running=True
                 )
-                self._search_said("waiting for the form's run")
+                self._said("waiting for the form's run")
                 return
-            self._send_search(run)
+            self._send(run)
             pane.progress(run.job.config.label(), f"asked for a {run.job.options.budget_s:.0f} s search ...")
 
-    def _send_search(self, run: SearchShown) -> None:
-        run.request_id = self.scheduler.asked(SEARCH, self.client.search(run.job.config, run.job.options))
+    def _send(self, run: SearchShown) -> None:
+        run.request_id = self.app.scheduler.asked(
+            SEARCH, self.app.client.search(run.job.config, run.job.options)
+        )
         run.job.sent()
-        self._search_said("asked")
+        self._said("asked")
 
-    def _search_said(self, words: str) -> None:
+    def _said(self, words: str) -> None:
         """The app's status line: the search, and what happens to an edit meanwhile."""
-        self.status.state = self.status.state.sweeping(
+        self.app.status.state = self.app.status.state.sweeping(
             f"knob search: {words}; form edits wait for its end (Esc stops it)" if words else ""
         )
 
-    def search_event(self, event: EngineEvent) -> bool:
+    def event(self, event: EngineEvent) -> bool:
         """An engine event about the search under way: whether it was only the search's."""
-        run = self._search
+        run = self.shown
         if run is None or run.request_id is None:
             return False
         said_of = getattr(event, "request_id", None)
         if isinstance(event, EngineProgress) and said_of == run.request_id:
             run.job.step = event.text
-            self.search_pane.progress(run.job.config.label(), event.text)
-            self._search_said(event.text.removeprefix("searching: "))
+            self.app.search_pane.progress(run.job.config.label(), event.text)
+            self._said(event.text.removeprefix("searching: "))
             return True
         if isinstance(event, EngineSearched) and said_of == run.request_id:
-            self._search_answered(event.result)
+            self._answered(event.result)
             return True
         if run.fresh_id is not None:
             return self._fresh_event(run, event)
         if isinstance(event, EngineDied) and (said_of == run.request_id or not event.restarting):
-            lost = run.job.lost(event.reason, event.crashed, self.environment)
-            self._search_answered(lost, go_on=event.restarting)
+            lost = run.job.lost(event.reason, event.crashed, self.app.environment)
+            self._answered(lost, go_on=event.restarting)
         return False  # the app reports the lost engine too
 
-    def _search_answered(self, result: SearchResult, go_on: bool = True) -> None:
+    def _answered(self, result: SearchResult, go_on: bool = True) -> None:
         """The search's answer, or its loss with the engine process: after a crash under a candidate
         it goes on in a fresh process without it; then the contender runs fresh; else it is shown."""
-        run = self._search
+        run = self.shown
         step = run.job.searched(result) if go_on else Done(result)
         label = run.job.config.label()
         if isinstance(step, SearchAgain):
-            self._send_search(run)
-            self.search_pane.progress(label, step.words)
+            self._send(run)
+            self.app.search_pane.progress(label, step.words)
         elif isinstance(step, RunFresh):  # the contender, pinned, in the process that follows (it retires)
-            run.fresh_id = self.scheduler.asked(SEARCH, self.client.submit(step.config, RunOptions()))
-            self.search_pane.show(result)
-            self.search_pane.progress(label, f"{step.words} ...")
-            self._search_said(step.words)
+            run.fresh_id = self.app.scheduler.asked(SEARCH, self.app.client.submit(step.config, RunOptions()))
+            self.app.search_pane.show(result)
+            self.app.search_pane.progress(label, f"{step.words} ...")
+            self._said(step.words)
         else:
-            self._search_done(step.result)
+            self._done(step.result)
 
     def _fresh_event(self, run: SearchShown, event: EngineEvent) -> bool:
         """An event of the fresh run of the contender: its progress, its answer or its loss."""
         said_of = getattr(event, "request_id", None)
         if isinstance(event, EngineProgress) and said_of == run.fresh_id:
-            self.search_pane.progress(run.job.config.label(), f"fresh process: {event.text}")
+            self.app.search_pane.progress(run.job.config.label(), f"fresh process: {event.text}")
             return True
         if isinstance(event, EngineResult) and said_of == run.fresh_id:
-            self._search_done(run.job.fresh_answered(event.result))
+            self._done(run.job.fresh_answered(event.result))
             return True
         if isinstance(event, EngineDied) and (said_of == run.fresh_id or not event.restarting):
-            self._search_done(run.job.fresh_missing(event.reason))
+            self._done(run.job.fresh_missing(event.reason))
         return False
 
-    def _search_done(self, result: SearchResult) -> None:
-        self._search, self.search_result = None, result
-        self.scheduler.answered(SEARCH)
-        self.scheduler.end(SEARCH)
-        self.search_pane.show(result)
-        self.draw_shown()  # the Plans pane's finds  # type: ignore[attr-defined]
-        self._search_said("")
-        self._form_after_search()
+    def _done(self, result: SearchResult) -> None:
+        self.shown, self.app.search_result = None, result
+        self.app.scheduler.answered(SEARCH)
+        self.app.scheduler.end(SEARCH)
+        self.app.search_pane.show(result)
+        self.app.draw_shown()  # the Plans pane's finds
+        self._said("")
+        self._form_after()
 
-    def stop_search(self) -> None:
+    def stop(self) -> None:
         """Esc or Cancel: stop at the next candidate (the answer keeps what was found); a search
         still waiting for the form's run is dropped."""
-        run = self._search
+        run = self.shown
         if run is None:
             return
         if run.request_id is not None:
-            self.client.cancel()
+            self.app.client.cancel()
             words = (
                 "stopping the fresh run ..."
                 if run.fresh_id is not None
                 else "stopping at the next candidate ..."
             )
-            self.search_pane.progress(run.job.config.label(), words)
+            self.app.search_pane.progress(run.job.config.label(), words)
             return
-        self._search = None
-        self.scheduler.end(SEARCH)
-        self.search_pane.say("Not started: stopped (Esc) while the form's run went on.")
-        self._search_said("")
-        self._form_after_search()
+        self.shown = None
+        self.app.scheduler.end(SEARCH)
+        self.app.search_pane.say("Not started: stopped (Esc) while the form's run went on.")
+        self._said("")
+        self._form_after()
 
-    def on_search_stop_asked(self, _message: SearchStopAsked) -> None:
-        with contextlib.suppress(NoMatches):
-            self.stop_search()
-
-    def _form_after_search(self) -> None:
+    def _form_after(self) -> None:
         """The form's edits waited: it runs now if it changed (or Ctrl+R asked)."""
-        config, _ = self.form.read()
-        if self._run_after_search or (
-            config is not None and (config, self.live_options(self.form.options)) != self.last_request
+        config, _ = self.app.form.read()
+        if self.run_after or (
+            config is not None
+            and (config, self.app.live_options(self.app.form.options)) != self.app.last_request
         ):
-            self._run_after_search = False
-            self.action_run()
+            self.run_after = False
+            self.app.action_run()
 
-    async def action_search(self) -> None:
+    async def start_shown(self) -> None:
         """The palette's 'Search: start': the Search pane shown, its budget as typed."""
-        pane = await self.show_pane(SEARCH_TAB)  # type: ignore[attr-defined]
+        pane = await self.app.show_pane(SEARCH_TAB)
         if pane is not None:
             with contextlib.suppress(NoMatches):
-                self.start_search(pane.budget_text)
+                self.start(pane.budget_text)
 
-    def action_pin_best(self) -> None:
+    def pin_best(self) -> None:
         """The palette's 'Search: pin the best found'."""
         with contextlib.suppress(NoMatches):
-            if self.search_result is None or self.search_result.best is None:
-                self.notify("No search has found a plan yet (F3: the Search pane).", title="Nothing to pin")
+            if self.app.search_result is None or self.app.search_result.best is None:
+                self.app.notify(
+                    "No search has found a plan yet (F3: the Search pane).", title="Nothing to pin"
+                )
                 return
-            self.search_pane.action_pin_best()
+            self.app.search_pane.action_pin_best()
 
-    def on_best_pinned(self, message: BestPinned) -> None:
+    def pinned(self, message: BestPinned) -> None:
         """The best found into the form's pinned plan; the form runs it, and Ctrl+S keeps it."""
         with contextlib.suppress(NoMatches):
-            self.query_one("#f-plan", Input).value = message.plan
-            current, _ = self.form.read_as_typed()
+            self.app.query_one("#f-plan", Input).value = message.plan
+            current, _ = self.app.form.read_as_typed()
             other = current is not None and current.replace(plan=None) != message.searched.replace(plan=None)
             words = f"{message.plan} is the form's pinned plan" + (
                 f" (found for {message.searched.label()})" if other else ""
             )
-            self.notify(f"{words}; Ctrl+S keeps it in a preset.", title="Pinned the best found", markup=False)
+            self.app.notify(
+                f"{words}; Ctrl+S keeps it in a preset.", title="Pinned the best found", markup=False
+            )
