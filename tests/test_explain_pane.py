@@ -184,7 +184,7 @@ async def test_an_explanation_a_later_request_overtook_is_asked_again():
         await pilot.press("alt+0")
         await wait_for(pilot, lambda: app.scheduler.in_flight("explain") is not None)
         asked = app.scheduler.in_flight("explain")
-        app.explain_event(EngineProgress(asked + 1, "building the forward"))  # a later request's words
+        app.explains.event(EngineProgress(asked + 1, "building the forward"))  # a later request's words
         assert app.scheduler.in_flight("explain") is None
         fake.release()
         await wait_for(pilot, explained(app, D65))

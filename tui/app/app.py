@@ -37,10 +37,18 @@ from ..process.client import (
 from ..store.presets import Preset, PresetProblem
 from .actions import KeepingActions
 from .commands import ExplorerCommands
-from .explaining import ExplainDriving
+from .explaining import Explains
 from .historying import HistoryKeeping
 from .latency_history import LatencyHistory
-from .messages import BestPinned, ConfigEdited, EngineMessage, SearchAsked, SearchStopAsked, SweepAsked
+from .messages import (
+    BestPinned,
+    ConfigEdited,
+    EngineMessage,
+    NearestChosen,
+    SearchAsked,
+    SearchStopAsked,
+    SweepAsked,
+)
 from .navigation import PaneNavigation, pane_bindings
 from .panes import TABS, PaneDeck
 from .screens.main import MainScreen
@@ -64,7 +72,6 @@ class SdpaExplorerApp(
     PaneDeck,
     PaneNavigation,
     KeepingActions,
-    ExplainDriving,
     HistoryKeeping,
     App[None],
 ):
@@ -111,6 +118,7 @@ class SdpaExplorerApp(
         self.scheduler = Scheduler()
         self.sweeps = Sweeps(self)
         self.searches = Searches(self)
+        self.explains = Explains(self)
         self.search_result: SearchResult | None = None  # the last knob search's answer
         self._submitted_at = 0.0
         self._debounce: Timer | None = None
@@ -222,11 +230,11 @@ class SdpaExplorerApp(
             return
         with contextlib.suppress(NoMatches):  # an event that arrives while the screen goes away
             event = message.event
-            if not (self.sweeps.event(event) or self.searches.event(event) or self.explain_event(event)):
+            if not (self.sweeps.event(event) or self.searches.event(event) or self.explains.event(event)):
                 self._engine_event(event)  # not theirs alone
             self.sweeps.next()  # the engine may be free for a sweep's next point
             self.searches.next()  # or for the search asked while the form's run went on
-            self.explain_next()  # or for the Explain pane's question
+            self.explains.next()  # or for the Explain pane's question
 
     def _engine_event(self, event: EngineEvent) -> None:
         status = self.status
@@ -312,11 +320,14 @@ class SdpaExplorerApp(
     def on_best_pinned(self, message: BestPinned) -> None:
         self.searches.pinned(message)
 
+    def on_nearest_chosen(self, message: NearestChosen) -> None:
+        self.explains.nearest_chosen(message)
+
     # ---- editing -----------------------------------------------------------------------------
     def on_config_edited(self, message: ConfigEdited) -> None:
         with contextlib.suppress(NoMatches):  # a message queued before the screen went away (closing)
             self._config_edited(message)
-        self.explain_next()
+        self.explains.next()
 
     def _config_edited(self, message: ConfigEdited) -> None:
         self.cancel_pending_run()
@@ -341,7 +352,7 @@ class SdpaExplorerApp(
             form = self.form
             config, _ = form.read()
             if config is not None and (config, self.live_options(form.options)) == self.last_request:
-                self.explain_next()  # edited and edited back within the pause: nothing runs first
+                self.explains.next()  # edited and edited back within the pause: nothing runs first
                 return
             self.action_run()
 

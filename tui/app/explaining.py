@@ -21,40 +21,42 @@ from textual.widgets import TabbedContent
 from ..jobs.scheduler import EXPLAIN, RUN, SEARCH, SWEEP
 from ..model.config import SdpaConfig
 from ..process.client import EngineDied, EngineEvent, EngineExplained
+from .host import Host
 from .messages import NearestChosen
 
 EXPLAIN_TAB = "tab-explain"
 
 
-class ExplainDriving:
-    """Mixed into SdpaExplorerApp, whose client, form and scheduler it uses."""
+class Explains:
+    """The Explain pane's questions, asked of the app's client as the scheduler lets them."""
 
-    _explaining: SdpaConfig | None = None  # what the request in flight (the scheduler's) asks about
-    _explained: SdpaConfig | None = None  # what the pane shows (or failed on): not asked again
+    def __init__(self, app: Host) -> None:
+        self.app = app
+        self._explaining: SdpaConfig | None = None  # what the request in flight (the scheduler's) asks
+        self._explained: SdpaConfig | None = None  # what the pane shows (or failed on): not asked again
 
     @property
-    def explain_shown(self) -> bool:
+    def shown(self) -> bool:
         """The pane is on screen with its widgets (the first time it is shown, once mounted)."""
-        return self.query_one(TabbedContent).active == EXPLAIN_TAB and self.pane("explain") is not None
+        return (
+            self.app.query_one(TabbedContent).active == EXPLAIN_TAB and self.app.pane("explain") is not None
+        )
 
-    def on_tabbed_content_tab_activated(self, _event: TabbedContent.TabActivated) -> None:
-        self.explain_next()
-
-    def explain_next(self) -> None:
+    def next(self) -> None:
         """Ask about the form's configuration as typed (the rules across fields are findings here,
         not a reason to refuse) when the pane is shown and the engine is free for it."""
         with contextlib.suppress(NoMatches):  # asked as the app closes
-            if not self.explain_shown or self.scheduler.in_flight(EXPLAIN) is not None:
+            if not self.shown or self.app.scheduler.in_flight(EXPLAIN) is not None:
                 return
-            pane = self.explain_pane
-            config, errors = self.form.read_as_typed()
+            pane = self.app.explain_pane
+            config, errors = self.app.form.read_as_typed()
             if config is None:
                 pane.say(f"Nothing to ask cuDNN until these fields are fixed: {', '.join(sorted(errors))}.")
                 return
             if config == self._explained:
                 return
-            ahead = self.scheduler.waits_for(EXPLAIN)
-            if self.client is None or not self.engine_started:
+            ahead = self.app.scheduler.waits_for(EXPLAIN)
+            if self.app.client is None or not self.app.engine_started:
                 pane.say("No engine runs here (the dashboard was opened to view a saved result).", config)
             elif ahead == SWEEP:
                 pane.say(f"A sweep runs: {config.label()} is asked about when it ends.", config)
@@ -63,20 +65,20 @@ class ExplainDriving:
             elif ahead == RUN:
                 pane.say(f"The form's run comes first; then cuDNN is asked about {config.label()}.", config)
             else:
-                self.scheduler.asked(EXPLAIN, self.client.explain(config))
+                self.app.scheduler.asked(EXPLAIN, self.app.client.explain(config))
                 self._explaining = config
                 pane.say(
                     f"Asking cuDNN about {config.label()} under every implementation and heuristic mode ...",
                     config,
                 )
 
-    def explain_event(self, event: EngineEvent) -> bool:
+    def event(self, event: EngineEvent) -> bool:
         """An engine event about the explanation asked: whether it was only the pane's."""
-        request_id, config = self.scheduler.in_flight(EXPLAIN), self._explaining
+        request_id, config = self.app.scheduler.in_flight(EXPLAIN), self._explaining
         if request_id is None or config is None:
             return False
         said_of = getattr(event, "request_id", None)
-        pane = self.explain_pane
+        pane = self.app.explain_pane
         if isinstance(event, EngineExplained) and said_of == request_id:
             self._asked_no_more()
             self._explained = config
@@ -95,17 +97,17 @@ class ExplainDriving:
         return False
 
     def _asked_no_more(self) -> None:
-        self.scheduler.answered(EXPLAIN)
+        self.app.scheduler.answered(EXPLAIN)
         self._explaining = None
 
-    def on_nearest_chosen(self, message: NearestChosen) -> None:
+    def nearest_chosen(self, message: NearestChosen) -> None:
         """Into the form: the edit that made the nearest configuration, over the form as it is now
         (it may have moved on since the explanation); the timing choices are not configuration."""
         with contextlib.suppress(NoMatches):
-            current, _ = self.form.read_as_typed()
+            current, _ = self.app.form.read_as_typed()
             edit = {
                 f.name: getattr(message.nearest, f.name)
                 for f in dataclasses.fields(SdpaConfig)
                 if getattr(message.nearest, f.name) != getattr(message.explained, f.name)
             }
-            self.form.load((current or message.explained).replace(**edit))
+            self.app.form.load((current or message.explained).replace(**edit))

@@ -188,3 +188,4 @@ class PaneDeck:
         """A tab shown by a click or by the app: its pane is made first, then drawn."""
         await self.mount_pane(event.pane.id or "")
         self.draw_shown()
+        self.explains.next()  # type: ignore[attr-defined]  # the Explain pane asks once it is shown
