@@ -82,7 +82,7 @@ async def test_a_run_kept_while_the_pane_is_being_made_is_listed(monkeypatch):
         def kept() -> None:
             with History() as history:
                 history.record_many([(RECORDED, "seed", "run")])
-            app._kept()  # as the app's keeping thread says once a run is written
+            app.keeper.kept()  # as the app's keeping thread says once a run is written
 
         pane.call_later(kept)  # after its mount, before the app has it as made
 

@@ -296,7 +296,9 @@ async def test_search_pane(snapshot):
         await pilot.press("f3")
         app.query_one("#search-budget", Input).focus()
         await pilot.press("enter")
-        await wait_for(pilot, lambda: app.search_result is not None and not app.searches.running and not fake.busy)
+        await wait_for(
+            pilot, lambda: app.search_result is not None and not app.searches.running and not fake.busy
+        )
         shots = {"120x40": await screenshot(pilot, pane("search"))}
         shots["80x24"] = await screenshot(pilot, terminal(80, 24))
     fake.close()

@@ -40,7 +40,7 @@ class KeepingActions:
 
     def load_preset(self, preset: Preset | None) -> None:
         if preset is not None:
-            self.loaded_preset = preset  # a run of its configuration is kept under its name
+            self.keeper.loaded_preset = preset  # a run of its configuration is kept under its name
             self.form.load(preset.config)
             if preset.regime:  # a preset that says how its figures are taken
                 self.form.load_options(options_from({"regime": preset.regime}, self.form.options))

@@ -38,12 +38,13 @@ from ..store.presets import Preset, PresetProblem
 from .actions import KeepingActions
 from .commands import ExplorerCommands
 from .explaining import Explains
-from .historying import HistoryKeeping
+from .historying import Keeper
 from .latency_history import LatencyHistory
 from .messages import (
     BestPinned,
     ConfigEdited,
     EngineMessage,
+    HistoryOpened,
     NearestChosen,
     SearchAsked,
     SearchStopAsked,
@@ -72,7 +73,6 @@ class SdpaExplorerApp(
     PaneDeck,
     PaneNavigation,
     KeepingActions,
-    HistoryKeeping,
     App[None],
 ):
     CSS_PATH = "app.tcss"
@@ -119,6 +119,7 @@ class SdpaExplorerApp(
         self.sweeps = Sweeps(self)
         self.searches = Searches(self)
         self.explains = Explains(self)
+        self.keeper = Keeper(self)  # the run history
         self.search_result: SearchResult | None = None  # the last knob search's answer
         self._submitted_at = 0.0
         self._debounce: Timer | None = None
@@ -173,7 +174,7 @@ class SdpaExplorerApp(
         self.reload_presets()
         self.mask_config = (self.initial_config, self.live_options(self.form.options).seed)
         if self.opened is not None:
-            self.open_saved(self.opened)  # shown, not to run, nor kept in the history again
+            self.keeper.open_saved(self.opened)  # shown, not to run, nor kept in the history again
 
     def on_load(self) -> None:
         """The app runs: its engine process starts now, beside the UI's first layout and paint. A
@@ -256,7 +257,7 @@ class SdpaExplorerApp(
                 status.state = status.state.halted(event.result.message, behind)
                 return
             self.show_result(event.result)
-            self.keep_run(event.result)  # into the run history, off the UI thread
+            self.keeper.keep_run(event.result)  # into the run history, off the UI thread
             self.edit_to_result_s.append((event.result.cache_hit, time.perf_counter() - self._submitted_at))
             if event.result.status == STATUS_CRASH:
                 self.keep_crash(event.result)
@@ -322,6 +323,9 @@ class SdpaExplorerApp(
 
     def on_nearest_chosen(self, message: NearestChosen) -> None:
         self.explains.nearest_chosen(message)
+
+    def on_history_opened(self, message: HistoryOpened) -> None:
+        self.keeper.opened(message)
 
     # ---- editing -----------------------------------------------------------------------------
     def on_config_edited(self, message: ConfigEdited) -> None:

@@ -14,13 +14,17 @@ from textual.css.query import NoMatches
 
 from ..model.results import RunResult
 from ..store.presets import Preset
+from .host import Host
 from .messages import HistoryOpened
 
 
-class HistoryKeeping:
-    """A mixin of the App: `form`, `show_result`, `notify`, `run_worker`, `call_from_thread`."""
+class Keeper:
+    """The dashboard's side of the run history: each result kept off the UI thread, a kept run
+    opened in the panes and the form."""
 
-    loaded_preset: Preset | None = None  # the preset last loaded into the form
+    def __init__(self, app: Host) -> None:
+        self.app = app
+        self.loaded_preset: Preset | None = None  # the preset last loaded into the form
 
     def preset_of(self, result: RunResult) -> str | None:
         """The preset the form holds, if the run's configuration is still that preset's."""
@@ -29,25 +33,25 @@ class HistoryKeeping:
 
     def keep_run(self, result: RunResult) -> None:
         preset = self.preset_of(result)
-        self.run_worker(lambda: self._keep(result, preset), thread=True, group="history-record")  # type: ignore[attr-defined]
+        self.app.run_worker(lambda: self._keep(result, preset), thread=True, group="history-record")
 
     def _keep(self, result: RunResult, preset: str | None) -> None:
         from ..store.history import record
 
         def warn(line: str) -> None:
-            self._from_thread(self.notify, line, title="History", severity="warning", markup=False)  # type: ignore[attr-defined]
+            self._from_thread(self.app.notify, line, title="History", severity="warning", markup=False)
 
         if record(result, preset, source="dashboard", warn=warn) is not None:
-            self._from_thread(self._kept)
+            self._from_thread(self.kept)
 
     def _from_thread(self, callback, *args, **kwargs) -> None:
         with contextlib.suppress(RuntimeError):  # the app closed meanwhile
-            self.call_from_thread(callback, *args, **kwargs)  # type: ignore[attr-defined]
+            self.app.call_from_thread(callback, *args, **kwargs)
 
-    def _kept(self) -> None:
+    def kept(self) -> None:
         """The History pane lists the run kept (once it exists: when made, it reads the list)."""
         with contextlib.suppress(NoMatches):
-            pane = self.pane("history")  # type: ignore[attr-defined]
+            pane = self.app.pane("history")
             if pane is not None:
                 pane.reload()
 
@@ -56,15 +60,16 @@ class HistoryKeeping:
         runs until the user edits or presses Ctrl+R."""
         from .widgets.config_form import measured_as
 
-        self.show_result(result)  # type: ignore[attr-defined]
-        form = self.form  # type: ignore[attr-defined]
+        self.app.show_result(result)
+        form = self.app.form
         if form.read()[0] != result.config:
             form.load(result.config)
         form.load_options(measured_as(result, form.options))  # Ctrl+R measures it so
-        self.last_request = (result.config, self.live_options(form.options))  # type: ignore[attr-defined]
+        self.app.last_request = (result.config, self.app.live_options(form.options))
 
-    def on_history_opened(self, message: HistoryOpened) -> None:
+    def opened(self, message: HistoryOpened) -> None:
+        """Enter in the History pane: that run shown as it was kept."""
         with contextlib.suppress(NoMatches):
-            self.cancel_pending_run()  # type: ignore[attr-defined]
+            self.app.cancel_pending_run()
             self.open_saved(message.result)
-            self.notify(f"Run #{message.run_id} as it was kept; Ctrl+R runs it again.", title="History")  # type: ignore[attr-defined]
+            self.app.notify(f"Run #{message.run_id} as it was kept; Ctrl+R runs it again.", title="History")
