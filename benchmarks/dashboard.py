@@ -65,11 +65,11 @@ async def measure(out: str) -> dict:
         new_shape, cached = [], []
         for s in (512, 768, 1536, 2048):
             for value, bucket in ((s, new_shape), (1024, cached)):
-                n = len(app.edit_to_result_s)
+                n = len(app.runs.edit_to_result_s)
                 for field in ("s_q", "s_kv"):
                     app.query_one(f"#f-{field}", Input).value = str(value)
-                await wait_for(lambda n=n: len(app.edit_to_result_s) > n and not app.client.busy)
-                bucket.append(app.edit_to_result_s[-1][1])
+                await wait_for(lambda n=n: len(app.runs.edit_to_result_s) > n and not app.client.busy)
+                bucket.append(app.runs.edit_to_result_s[-1][1])
         figures["edit_to_result_new_shape_ms"] = round(statistics.median(new_shape) * 1000, 1)
         figures["edit_to_result_cached_ms"] = round(statistics.median(cached) * 1000, 1)
         await pilot.pause(0.3)

@@ -644,8 +644,8 @@ async def test_the_form_says_each_change_once():
 
     heard: list[ConfigEdited] = []
     app = make_app(SMALL, start_engine=False)
-    original = app._config_edited
-    app._config_edited = lambda message: (heard.append(message), original(message))
+    original = app.runs.edited
+    app.runs.edited = lambda message: (heard.append(message), original(message))
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: len(heard) > 0)  # the form's first reading, at mount
         preset = SMALL.replace(h_q=8, h_kv=2, s_kv=128, window=32, backward=True)

@@ -223,7 +223,7 @@ async def test_form_edits_wait_for_the_search_and_run_when_it_ends():
         app.form.load(SEED.replace(b=2))
         await pilot.press("ctrl+r")
         await wait_for(pilot, lambda: app.form.read()[0] == SEED.replace(b=2) and not app.run_pending)
-        assert len(fake.requests) == runs and app.searches.run_after  # nothing took the engine
+        assert len(fake.requests) == runs and app.scheduler.run_after  # nothing took the engine
         fake.release()
         await wait_for(pilot, lambda: pane(app).result is not None and app.result.config.b == 2)
         # the best found ran first, pinned, in the engine process that follows the search's; then the form

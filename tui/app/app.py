@@ -9,30 +9,24 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import time
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.css.query import NoMatches
-from textual.timer import Timer
 from textual.widgets import Checkbox, Header, Select
 
-from ..jobs.scheduler import RUN, SEARCH, SWEEP, Scheduler
+from ..jobs.scheduler import Scheduler
 from ..model.config import SdpaConfig
 from ..model.options import RunOptions, options_from
 from ..model.results import Environment, RunResult
 from ..model.search_results import SearchResult
-from ..model.statuses import STATUS_CANCELLED, STATUS_CRASH
 from ..process import launcher
 from ..process.client import (
     EngineClient,
     EngineClientProtocol,
-    EngineDied,
     EngineEvent,
-    EngineProgress,
     EngineReady,
-    EngineResult,
 )
 from ..store.presets import Preset, PresetProblem
 from .actions import KeepingActions
@@ -52,14 +46,13 @@ from .messages import (
 )
 from .navigation import PaneNavigation, pane_bindings
 from .panes import TABS, PaneDeck
+from .running import Runs
 from .screens.main import MainScreen
 from .searching import Searches
 from .sweeping import Sweeps
 from .widgets import ConfigForm, StatusLine, SummaryPane
 from .widgets.keys import KeysFooter
 from .widgets.status import Status
-
-DEBOUNCE_S = 0.25  # typing "4096" must not start four builds
 
 
 def live(options: RunOptions) -> RunOptions:
@@ -110,7 +103,6 @@ class SdpaExplorerApp(
         self.client = client
         self.engine_started = False
         self._early_events: list[EngineEvent] | None = []  # what the engine said before the first frame
-        self.edit_to_result_s: list[tuple[bool, float]] = []  # (cache hit, seconds) of each result shown
         self._start_engine_on_mount = start_engine
         if start_engine and client is None:
             launcher.warm()  # torch loads in the fork server while the UI imports and paints
@@ -120,9 +112,8 @@ class SdpaExplorerApp(
         self.searches = Searches(self)
         self.explains = Explains(self)
         self.keeper = Keeper(self)  # the run history
+        self.runs = Runs(self)  # the form's own runs
         self.search_result: SearchResult | None = None  # the last knob search's answer
-        self._submitted_at = 0.0
-        self._debounce: Timer | None = None
         self.last_request: tuple[SdpaConfig, RunOptions] | None = None
         self.presets: dict[str, Preset] = {}
         self.preset_problems: list[PresetProblem] = []
@@ -238,48 +229,14 @@ class SdpaExplorerApp(
             self.explains.next()  # or for the Explain pane's question
 
     def _engine_event(self, event: EngineEvent) -> None:
-        status = self.status
-        if isinstance(event, EngineReady):
-            self.environment = event.environment
-            self.restarts = (event.restarts, event.last_restart)
-            self.draw_shown()
-            self.form.mark_known_issues(self.form.read()[0])  # now that the GPU and cuDNN are known
-            status.state = status.state.ready(event.startup_seconds, self.no_gpu_reason())
-        elif isinstance(event, EngineProgress):
-            if event.request_id == self.scheduler.in_flight(RUN):
-                status.state = status.state.working(event.text)
-        elif isinstance(event, EngineResult):
-            if event.request_id != self.scheduler.in_flight(RUN):
-                return  # a configuration the user has already left
-            self.scheduler.answered(RUN)
-            if event.result.status == STATUS_CANCELLED:  # stopped by Esc: nothing new to show
-                behind = self.result is None or self.result.config != event.result.config
-                status.state = status.state.halted(event.result.message, behind)
-                return
-            self.show_result(event.result)
-            self.keeper.keep_run(event.result)  # into the run history, off the UI thread
-            self.edit_to_result_s.append((event.result.cache_hit, time.perf_counter() - self._submitted_at))
-            if event.result.status == STATUS_CRASH:
-                self.keep_crash(event.result)
-        elif isinstance(event, EngineDied):
-            self._engine_died(event)
-
-    def _engine_died(self, event: EngineDied) -> None:
-        lost = event.request_id is not None and event.request_id == self.scheduler.in_flight(RUN)
-        if lost:
-            self.scheduler.answered(RUN)  # lost with the process; a request made since goes to the next
-        status = self.status
-        status.state = status.state.restarted(event.reason, lost_run=lost)
-        log = getattr(self.client, "log_file", None)
-        where = f" Its output is in {log}." if log else ""
-        if not event.restarting:
-            words, title = f"{event.reason}. Ctrl+R tries again.{where}", "Engine cannot start"
-        elif event.context_lost:
-            words, title = f"{event.reason}.", "Engine restarted"
-        else:
-            words, title = f"{event.reason}. A fresh engine process was started.{where}", "Engine crashed"
-        severity = "warning" if event.context_lost else "error"
-        self.notify(words, title=title, severity=severity, markup=False)
+        if not isinstance(event, EngineReady):
+            self.runs.event(event)  # the form's run: its words, its answer, or the engine's end
+            return
+        self.environment = event.environment
+        self.restarts = (event.restarts, event.last_restart)
+        self.draw_shown()
+        self.form.mark_known_issues(self.form.read()[0])  # now that the GPU and cuDNN are known
+        self.status.state = self.status.state.ready(event.startup_seconds, self.no_gpu_reason())
 
     def keep_crash(self, result: RunResult) -> None:
         """A crash is a finding: its reproduction script is written at once, for an upstream report."""
@@ -330,72 +287,18 @@ class SdpaExplorerApp(
     # ---- editing -----------------------------------------------------------------------------
     def on_config_edited(self, message: ConfigEdited) -> None:
         with contextlib.suppress(NoMatches):  # a message queued before the screen went away (closing)
-            self._config_edited(message)
+            self.runs.edited(message)
         self.explains.next()
 
-    def _config_edited(self, message: ConfigEdited) -> None:
-        self.cancel_pending_run()
-        status = self.status
-        if message.config is None:
-            status.state = status.state.stale(tuple(message.errors))
-            return
-        options = self.live_options(message.options)
-        self.mask_config = (message.config, options.seed)  # the seed deals a shuffled cache's pages
-        self.draw_shown()
-        status.state = status.state.settled()
-        if (message.config, options) != self.last_request and self.scheduler.job is None:
-            self._debounce = self.set_timer(DEBOUNCE_S, self._typing_paused)
-            self.scheduler.run_pending = True
-        # else: back to what was last run (or the form's own mount): nothing new to measure; or a
-        # sweep or a search runs, and the form runs when it ends
-
-    def _typing_paused(self) -> None:
-        """Run what the form says, unless it is what was last run (Ctrl+R runs it again)."""
-        self._debounce, self.scheduler.run_pending = None, False
-        with contextlib.suppress(NoMatches):  # a timer firing while the app closes
-            form = self.form
-            config, _ = form.read()
-            if config is not None and (config, self.live_options(form.options)) == self.last_request:
-                self.explains.next()  # edited and edited back within the pause: nothing runs first
-                return
-            self.action_run()
-
     def cancel_pending_run(self) -> None:
-        if self._debounce is not None:
-            self._debounce.stop()
-            self._debounce, self.scheduler.run_pending = None, False
+        self.runs.cancel_pending()
 
     @staticmethod
     def live_options(options: RunOptions) -> RunOptions:
         return live(options)
 
     def action_run(self) -> None:
-        self.cancel_pending_run()
-        try:
-            form = self.form
-        except NoMatches:
-            return  # the app is closing
-        config, errors = form.read()
-        if config is None:
-            form.show_errors(errors)
-            self.status.state = self.status.state.stale(tuple(errors))
-            return
-        if self.client is None or not self.engine_started:
-            return  # asked before the engine started: starting runs the form anyway
-        job = self.scheduler.waits_for(RUN)
-        if job == SWEEP:  # a run now would take the engine from the sweep
-            self.sweeps.run_after = True
-            self.notify("The form runs when the sweep ends (Esc stops the sweep).", title="A sweep runs")
-            return
-        if job == SEARCH:  # a run now would stop the search
-            self.searches.run_after = True
-            self.notify("The form runs when the search ends (Esc stops it).", title="A knob search runs")
-            return
-        options = self.live_options(form.options)
-        self.last_request = (config, options)
-        self._submitted_at = time.perf_counter()
-        self.scheduler.asked(RUN, self.client.submit(config, options))
-        self.status.state = self.status.state.queued(config.label())
+        self.runs.run()
 
     def action_stop(self) -> None:
         """Esc: stop the running work at its next step (between plans, between reference chunks)
@@ -404,12 +307,10 @@ class SdpaExplorerApp(
         self.cancel_pending_run()
         if self.sweeps.running:
             self.sweeps.stop()
-            return
-        if self.searches.running:  # at its next candidate, keeping what it found
+        elif self.searches.running:  # at its next candidate, keeping what it found
             self.searches.stop()
-            return
-        if self.client is not None and self.scheduler.in_flight(RUN) is not None:
-            self.client.cancel()
+        else:
+            self.runs.stop()
 
     def set_layout(self, layout: str) -> None:
         self.query_one("#f-layout", Select).value = layout

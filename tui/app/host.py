@@ -1,12 +1,14 @@
-"""What the dashboard's parts (the sweep, search and explain drivers, the history keeper) need of
-the app that holds them: its engine client and scheduler, its form, status line and panes, and
-the few things it does for all of them. The App is one (app.py); a part is given it when made."""
+"""What the dashboard's parts (the form's runs, the sweep, search and explain drivers, the history
+keeper) need of the app that holds them: its engine client and scheduler, its form, status line
+and panes, and the few things it does for all of them. The App is one (app.py); a part is given
+it when made."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from textual.timer import Timer
     from textual.widget import Widget
 
     from ..jobs.scheduler import Scheduler
@@ -21,6 +23,14 @@ if TYPE_CHECKING:
     from .widgets.sweep import SweepPane
 
 
+class KeepsRuns(Protocol):
+    def keep_run(self, result: RunResult) -> None: ...
+
+
+class AsksWhenFree(Protocol):
+    def next(self) -> None: ...
+
+
 class Host(Protocol):
     client: EngineClientProtocol | None
     scheduler: Scheduler
@@ -28,6 +38,10 @@ class Host(Protocol):
     engine_started: bool
     last_request: tuple[SdpaConfig, RunOptions] | None
     search_result: SearchResult | None
+    result: RunResult | None
+    mask_config: tuple[SdpaConfig, int]
+    keeper: KeepsRuns
+    explains: AsksWhenFree
 
     @property
     def form(self) -> ConfigForm: ...
@@ -52,3 +66,4 @@ class Host(Protocol):
     def show_result(self, result: RunResult) -> None: ...
     def run_worker(self, work: Any, **kwargs: Any) -> Any: ...
     def call_from_thread(self, callback: Any, *args: Any, **kwargs: Any) -> Any: ...
+    def set_timer(self, delay: float, callback: Any) -> Timer: ...

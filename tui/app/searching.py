@@ -53,7 +53,6 @@ class Searches:
     def __init__(self, app: Host) -> None:
         self.app = app
         self.shown: SearchShown | None = None
-        self.run_after = False  # Ctrl+R while a search ran: the form runs when it ends
 
     @property
     def running(self) -> bool:
@@ -172,11 +171,11 @@ class Searches:
     def _done(self, result: SearchResult) -> None:
         self.shown, self.app.search_result = None, result
         self.app.scheduler.answered(SEARCH)
-        self.app.scheduler.end(SEARCH)
+        run_asked = self.app.scheduler.end(SEARCH)
         self.app.search_pane.show(result)
         self.app.draw_shown()  # the Plans pane's finds
         self._said("")
-        self._form_after()
+        self._form_after(run_asked)
 
     def stop(self) -> None:
         """Esc or Cancel: stop at the next candidate (the answer keeps what was found); a search
@@ -194,19 +193,18 @@ class Searches:
             self.app.search_pane.progress(run.job.config.label(), words)
             return
         self.shown = None
-        self.app.scheduler.end(SEARCH)
+        run_asked = self.app.scheduler.end(SEARCH)
         self.app.search_pane.say("Not started: stopped (Esc) while the form's run went on.")
         self._said("")
-        self._form_after()
+        self._form_after(run_asked)
 
-    def _form_after(self) -> None:
+    def _form_after(self, run_asked: bool) -> None:
         """The form's edits waited: it runs now if it changed (or Ctrl+R asked)."""
         config, _ = self.app.form.read()
-        if self.run_after or (
+        if run_asked or (
             config is not None
             and (config, self.app.live_options(self.app.form.options)) != self.app.last_request
         ):
-            self.run_after = False
             self.app.action_run()
 
     async def start_shown(self) -> None:

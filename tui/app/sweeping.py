@@ -69,7 +69,6 @@ class Sweeps:
     def __init__(self, app: Host) -> None:
         self.app = app
         self.shown: SweepShown | None = None
-        self.run_after = False  # Ctrl+R while a sweep ran: the form runs when it ends
 
     @property
     def running(self) -> bool:
@@ -186,7 +185,7 @@ class Sweeps:
         if shown is None:
             return
         self.app.scheduler.answered(SWEEP)
-        self.app.scheduler.end(SWEEP)
+        run_asked = self.app.scheduler.end(SWEEP)
         progress = replace(
             shown.progress, done=len(shown.run.rows), finished=how, ended=sweep_progress.clock()
         )
@@ -197,6 +196,5 @@ class Sweeps:
             config is not None
             and (config, self.app.live_options(self.app.form.options)) != self.app.last_request
         )
-        if changed or self.run_after:
-            self.run_after = False
+        if changed or run_asked:
             self.app.action_run()

@@ -29,6 +29,7 @@ class Scheduler:
         self._asked: dict[str, int] = {}
         self.job: str | None = None  # SWEEP or SEARCH while one runs
         self.run_pending = False  # an edit's run is due once the typing pauses
+        self.run_after = False  # Ctrl+R while a long job ran: the form runs when it ends
 
     # ---- what the drivers say ------------------------------------------------------------------
     def asked(self, who: str, request_id: int) -> int:
@@ -42,9 +43,12 @@ class Scheduler:
         assert job in LONG_JOBS and self.job is None, (job, self.job)
         self.job = job
 
-    def end(self, job: str) -> None:
+    def end(self, job: str) -> bool:
+        """The long job is over; whether the form's run was asked for meanwhile (it runs now)."""
         if self.job == job:
             self.job = None
+        asked, self.run_after = self.run_after, False
+        return asked
 
     # ---- what they ask -------------------------------------------------------------------------
     def in_flight(self, who: str) -> int | None:
