@@ -402,7 +402,7 @@ class TestTheFormWithoutAnEngine:
         assert (user_presets / "tiny.toml").exists() and "tiny" in app.presets
         assert app.presets["tiny"].config == SMALL and app.presets["tiny"].regime == "sustained"
         app.query_one("#f-regime", Select).value = "burst"
-        app.load_preset(app.presets["tiny"])  # a preset that names its regime sets the form's
+        app.keeping.load_preset(app.presets["tiny"])  # a preset that names its regime sets the form's
         assert app.form.options.timing.regime == "sustained"
         await set_field(pilot, app, "b", "3")
         await pilot.press("ctrl+s")

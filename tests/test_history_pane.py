@@ -56,7 +56,7 @@ async def test_runs_of_the_dashboard_are_kept_and_listed_newest_first():
     async with app.run_test(size=(120, 40)) as pilot:
         await show_history(app, pilot)
         await wait_for(pilot, lambda: app.result is not None and len(pane(app).rows) == 1)
-        app.load_preset(app.presets["bert-base"])  # its run is kept under its name
+        app.keeping.load_preset(app.presets["bert-base"])  # its run is kept under its name
         await wait_for(pilot, lambda: len(pane(app).rows) == 2)
         newest, first = pane(app).rows
         assert (newest.source, newest.preset, newest.label) == (

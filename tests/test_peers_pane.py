@@ -46,7 +46,7 @@ async def test_ticked_peers_reach_the_request_rerun_and_outlast_a_preset(tmp_pat
         assert asked(fake)[-1] == ("flash", "flex")  # in the peers' own order, one run for both ticks
         assert app.form.options.peers == ("flash", "flex") and fake.requests[-1][0] == SMALL
 
-        app.load_preset(app.presets["bert-base"])  # a preset is configuration: the peers stay ticked
+        app.keeping.load_preset(app.presets["bert-base"])  # a preset is configuration: the peers stay ticked
         await wait_for(pilot, lambda: len(fake.requests) == 3 and not fake.busy and not app.run_pending)
         assert fake.requests[-1][0] == app.presets["bert-base"].config and asked(fake)[-1] == (
             "flash",

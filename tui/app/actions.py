@@ -1,7 +1,7 @@
 """What the user keeps from the dashboard: presets loaded and saved, exports written, help.
 
-A mixin of the app's actions that touch files rather than the engine, so app.py keeps to the
-flow form -> engine -> panes. Dialogs and exporters are imported when first asked for: the first
+A part the app holds, for its actions that touch files rather than the engine, so app.py keeps
+to the flow form -> engine -> panes. Dialogs and exporters are imported when first asked for: the first
 paint needs none of them.
 """
 
@@ -12,52 +12,55 @@ from textual.binding import Binding
 from ..model.config import SdpaConfig
 from ..model.options import options_from
 from ..store.files import atomic_write, resolved
-from ..store.presets import Preset, PresetExists, PresetProblem, load_all, problem_lines, save_user
+from ..store.presets import Preset, PresetExists, load_all, problem_lines, save_user
+from .host import Host
 
 TOAST_PROBLEMS = 3  # a start-up toast says this many of the presets' problems, then a count
 
 
-class KeepingActions:
-    """Mixed into SdpaExplorerApp, whose form, status line, result and screens it uses."""
+class Keeping:
+    """The presets, the exports and help: dialogs on the app's screen, files through store/."""
 
-    presets: dict[str, Preset]
-    preset_problems: list[PresetProblem]
+    def __init__(self, app: Host) -> None:
+        self.app = app
 
     def reload_presets(self) -> None:
         """Presets read again; what did not load is one toast (the first few problems and a
         count), however many files are broken: Ctrl+O lists them."""
-        self.presets, self.preset_problems = load_all()
-        if self.preset_problems:
-            lines = problem_lines(self.preset_problems, TOAST_PROBLEMS, "Ctrl+O lists them")
-            self.notify(
+        self.app.presets, self.app.preset_problems = load_all()
+        if self.app.preset_problems:
+            lines = problem_lines(self.app.preset_problems, TOAST_PROBLEMS, "Ctrl+O lists them")
+            self.app.notify(
                 "\n".join(lines), title="Presets not loaded", severity="warning", timeout=10, markup=False
             )
 
-    def action_presets(self) -> None:
+    def pick_preset(self) -> None:
         from .screens.presets import PresetPicker
 
-        self.push_screen(PresetPicker(self.presets, self.preset_problems), self.load_preset)
+        self.app.push_screen(PresetPicker(self.app.presets, self.app.preset_problems), self.load_preset)
 
     def load_preset(self, preset: Preset | None) -> None:
         if preset is not None:
-            self.keeper.loaded_preset = preset  # a run of its configuration is kept under its name
-            self.form.load(preset.config)
+            self.app.keeper.loaded_preset = preset  # a run of its configuration is kept under its name
+            self.app.form.load(preset.config)
             if preset.regime:  # a preset that says how its figures are taken
-                self.form.load_options(options_from({"regime": preset.regime}, self.form.options))
-            self.status.state = self.status.state.preset_loaded(preset.name, preset.description)
+                self.app.form.load_options(options_from({"regime": preset.regime}, self.app.form.options))
+            self.app.status.state = self.app.status.state.preset_loaded(preset.name, preset.description)
 
     def _form_config(self, what: str) -> SdpaConfig | None:
-        config, errors = self.form.read()
+        config, errors = self.app.form.read()
         if config is None:
-            self.notify(f"fix {', '.join(sorted(errors))} first", title=f"Cannot {what}", severity="error")
+            self.app.notify(
+                f"fix {', '.join(sorted(errors))} first", title=f"Cannot {what}", severity="error"
+            )
         return config
 
-    def action_save_preset(self) -> None:
+    def save_preset(self) -> None:
         from .screens.presets import SavePreset
 
         config = self._form_config("save a preset")
         if config is not None:
-            self.push_screen(SavePreset(config.label()), lambda answer: self._save_preset(config, answer))
+            self.app.push_screen(SavePreset(config.label()), lambda answer: self._save_preset(config, answer))
 
     def _save_preset(
         self, config: SdpaConfig, answer: tuple[str, str] | None, overwrite: bool = False
@@ -69,30 +72,34 @@ class KeepingActions:
         name, description = answer
         try:
             path = save_user(
-                name, config, description, overwrite=overwrite, regime=self.form.options.timing.regime
+                name, config, description, overwrite=overwrite, regime=self.app.form.options.timing.regime
             )
         except PresetExists:
             question = f"You already have a preset named {name!r}. Overwrite it?"
-            self.push_screen(Confirm(question), lambda yes: yes and self._save_preset(config, answer, True))
+            self.app.push_screen(
+                Confirm(question), lambda yes: yes and self._save_preset(config, answer, True)
+            )
             return
         except ValueError as exc:
-            self.push_screen(
+            self.app.push_screen(
                 SavePreset(config.label(), str(exc)), lambda again: self._save_preset(config, again)
             )
             return
         except OSError as exc:
-            self.notify(f"{exc}", title=f"Preset {name!r} not saved", severity="error", markup=False)
+            self.app.notify(f"{exc}", title=f"Preset {name!r} not saved", severity="error", markup=False)
             return
         self.reload_presets()
-        self.notify(str(path), title=f"Saved preset {name!r}", markup=False)
+        self.app.notify(str(path), title=f"Saved preset {name!r}", markup=False)
 
-    def action_export(self) -> None:
+    def export(self) -> None:
         from .screens.export import ExportDialog
 
         config = self._form_config("export")
         if config is not None:
-            has_result = self.result is not None and self.result.config == config
-            self.push_screen(ExportDialog(config, has_result), lambda answer: self._export(config, answer))
+            has_result = self.app.result is not None and self.app.result.config == config
+            self.app.push_screen(
+                ExportDialog(config, has_result), lambda answer: self._export(config, answer)
+            )
 
     def _export(self, config: SdpaConfig, answer: tuple[str, str] | None, replace: bool = False) -> None:
         """Write the export the dialog asked for; a file already there is replaced only when the
@@ -105,24 +112,24 @@ class KeepingActions:
         kind, path = answer
         if not replace and resolved(path).exists():
             question = f"{resolved(path)} exists. Replace it?"
-            self.push_screen(Confirm(question), lambda yes: yes and self._export(config, answer, True))
+            self.app.push_screen(Confirm(question), lambda yes: yes and self._export(config, answer, True))
             return
         try:
-            text = script(config) if kind == "script" else render(kind, self.result)
+            text = script(config) if kind == "script" else render(kind, self.app.result)
             written = atomic_write(path, text)
         except OSError as exc:
             words = f"{path}: {exc.strerror or exc}"
-            self.notify(words, title=f"{kind} not written", severity="error", markup=False)
+            self.app.notify(words, title=f"{kind} not written", severity="error", markup=False)
             return
-        self.notify(str(written), title=f"Wrote {kind}", markup=False)
+        self.app.notify(str(written), title=f"Wrote {kind}", markup=False)
 
-    def action_help(self) -> None:
+    def help(self) -> None:
         from .screens.help import HelpScreen
 
-        focused = self.focused
+        focused = self.app.focused
         bindings = []
         if focused is not None:
             for binding in getattr(focused, "BINDINGS", []):
                 if isinstance(binding, Binding) and binding.description:
                     bindings.append((binding.key, binding.description))
-        self.push_screen(HelpScreen(bindings))
+        self.app.push_screen(HelpScreen(bindings))

@@ -29,7 +29,7 @@ from ..process.client import (
     EngineReady,
 )
 from ..store.presets import Preset, PresetProblem
-from .actions import KeepingActions
+from .actions import Keeping
 from .commands import ExplorerCommands
 from .explaining import Explains
 from .historying import Keeper
@@ -44,7 +44,8 @@ from .messages import (
     SearchStopAsked,
     SweepAsked,
 )
-from .navigation import PaneNavigation, pane_bindings
+from .navigation import pane_bindings
+from .pane_keys import PaneKeys
 from .panes import TABS, PaneDeck
 from .running import Runs
 from .screens.main import MainScreen
@@ -64,8 +65,6 @@ def live(options: RunOptions) -> RunOptions:
 
 class SdpaExplorerApp(
     PaneDeck,
-    PaneNavigation,
-    KeepingActions,
     App[None],
 ):
     CSS_PATH = "app.tcss"
@@ -113,6 +112,8 @@ class SdpaExplorerApp(
         self.explains = Explains(self)
         self.keeper = Keeper(self)  # the run history
         self.runs = Runs(self)  # the form's own runs
+        self.keeping = Keeping(self)  # presets, exports, help
+        self.pane_keys = PaneKeys(self)
         self.search_result: SearchResult | None = None  # the last knob search's answer
         self.last_request: tuple[SdpaConfig, RunOptions] | None = None
         self.presets: dict[str, Preset] = {}
@@ -162,7 +163,7 @@ class SdpaExplorerApp(
 
     def on_mount(self) -> None:
         self.watch(self.status, "state", self._status_changed, init=False)
-        self.reload_presets()
+        self.keeping.reload_presets()
         self.mask_config = (self.initial_config, self.live_options(self.form.options).seed)
         if self.opened is not None:
             self.keeper.open_saved(self.opened)  # shown, not to run, nor kept in the history again
@@ -299,6 +300,24 @@ class SdpaExplorerApp(
 
     def action_run(self) -> None:
         self.runs.run()
+
+    def action_presets(self) -> None:
+        self.keeping.pick_preset()
+
+    def action_save_preset(self) -> None:
+        self.keeping.save_preset()
+
+    def action_export(self) -> None:
+        self.keeping.export()
+
+    def action_help(self) -> None:
+        self.keeping.help()
+
+    async def action_show_pane(self, index: int) -> None:
+        await self.pane_keys.show(index)
+
+    def action_switch_region(self) -> None:
+        self.pane_keys.switch_region()
 
     def action_stop(self) -> None:
         """Esc: stop the running work at its next step (between plans, between reference chunks)

@@ -44,7 +44,7 @@ class ExplorerCommands(Provider):
             ),
         ]
         for name, preset in sorted(app.presets.items()):
-            cmds.append((f"Preset: {name}", partial(app.load_preset, preset), preset.description))
+            cmds.append((f"Preset: {name}", partial(app.keeping.load_preset, preset), preset.description))
         from .panes import TABS
 
         for i, title in enumerate(tab.title for tab in TABS):

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from ..model.results import Environment, RunResult
     from ..model.search_results import SearchResult
     from ..process.client import EngineClientProtocol
+    from ..store.presets import Preset, PresetProblem
     from .widgets import ConfigForm, StatusLine
     from .widgets.explain import ExplainPane
     from .widgets.search import SearchPane
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
 
 
 class KeepsRuns(Protocol):
+    loaded_preset: Preset | None
+
     def keep_run(self, result: RunResult) -> None: ...
 
 
@@ -39,6 +42,10 @@ class Host(Protocol):
     last_request: tuple[SdpaConfig, RunOptions] | None
     search_result: SearchResult | None
     result: RunResult | None
+    presets: dict[str, Preset]
+    preset_problems: list[PresetProblem]
+    focused: Widget | None
+    screen_stack: list[Any]
     mask_config: tuple[SdpaConfig, int]
     keeper: KeepsRuns
     explains: AsksWhenFree
@@ -67,3 +74,4 @@ class Host(Protocol):
     def run_worker(self, work: Any, **kwargs: Any) -> Any: ...
     def call_from_thread(self, callback: Any, *args: Any, **kwargs: Any) -> Any: ...
     def set_timer(self, delay: float, callback: Any) -> Timer: ...
+    def push_screen(self, screen: Any, callback: Any = None) -> Any: ...

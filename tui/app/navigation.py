@@ -14,12 +14,10 @@ description stays a "£").
 
 from __future__ import annotations
 
-from textual.actions import SkipAction
 from textual.binding import Binding
 from textual.geometry import Size
 from textual.reactive import Reactive
-from textual.widget import Widget
-from textual.widgets import Input, TabbedContent, Tabs
+from textual.widgets import Input
 
 
 def alt_digit_keys() -> dict[int, str]:
@@ -82,35 +80,3 @@ def pane_bindings(titles: list[str]) -> list[Binding]:
         )
         for i, title in enumerate(titles, start=1)
     ] + [Binding("f6", "switch_region", "Form/panes", priority=True)]
-
-
-class PaneNavigation:
-    """The app's pane keys (a mixin of the App: `query_one`, `focused`)."""
-
-    _form_focus: Widget | None = None
-
-    async def action_show_pane(self, index: int) -> None:
-        if len(self.screen_stack) > 1:  # type: ignore[attr-defined]  # a dialog: the key is typed there
-            raise SkipAction()
-        tabs = self.query_one(TabbedContent)  # type: ignore[attr-defined]
-        panes = list(tabs.query("TabPane"))
-        if 0 <= index < len(panes):
-            await self.show_pane(panes[index].id)  # type: ignore[attr-defined]
-
-    def action_switch_region(self) -> None:
-        """From the form to the pane on show (its table, else the tab bar), and back to the
-        field that had focus."""
-        form = self.query_one("#form")  # type: ignore[attr-defined]
-        focused = self.focused  # type: ignore[attr-defined]
-        if focused is not None and form in focused.ancestors_with_self:
-            self._form_focus = focused
-            tabs = self.query_one(TabbedContent)  # type: ignore[attr-defined]
-            pane = tabs.active_pane
-            target = next((w for w in pane.query("*") if w.focusable), None) if pane else None
-            (target or tabs.query_one(Tabs)).focus()
-            return
-        back = self._form_focus
-        if back is None or not back.is_attached:
-            back = next((w for w in form.query("*") if w.focusable), None)
-        if back is not None:
-            back.focus()
