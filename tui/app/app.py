@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import gc
+from typing import TYPE_CHECKING, cast
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.css.query import NoMatches
-from textual.widgets import Checkbox, Header, Select
+from textual.widget import Widget
+from textual.widgets import Checkbox, Header, Select, TabbedContent
 
 from ..jobs.scheduler import Scheduler
 from ..model.config import SdpaConfig
@@ -46,7 +48,7 @@ from .messages import (
 )
 from .navigation import pane_bindings
 from .pane_keys import PaneKeys
-from .panes import TABS, PaneDeck
+from .panes import TABS, Panes
 from .running import Runs
 from .screens.main import MainScreen
 from .searching import Searches
@@ -54,6 +56,11 @@ from .sweeping import Sweeps
 from .widgets import ConfigForm, StatusLine, SummaryPane
 from .widgets.keys import KeysFooter
 from .widgets.status import Status
+
+if TYPE_CHECKING:
+    from .widgets.explain import ExplainPane
+    from .widgets.search import SearchPane
+    from .widgets.sweep import SweepPane
 
 
 def live(options: RunOptions) -> RunOptions:
@@ -63,10 +70,7 @@ def live(options: RunOptions) -> RunOptions:
     return options_from({"replays": 10}, options).with_timing(target_replay_ms=1.0)
 
 
-class SdpaExplorerApp(
-    PaneDeck,
-    App[None],
-):
+class SdpaExplorerApp(App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "cuDNN SDPA Explorer"
     COMMANDS = App.COMMANDS | {ExplorerCommands}
@@ -114,6 +118,7 @@ class SdpaExplorerApp(
         self.runs = Runs(self)  # the form's own runs
         self.keeping = Keeping(self)  # presets, exports, help
         self.pane_keys = PaneKeys(self)
+        self.panes = Panes(self)
         self.search_result: SearchResult | None = None  # the last knob search's answer
         self.last_request: tuple[SdpaConfig, RunOptions] | None = None
         self.presets: dict[str, Preset] = {}
@@ -131,7 +136,7 @@ class SdpaExplorerApp(
             with Vertical(id="right"):
                 with VerticalScroll(id="headline"):  # scrolls when a training step's lines outgrow 24 rows
                     yield SummaryPane("waiting for the first result ...", id="summary")
-                yield from self.compose_panes()
+                yield from self.panes.compose()
         yield StatusLine(id="status")
         yield KeysFooter(compact=True)
 
@@ -312,6 +317,34 @@ class SdpaExplorerApp(
 
     def action_help(self) -> None:
         self.keeping.help()
+
+    # ---- the panes (panes.py): made when first shown, drawn while shown ----------------------------
+    def pane(self, name: str) -> Widget | None:
+        return self.panes.pane(name)
+
+    def draw_shown(self) -> None:
+        self.panes.draw_shown()
+
+    async def show_pane(self, tab: str) -> Widget | None:
+        return await self.panes.show(tab)
+
+    async def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        await self.panes.activated(event)
+        self.explains.next()  # the Explain pane asks once it is shown
+
+    # the panes the parts drive, once made (else NoMatches, as any query); their modules are
+    # imported when first made, so they are named here for the reader only
+    @property
+    def explain_pane(self) -> ExplainPane:
+        return cast("ExplainPane", self.query_one("#explain"))
+
+    @property
+    def search_pane(self) -> SearchPane:
+        return cast("SearchPane", self.query_one("#search"))
+
+    @property
+    def sweep_pane(self) -> SweepPane:
+        return cast("SweepPane", self.query_one("#sweep"))
 
     async def action_show_pane(self, index: int) -> None:
         await self.pane_keys.show(index)

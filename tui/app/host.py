@@ -46,6 +46,9 @@ class Host(Protocol):
     preset_problems: list[PresetProblem]
     focused: Widget | None
     screen_stack: list[Any]
+    screen: Any
+    latency_history: Any  # latency_history.LatencyHistory
+    restarts: tuple[int, str]
     mask_config: tuple[SdpaConfig, int]
     keeper: KeepsRuns
     explains: AsksWhenFree

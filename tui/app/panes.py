@@ -13,17 +13,14 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from textual.app import ComposeResult
 from textual.css.query import NoMatches
 from textual.widget import AwaitMount, Widget
 from textual.widgets import TabbedContent, TabPane, Tabs
 
-if TYPE_CHECKING:
-    from .widgets.explain import ExplainPane
-    from .widgets.search import SearchPane
-    from .widgets.sweep import SweepPane
+from .host import Host
 
 
 class Tab(NamedTuple):
@@ -67,18 +64,19 @@ INITIAL = TABS[0]
 RESULT_PANES = ("plans", "peers", "phases", "accuracy", "latency", "graph")  # draw the form's result
 
 
-class PaneDeck:
-    """Mixed into the app before the panes' drivers: a pane is mounted before they look at it.
+class Panes:
+    """The tabs and their panes, a part the app holds: a pane is mounted before anyone looks at it.
 
     The app keeps what the drawing panes show: `result`, `search_result`, `latency_history`,
     `mask_config` (the form's configuration and seed) and `environment` with `restarts`."""
 
-    _panes_ready: dict[str, Widget]  # by the pane's name
-    _panes_drawn: dict[str, tuple]
-    _panes_mounting: dict[str, tuple[Widget, AwaitMount]]
+    def __init__(self, app: Host) -> None:
+        self.app = app
+        self._ready: dict[str, Widget] = {}  # by the pane's name
+        self._drawn: dict[str, tuple] = {}
+        self._mounting: dict[str, tuple[Widget, AwaitMount]] = {}
 
-    def compose_panes(self) -> ComposeResult:
-        self._panes_ready, self._panes_drawn, self._panes_mounting = {}, {}, {}
+    def compose(self) -> ComposeResult:
         with TabbedContent(initial=INITIAL.id, id="tabs"):
             for tab in TABS:
                 with TabPane(tab.title, id=tab.id):
@@ -88,66 +86,53 @@ class PaneDeck:
     def pane(self, name: str) -> Widget | None:
         """The pane of this name (its tab's title in lower case) once it is mounted with its
         widgets, else None."""
-        found = self._panes_ready.get(name)
+        found = self._ready.get(name)
         if found is None and name == INITIAL.name:
             with contextlib.suppress(NoMatches):  # composed with the app
-                found = self._panes_ready[name] = self.query_one(f"#{name}")  # type: ignore[attr-defined]
-        elif found is None and (mounting := self._panes_mounting.get(name)) and mounting[0].is_mounted:
+                found = self._ready[name] = self.app.query_one(f"#{name}")
+        elif found is None and (mounting := self._mounting.get(name)) and mounting[0].is_mounted:
             found = mounting[0]  # mounted, its maker not resumed yet: what happens meanwhile reaches it
         return found
-
-    # the panes the app drives, once made (else NoMatches, as any query)
-    @property
-    def explain_pane(self) -> ExplainPane:
-        return self.query_one("#explain")  # type: ignore[attr-defined]
-
-    @property
-    def search_pane(self) -> SearchPane:
-        return self.query_one("#search")  # type: ignore[attr-defined]
-
-    @property
-    def sweep_pane(self) -> SweepPane:
-        return self.query_one("#sweep")  # type: ignore[attr-defined]
 
     def pane_state(self, name: str) -> tuple:
         """What a drawing pane draws, in the order its `show` takes it; () for a pane of its own
         state. A pane is drawn when this changes (compared by identity) and it is on screen."""
-        app = self
+        app = self.app
         if name == "plans":
-            return (app.result, app.search_result)  # type: ignore[attr-defined]
+            return (app.result, app.search_result)
         if name == "latency":
-            return (app.result, app.latency_history)  # type: ignore[attr-defined]
+            return (app.result, app.latency_history)
         if name in RESULT_PANES:
-            return (app.result,)  # type: ignore[attr-defined]
+            return (app.result,)
         if name == "mask":
-            return app.mask_config  # type: ignore[attr-defined]
+            return app.mask_config
         if name == "environment":
-            return (app.environment, *app.restarts)  # type: ignore[attr-defined]
+            return (app.environment, *app.restarts)
         return ()
 
     def draw_shown(self) -> None:
         """Draw the pane on screen if what it draws moved on (call after changing that state)."""
         with contextlib.suppress(NoMatches):  # as the app closes
-            tab = BY_ID.get(self.query_one(TabbedContent).active)  # type: ignore[attr-defined]
+            tab = BY_ID.get(self.app.query_one(TabbedContent).active)
             pane = self.pane(tab.name) if tab is not None else None
             if tab is None or pane is None:
                 return
             state = self.pane_state(tab.name)
-            drawn = self._panes_drawn.get(tab.name)
+            drawn = self._drawn.get(tab.name)
             if not state or state[0] is None:
                 return  # nothing to draw yet: the pane's own first look stays
             if drawn is not None and all(a is b for a, b in zip(state, drawn, strict=True)):
                 return
-            self._panes_drawn[tab.name] = state
-            pane.show(*state)  # type: ignore[attr-defined]
+            self._drawn[tab.name] = state
+            pane.show(*state)
 
-    async def show_pane(self, tab: str) -> Widget | None:
+    async def show(self, tab: str) -> Widget | None:
         """Show a tab with its pane mounted and drawn (the pane is made before the tab shows, so
         the first look at it is never an empty frame)."""
-        pane = await self.mount_pane(tab)
+        pane = await self.mount(tab)
         with contextlib.suppress(NoMatches):
-            tabs = self.query_one(TabbedContent)  # type: ignore[attr-defined]
-            screen, leaving = self.screen, tabs.active_pane  # type: ignore[attr-defined]
+            tabs = self.app.query_one(TabbedContent)
+            screen, leaving = self.app.screen, tabs.active_pane
             inside = (
                 tab != tabs.active
                 and leaving is not None
@@ -162,7 +147,7 @@ class PaneDeck:
                 screen.set_focus(next((w for w in pane.query("*") if w.focusable), None) or screen.focused)
         return pane
 
-    async def mount_pane(self, tab_id: str) -> Widget | None:
+    async def mount(self, tab_id: str) -> Widget | None:
         """The pane of a tab, mounted first if it is not, once its widgets are (None as the app
         closes)."""
         tab = BY_ID.get(tab_id)
@@ -170,22 +155,21 @@ class PaneDeck:
             return None
         if (ready := self.pane(tab.name)) is not None:
             return ready
-        mounting = self._panes_mounting.get(tab.name)
+        mounting = self._mounting.get(tab.name)
         if mounting is None:
             try:
-                holder = self.query_one(f"#{tab.id}", TabPane)  # type: ignore[attr-defined]
+                holder = self.app.query_one(f"#{tab.id}", TabPane)
             except NoMatches:
                 return None
             widget = tab.pane_class()(id=tab.name)
-            mounting = self._panes_mounting[tab.name] = (widget, holder.mount(widget))
+            mounting = self._mounting[tab.name] = (widget, holder.mount(widget))
         widget, waiting = mounting
         await waiting
-        self._panes_ready[tab.name] = widget
-        self._panes_mounting.pop(tab.name, None)
+        self._ready[tab.name] = widget
+        self._mounting.pop(tab.name, None)
         return widget
 
-    async def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+    async def activated(self, event: TabbedContent.TabActivated) -> None:
         """A tab shown by a click or by the app: its pane is made first, then drawn."""
-        await self.mount_pane(event.pane.id or "")
+        await self.mount(event.pane.id or "")
         self.draw_shown()
-        self.explains.next()  # type: ignore[attr-defined]  # the Explain pane asks once it is shown
