@@ -45,7 +45,7 @@ FP8_DROPOUT = SdpaConfig(b=2, h_q=32, h_kv=16, s_q=512, s_kv=4096, d_qk=128, d_v
 
 
 def live_options(run_anyway: bool = False) -> RunOptions:
-    """The dashboard's live timing (tui.app.app.LIVE_TIMING): ten replays of about 1 ms."""
+    """The dashboard's live timing (SdpaExplorerApp.live_options): ten replays of about 1 ms."""
     return RunOptions(timing=TimingOptions(replays=10, target_replay_ms=1.0), run_anyway=run_anyway)
 
 

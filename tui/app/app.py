@@ -63,13 +63,6 @@ if TYPE_CHECKING:
     from .widgets.sweep import SweepPane
 
 
-def live(options: RunOptions) -> RunOptions:
-    """The form's options, timed as the dashboard times them: half the CLI's replays, of ~1 ms
-    each, so that an edit answers in tens of ms, not a quarter second (the profiler's parsing of
-    kernel records is most of a cached run's time)."""
-    return options_from({"replays": 10}, options).with_timing(target_replay_ms=1.0)
-
-
 class SdpaExplorerApp(App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "cuDNN SDPA Explorer"
@@ -301,7 +294,10 @@ class SdpaExplorerApp(App[None]):
 
     @staticmethod
     def live_options(options: RunOptions) -> RunOptions:
-        return live(options)
+        """The form's options, timed as the dashboard times them: half the CLI's replays, of ~1 ms
+        each, so that an edit answers in tens of ms, not a quarter second (the profiler's parsing
+        of kernel records is most of a cached run's time)."""
+        return options.with_timing(replays=10, target_replay_ms=1.0)
 
     def action_run(self) -> None:
         self.runs.run()

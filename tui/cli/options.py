@@ -87,6 +87,9 @@ def preset_regimes() -> dict[str, str]:
 
 
 # ---- the run options (model/options.py declares them), as each command takes them ---------
+_INT_TYPES = {"seed": click.IntRange(0, SEED_MAX)}  # the int options with a range of their own
+
+
 def _run_option(option: Option):
     """The click option of a declared run option; its parameter is the option's name."""
     kw: dict[str, Any] = {"help": option.help}
@@ -100,9 +103,6 @@ def _run_option(option: Option):
     else:  # peers
         kw.update(default="", metavar="LIST", callback=_parse_peers)
     return click.option(option.flag, option.name, **kw)
-
-
-_INT_TYPES = {"seed": click.IntRange(0, SEED_MAX)}
 
 
 def _run_options_of(*names: str):
