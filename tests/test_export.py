@@ -167,10 +167,9 @@ def test_every_variant_compiles_reads_only_names_it_defines_and_imports_only_cud
 
 FP8_NAMES = defined_names(ENGINE_SOURCES["fp8"])
 BACKWARD_NAMES = {
-    "define_backward",
     "backward_tensors",
     "reference_grads",
-    "random_like",
+    "random_d_o",
     "backward_pass",
     "check_backward",
     "report_backward",
@@ -234,7 +233,7 @@ def cpu_dropout_mask(config):
 def test_a_script_draws_the_engines_inputs_and_defines_the_engines_graphs(config):
     import torch
 
-    from tui.engine.graph import define, define_backward
+    from tui.engine.graph import define
     from tui.engine.tensors import backward_tensors, device_tensors
 
     m = load(config)
@@ -252,7 +251,7 @@ def test_a_script_draws_the_engines_inputs_and_defines_the_engines_graphs(config
     assert g.json() == define(config).json()
     assert verdict(g) == verdict(define(config))  # cuDNN's own word on the graph, without a GPU
     if config.backward:
-        assert m.define_backward(m.CONFIG).json() == define_backward(config).json()
+        assert m.define(m.CONFIG, backward=True).json() == define(config, backward=True).json()
 
 
 def verdict(g) -> str:
@@ -372,7 +371,7 @@ def test_an_fp8_backward_refuses_what_sdpa_fp8_backward_cannot_say():
     """The frontend drops an unknown keyword without a word: the script's graph refuses it by name."""
     m = load(FP8_TRAIN.replace(alibi=True))
     with pytest.raises(m.UnsupportedOption, match="has no option for ALiBi"):
-        m.define_backward(m.CONFIG)
+        m.define(m.CONFIG, backward=True)
 
 
 # ---- JSON and CSV ------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from tui.engine.passes import BACKWARD_PASS, FORWARD_PASS
 from tui.engine.reference import make_inputs, reference_fp32, reference_grads, softmax_rows
 from tui.engine.tensors import backward_tensors, device_tensors
 from tui.model.config import SdpaConfig
+from tui.model.tensor_plan import tensor_plan
 
 PAGED = SdpaConfig(b=3, h_q=4, h_kv=2, s_q=1, s_kv=300, d_qk=16, d_v=16, causal="bottom_right", page_size=64)
 PACKED = SdpaConfig(
@@ -50,7 +51,7 @@ def test_pages_gathered_through_the_table_are_the_keys_paged(order):
     dense = torch.randn(config.k_dims)
     table = torch.tensor(storage.page_table(config, seed=1), dtype=torch.int32)
     pool = storage.to_pages(torch, config, dense, table)
-    assert tuple(pool.shape) == storage.pool_dims(config, config.d_qk) == (5 + 1 + 2, 2, 64, 16)
+    assert tuple(pool.shape) == storage.pool_shape(config, config.d_qk) == (5 + 1 + 2, 2, 64, 16)
     back = storage.gather(torch, config, pool, table.view(config.b, 1, -1, 1))
     for i, n in enumerate((300, 17, 128)):  # the real keys; past them the cache holds nothing
         assert torch.equal(back[i, :, :n], dense[i, :, :n])
@@ -114,7 +115,7 @@ def test_the_graphs_read_pools_tables_and_offsets():
     g = define_and_validate(PAGED)
     node = json.loads(g.json())["nodes"][0]
     assert {"paged_attention_k_table", "paged_attention_v_table"} <= set(g.tensors)
-    assert tuple(g.tensors["k"].get_dim()) == storage.pool_dims(PAGED, 16)
+    assert tuple(g.tensors["k"].get_dim()) == storage.pool_shape(PAGED, 16)
     assert node["params"]["paged_attention_max_seq_len_kv"] == 300 and node["params"]["use_padding_mask"]
     g = define_and_validate(PACKED)
     assert all(g.tensors[n].ragged_offset is not None for n in ("q", "k", "v", "o"))
@@ -136,7 +137,8 @@ def test_the_backward_has_no_page_tables_and_says_so():
 def test_the_new_keywords_are_in_the_sets_the_binding_is_checked_against():
     assert {"paged_attention_k_table", "sink_token", "score_max", "score_sum_exp"} <= SDPA_KEYWORDS
     assert {"dSink_token", "max_total_seq_len_q"} <= OP_KEYWORDS["sdpa_backward"]
-    kw = sdpa_kwargs(PACKED.replace(backward=True), None, "sdpa_backward")
+    train = PACKED.replace(backward=True)
+    kw = sdpa_kwargs(train, None, "sdpa_backward", tensor_plan(train, backward=True).tokens)
     assert kw["max_total_seq_len_q"] == 48 and kw["max_total_seq_len_kv"] == 62
     assert sdpa_kwargs(SdpaConfig(softmax_out="stats"))["generate_stats"] is True
 

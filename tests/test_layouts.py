@@ -1,7 +1,10 @@
 import pytest
 import torch
 
-from tui.model.layouts import LAYOUTS, allocate, strides
+from tui.engine.reference import empty
+from tui.model.config import SdpaConfig
+from tui.model.layouts import LAYOUTS, strides
+from tui.model.tensor_plan import drawn_inputs
 
 
 def test_seed_bshd_strides():
@@ -16,9 +19,10 @@ def test_bhsd_is_torch_contiguous_and_sbhd_is_sequence_major():
 
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))
-def test_allocate_gives_logical_dims_with_layout_strides(layout):
+def test_a_drawn_input_has_logical_dims_with_layout_strides(layout):
+    config = SdpaConfig(b=2, h_q=3, h_kv=3, s_q=5, s_kv=5, d_qk=8, d_v=8, layout=layout, causal="none")
     dims = (2, 3, 5, 8)
-    t = allocate(torch, dims, layout, torch.float16, "cpu")
+    t = empty(torch, drawn_inputs(config)["q"], "cpu")
     assert tuple(t.shape) == dims
     assert t.stride() == strides(dims, layout)
     # a dense allocation: every element has its own address

@@ -13,7 +13,7 @@ from tui.engine import reference as refmod
 from tui.engine.fp8 import FP8_MAX, dequantise, quantise
 from tui.engine.graph import define_and_validate
 from tui.engine.keywords import OP_KEYWORDS, op_name, sdpa_kwargs
-from tui.engine.reference import make_inputs, random_like, reference_fp32, reference_grads
+from tui.engine.reference import make_inputs, random_d_o, reference_fp32, reference_grads
 from tui.engine.tolerances import tolerance
 from tui.model.config import SdpaConfig
 from tui.model.fields import config_from_dict
@@ -120,7 +120,7 @@ def test_reference_gradients_by_hand():
 def test_chunked_gradients_equal_whole_autograd_with_gqa_and_padding(monkeypatch):
     config = TINY.replace(seq_lens_q=(24, 10), seq_lens_kv=(40, 12))
     q, k, v, _ = make_inputs(config, "cpu", 3)
-    d_o = random_like(config, config.o_dims, "cpu", 4)
+    d_o = random_d_o(config, "cpu", 4)
     whole = reference_grads(config, q, k, v, d_o)
     monkeypatch.setattr(refmod, "REFERENCE_CHUNK_BYTES", 40 * 4 * 5)  # 5 rows of one head per step
     chunked = reference_grads(config, q, k, v, d_o)
@@ -134,7 +134,7 @@ def test_chunked_gradients_equal_whole_autograd_with_gqa_and_padding(monkeypatch
 def test_reference_gradients_match_plain_autograd():
     config = TINY
     q, k, v, _ = make_inputs(config, "cpu", 0)
-    d_o = random_like(config, config.o_dims, "cpu", 1)
+    d_o = random_d_o(config, "cpu", 1)
     qf, kf, vf = (x.float().requires_grad_() for x in (q, k, v))
     scores = qf @ kf.repeat_interleave(2, 1).transpose(-1, -2) * config.scale
     i, j = torch.arange(24).view(-1, 1), torch.arange(40).view(1, -1)
@@ -229,7 +229,7 @@ def test_a_long_reference_reports_its_progress(monkeypatch):
     """The engine process counts silence as a hang: the reference says how far it is."""
     config = TINY.replace(backward=True)
     q, k, v, _ = make_inputs(config, "cpu", 0)
-    d_o = random_like(config, config.o_dims, "cpu", 1)
+    d_o = random_d_o(config, "cpu", 1)
     monkeypatch.setattr(
         refmod, "REFERENCE_CHUNK_BYTES", 40 * 4 * 6
     )  # 6 rows of one head: 2 * 4 * 4 = 32 blocks

@@ -12,13 +12,14 @@ from collections.abc import Callable
 from typing import Any
 
 from ..model.config import SdpaConfig
-from ..model.results import OutputCheck, PassResult
-from ..model.statuses import STATUS_CPU_ONLY
+from ..model.options import RunOptions
+from ..model.results import OutputCheck, PassResult, PeerResult
+from ..model.statuses import BACKWARD, GOOD_STATUSES, STATUS_CPU_ONLY
 from .fp8 import dequantise, quantise
-from .graph import GraphBuildError
-from .measure import counts, refused
-from .passes import Inputs, Pass
-from .reference import make_inputs, random_like
+from .graph import GraphBuildError, define_and_validate
+from .measure import counts
+from .passes import Inputs, Pass, passes_of
+from .reference import drawn_values
 from .tolerances import compare
 
 CPU_REFERENCE_MAX_FLOPS = 4e9  # a few seconds of fp32 math on a small CPU
@@ -26,11 +27,32 @@ CPU_REFERENCE_MAX_FLOPS = 4e9  # a few seconds of fp32 math on a small CPU
 
 def cpu_inputs(config: SdpaConfig, seed: int) -> Inputs:
     """The CPU check's inputs, drawn as on the GPU; FP8 values quantised, then dequantised to fp16."""
-    q, k, v, bias = make_inputs(config, "cpu", seed)
+    drawn = drawn_values(config, "cpu", seed)
+    q, k, v = (drawn[name] for name in ("q", "k", "v"))
     if config.fp8:
         q, k, v = (dequantise(*quantise(x)).half() for x in (q, k, v))
-    d_o = random_like(config, config.o_dims, "cpu", seed + 1).to(q.dtype) if config.backward else None
-    return Inputs(q, k, v, bias, d_o)
+    d_o = drawn["dO"].to(q.dtype) if config.backward else None
+    return Inputs(q, k, v, drawn.get("bias"), d_o)
+
+
+def cpu_passes(
+    config: SdpaConfig, options: RunOptions, reason: str, progress: Callable[[str], None]
+) -> list[PassResult]:
+    """Each pass as far as a CPU takes it; a pass cuDNN refuses ends the run. `reason`: why no GPU."""
+    results = []
+    for spec in passes_of(config):
+        progress(f"validating the {spec.kind}" + (" and checking on the CPU" if options.check else ""))
+        result = cpu_pass(spec, config, options.check, options.seed, reason, progress)
+        if options.peers:  # said, not silently dropped
+            from .peers import ADAPTERS
+
+            why = f"not run: peers are timed on the GPU only ({reason})"
+            unrun = tuple(PeerResult(ADAPTERS[k].name(config), reason=why) for k in options.peers)
+            result = dataclasses.replace(result, field_peers=unrun)
+        results.append(result)
+        if results[-1].status not in GOOD_STATUSES:
+            break
+    return results
 
 
 def cpu_pass(
@@ -38,13 +60,12 @@ def cpu_pass(
 ) -> PassResult:
     """One pass without a GPU; a graph cuDNN refuses is a result, in cuDNN's words. `progress`
     hears how far the CPU reference is (it can take seconds)."""
+    what = counts(spec, config)
     try:
-        g = spec.validate(config)
+        g = define_and_validate(config, backward=spec.kind == BACKWARD)
     except GraphBuildError as exc:
-        return refused(spec, config, exc)
-    result = PassResult(
-        status=STATUS_CPU_ONLY, phases=tuple(g.phases), graph_json=g.json(), **counts(spec, config)
-    )
+        return exc.result(**what)
+    result = PassResult(status=STATUS_CPU_ONLY, phases=tuple(g.phases), graph_json=g.json(), **what)
     if not check:
         return result
     return dataclasses.replace(result, **cpu_check(spec, config, seed, reason, progress))

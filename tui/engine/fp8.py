@@ -15,6 +15,7 @@ from typing import Any
 
 from ..model.config import SdpaConfig
 from ..model.results import Fp8Scaling
+from ..model.tensor_plan import BACKWARD_AMAX
 from .reference import torch_dtype
 
 FP8_MAX = 448.0  # largest finite E4M3 value
@@ -24,9 +25,6 @@ FP8_RECIPE = (
     "then 448/amax of its result"
 )
 
-# The amax each FP8 operation writes (the scale tensors it reads: keywords.FP8_*_SCALES), fp32 (1, 1, 1, 1).
-FORWARD_AMAX = ("amax_o",)
-BACKWARD_AMAX = ("amax_dq", "amax_dk", "amax_dv", "amax_dp")
 # amax written -> (the scale it sets, the descale that undoes it, if the graph reads one)
 FORWARD_DELAYED = {"amax_o": ("scale_o", None)}
 BACKWARD_DELAYED = {

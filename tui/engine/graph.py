@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..model.config import SdpaConfig
-from ..model.layouts import strides
-from ..model.results import PLAN_SOURCES, PhaseTiming, PlanResult
+from ..model.pins import append_plan
+from ..model.results import PLAN_SOURCES, PassResult, PhaseTiming, PlanResult
+from ..model.statuses import STATUS_ERROR, STATUS_UNSUPPORTED
+from ..model.tensor_plan import TensorSpec, tensor_plan
 from ..store import plan_cache
-from . import fp8, pinned
-from .keywords import FP8_BACKWARD_SCALES, FP8_FORWARD_SCALES, UnsupportedOption, op_name, sdpa_kwargs
-from .reference import bias_dims
-from .storage import RAGGED_SIDE, pool_dims
+from .faults import first_line
+from .keywords import UnsupportedOption, op_name, sdpa_kwargs
 
 PHASES = (
     "define",
@@ -35,6 +35,7 @@ PHASES = (
 
 BUILD_PHASES, LOADED_PHASES = PHASES[:6], ("define", "validate", "load_plans")
 
+NOT_MADE = "cuDNN would not make it"  # a pinned plan's error when cuDNN would not append it
 PHASE_NOTES = {
     "define": "pygraph, tensors with layout strides, sdpa node, output dims/strides (Python only)",
     "validate": "Python checks of shapes and options; runs without a GPU; first call of a process ~0.25 s",
@@ -59,6 +60,17 @@ class GraphBuildError(Exception):
         self.unsupported = unsupported
         self.phases = phases
         self.graph_json = graph_json
+
+    def result(self, **counts: Any) -> PassResult:
+        """The pass this graph was for, not built: cuDNN's words and the phases up to the failure;
+        `counts` says what the pass is (measure.counts)."""
+        return PassResult(
+            status=STATUS_UNSUPPORTED if self.unsupported else STATUS_ERROR,
+            message=f"{self.phase}: {self.message}",
+            phases=tuple(self.phases),
+            graph_json=self.graph_json,
+            **counts,
+        )
 
 
 def heuristic_modes(cudnn: Any, names: tuple[str, ...]) -> list[Any]:
@@ -87,6 +99,23 @@ class SdpaGraph:
     def chosen(self) -> int | None:
         """The plan this pass runs: the pinned one where it built, else the heuristic's pick."""
         return self.pinned_index if self.pinned_index is not None else self.heuristic_index
+
+    def append_pinned(self, cudnn: Any) -> int | None:
+        """Append the config's pinned plan after the heuristic's list; its index, or None (with
+        `pin_error`) when cuDNN will not make it (an engine or knob it does not have)."""
+        try:
+            return append_plan(self.graph, cudnn, self.config.plan or "")
+        except Exception as exc:
+            self.pin_error = f"{NOT_MADE}: {first_line(exc) or type(exc).__name__}"
+            return None
+
+    def record_pinned(self, index: int | None) -> None:
+        """Where the pinned plan is: run it when it built, else say why not."""
+        plan = next((p for p in self.plans if p.index == index), None)
+        if plan is not None and plan.built:
+            self.pinned_index = index
+        elif plan is not None:
+            self.pin_error = plan.build_error or "it did not build"
 
     def json(self) -> str:
         try:
@@ -137,151 +166,46 @@ def cudnn_dtype(cudnn: Any, dtype: str) -> Any:
     }[dtype]
 
 
-class _Builder:
-    """Declares a graph's tensors by name with the strides of their layout, so the graph and
-    the device tensors (passes.device_tensors) agree on every name, shape and dtype."""
+def define(
+    config: SdpaConfig, handle: Any = None, rng_dump: bool = False, backward: bool = False
+) -> SdpaGraph:
+    """Describe the forward to cuDNN (q, k, v to o and stats) or, with `backward`, the backward
+    (q, k, v, o, dO and the forward's stats to dQ, dK, dV), every tensor as the tensor plan has
+    it. With `rng_dump`, the forward also writes the dropout mask it drew (to check the output)."""
+    import cudnn
 
-    def __init__(self, config: SdpaConfig, handle: Any):
-        import cudnn
+    plan = tensor_plan(config, backward, rng_dump)
+    # the io type is the type of the 16-bit tensors; FP8 graphs declare every type explicitly
+    graph = cudnn.pygraph(
+        io_data_type=cudnn_dtype(cudnn, "bf16" if config.o_dtype == "bf16" else "fp16"),
+        intermediate_data_type=cudnn.data_type.FLOAT,
+        compute_data_type=cudnn.data_type.FLOAT,
+        handle=handle,
+    )
+    tensors: dict[str, Any] = {}
 
-        self.cudnn = cudnn
-        self.config = config
-        # the io type is the type of the 16-bit tensors; FP8 graphs declare every type explicitly
-        io = "bf16" if config.o_dtype == "bf16" else "fp16"
-        self.graph = cudnn.pygraph(
-            io_data_type=cudnn_dtype(cudnn, io),
-            intermediate_data_type=cudnn.data_type.FLOAT,
-            compute_data_type=cudnn.data_type.FLOAT,
-            handle=handle,
-        )
-        self.tensors: dict[str, Any] = {}
-
-    def input(self, name: str, dims: tuple[int, ...], dtype: str, layout: str = "BHSD") -> Any:
-        t = self.graph.tensor(
-            name=name, dim=dims, stride=strides(dims, layout), data_type=cudnn_dtype(self.cudnn, dtype)
-        )
-        self.tensors[name] = t
-        return self._ragged(name, t)
-
-    def output(self, name: str, t: Any, dims: tuple[int, ...], dtype: str, layout: str = "BHSD") -> Any:
-        t.set_output(True).set_dim(dims).set_stride(strides(dims, layout)).set_data_type(
-            cudnn_dtype(self.cudnn, dtype)
-        )
-        self.tensors[name] = t
-        return self._ragged(name, t)
-
-    def _ragged(self, name: str, t: Any) -> Any:
-        """Packed tokens: the tensor's sequences start at the offsets of `<name>_offsets`."""
-        if self.config.packed and name in RAGGED_SIDE:
-            t.set_ragged_offset(self.input(f"{name}_offsets", (self.config.b + 1, 1, 1, 1), "int32"))
+    def declare(spec: TensorSpec, t: Any = None) -> Any:
+        """A read tensor (new) or a written one (`t`, returned by the operation), by its spec."""
+        dtype = cudnn_dtype(cudnn, spec.dtype)
+        if t is None:
+            t = graph.tensor(name=spec.name, dim=spec.dims, stride=spec.strides, data_type=dtype)
+        else:
+            t.set_output(True).set_dim(spec.dims).set_stride(spec.strides).set_data_type(dtype)
+        tensors[spec.name] = t
+        if spec.offsets is not None:  # packed tokens: the sequences start at these offsets
+            t.set_ragged_offset(declare(spec.offsets))
         return t
 
-    def row_output(self, name: str, t: Any) -> Any:
-        """A per-query-row fp32 output: the softmax stats, its max or its sum of exponents."""
-        return self.output(name, t, stats_dims(self.config), "fp32")
-
-    def options(self, rng_dump: bool = False) -> dict[str, Any]:
-        """The option tensors the config asks for: lengths, dropout seed and offset, bias."""
-        c = self.config
-        out: dict[str, Any] = {}
-        if c.padded:
-            for name in ("seq_len_q", "seq_len_kv"):
-                out[name] = self.input(name, (c.b, 1, 1, 1), "int32")
-        if c.dropout:
-            for name in ("seed", "offset"):
-                out[name] = self.input(name, (1, 1, 1, 1), "int64")
-            if rng_dump:
-                out["rng_dump"] = self.input("rng_dump", (c.b, c.h_q, c.s_q, c.s_kv), "fp32")
-        if c.bias != "none":
-            out["bias"] = self.input("bias", bias_dims(c), c.dtype if not c.fp8 else "fp16")
-        if c.paged:  # one table per pool; the forward's only (the backward has no page tables)
-            for name in ("paged_attention_k_table", "paged_attention_v_table"):
-                out[name] = self.input(name, (c.b, 1, c.pages_per_sequence(), 1), "int32")
-        if c.sink:
-            out["sink_token"] = self.input("sink_token", (1, c.h_q, 1, 1), "fp32")
-        return out
-
-    def scales(self, names: tuple[str, ...]) -> list[Any]:
-        return [self.input(n, (1, 1, 1, 1), "fp32") for n in names]
-
-    def qkv(self, dtype: str) -> tuple[Any, Any, Any]:
-        """q, k, v; with a paged cache, k and v are the pools (pages, h_kv, page size, d)."""
-        c = self.config
-        if c.paged:
-            k_dims, v_dims, kv_layout = pool_dims(c, c.d_qk), pool_dims(c, c.d_v), "BHSD"
+    reads = {spec.name: declare(spec) for spec in plan.reads}
+    op = op_name(config, backward)
+    returned = getattr(graph, op)(**sdpa_kwargs(config, reads, op, plan.tokens))
+    by_name = {name: t for name, t in zip(plan.returns, returned, strict=True) if name}
+    for spec in plan.writes:
+        if spec.name in reads:  # a read tensor the operation fills in
+            reads[spec.name].set_output(True)
         else:
-            k_dims, v_dims, kv_layout = c.k_dims, c.v_dims, c.layout
-        return (
-            self.input("q", c.q_dims, dtype, c.layout),
-            self.input("k", k_dims, dtype, kv_layout),
-            self.input("v", v_dims, dtype, kv_layout),
-        )
-
-    def done(self, kind: str) -> SdpaGraph:
-        return SdpaGraph(self.config, self.graph, self.tensors, kind)
-
-
-def stats_dims(config: SdpaConfig) -> tuple[int, int, int, int]:
-    return (config.b, config.h_q, config.s_q, 1)
-
-
-def define(config: SdpaConfig, handle: Any = None, rng_dump: bool = False) -> SdpaGraph:
-    """Describe the forward to cuDNN, tensors named like the math (q, k, v, o, stats). With
-    `rng_dump`, the graph also writes the dropout mask it drew (to check the output). FP8
-    graphs read per-tensor descales and write O's amax; Amax_S stays virtual: the frontend
-    documents scale_s from its bound (448 for E4M3), and declaring it would limit the engines."""
-    c = config
-    b = _Builder(c, handle)
-    q, k, v = b.qkv(c.dtype)
-    extras = b.options(rng_dump)
-    if c.softmax_out == "max_sum_exp":
-        for name in ("score_max", "score_sum_exp"):
-            extras[name] = b.input(name, stats_dims(c), "fp32")
-    op = op_name(c)
-    if c.fp8:
-        scales = dict(zip(FP8_FORWARD_SCALES, b.scales(FP8_FORWARD_SCALES), strict=True))
-        o, stats, _amax_s, amax_o = b.graph.sdpa_fp8(
-            **sdpa_kwargs(c, {"q": q, "k": k, "v": v, **extras, **scales}, op)
-        )
-        b.output("amax_o", amax_o, (1, 1, 1, 1), "fp32")
-    else:
-        o, stats = b.graph.sdpa(**sdpa_kwargs(c, {"q": q, "k": k, "v": v, **extras}, op))
-    b.output("o", o, c.o_dims, c.o_dtype, c.layout)
-    if c.backward or c.softmax_out == "stats":
-        b.row_output("stats", stats)
-    for name in ("score_max", "score_sum_exp"):
-        if name in extras:
-            b.row_output(name, extras[name])
-    return b.done("forward")
-
-
-def define_backward(config: SdpaConfig, handle: Any = None) -> SdpaGraph:
-    """Describe the backward: from q, k, v, o, dO and the forward's softmax stats to dQ, dK,
-    dV (and, for FP8, their amax and dP's), with the forward's masks and dropout."""
-    c = config
-    b = _Builder(c, handle)
-    q, k, v = b.qkv(c.dtype)
-    o = b.input("o", c.o_dims, c.o_dtype, c.layout)
-    d_o = b.input("dO", c.o_dims, c.o_dtype, c.layout)
-    stats = b.input("stats", stats_dims(c), "fp32")
-    extras = b.options()
-    if c.sink:  # the sink's gradient, one per head
-        extras["dSink_token"] = b.input("dSink_token", (1, c.h_q, 1, 1), "fp32")
-    op = op_name(c, backward=True)
-    tensors = {"q": q, "k": k, "v": v, "o": o, "dO": d_o, "stats": stats, **extras}
-    if c.fp8:
-        scales = dict(zip(FP8_BACKWARD_SCALES, b.scales(FP8_BACKWARD_SCALES), strict=True))
-        dq, dk, dv, *amaxes = b.graph.sdpa_fp8_backward(**sdpa_kwargs(c, {**tensors, **scales}, op))
-        for name, t in zip(fp8.BACKWARD_AMAX, amaxes, strict=True):
-            b.output(name, t, (1, 1, 1, 1), "fp32")
-    else:
-        dq, dk, dv = b.graph.sdpa_backward(**sdpa_kwargs(c, tensors, op))
-    b.output("dQ", dq, c.q_dims, c.dtype, c.layout)
-    b.output("dK", dk, c.k_dims, c.dtype, c.layout)
-    b.output("dV", dv, c.v_dims, c.dtype, c.layout)
-    if c.sink:
-        extras["dSink_token"].set_output(True)
-    return b.done("backward")
+            declare(spec, by_name[spec.name])
+    return SdpaGraph(config, graph, tensors, "backward" if backward else "forward")
 
 
 def define_and_validate(
@@ -294,10 +218,7 @@ def define_and_validate(
     def json_so_far() -> str:
         return holder["g"].json() if "g" in holder else ""
 
-    define_fn = (
-        (lambda: define_backward(config, handle)) if backward else (lambda: define(config, handle, rng_dump))
-    )
-    holder["g"] = _timed(phases, "define", define_fn, json_so_far)
+    holder["g"] = _timed(phases, "define", lambda: define(config, handle, rng_dump, backward), json_so_far)
     g = holder["g"]
     _timed(phases, "validate", g.graph.validate, json_so_far)
     g.phases = phases
@@ -331,7 +252,7 @@ def build(
         if built_in is not None:
             note = f"{PHASE_NOTES['load_plans']} (building them took {built_in:.2f} s)"
             g.phases.append(PhaseTiming("load_plans", time.perf_counter() - t0, note))
-            pinned.record_pinned(g, next((p.index for p in g.plans if p.is_pinned), None))
+            g.record_pinned(next((p.index for p in g.plans if p.is_pinned), None))
             return g
     phases = g.phases
     graph = g.graph
@@ -342,14 +263,14 @@ def build(
         lambda: graph.create_execution_plans(heuristic_modes(cudnn, config.heuristics)),
         g.json,
     )
-    pin_at = pinned.append_pinned(g, cudnn) if pinning else None
+    pin_at = g.append_pinned(cudnn) if pinning else None
     _timed(phases, "check_support", graph.check_support, g.json)
     _timed(phases, "build_plans", graph.build_plans, g.json)
     if not every_plan:  # execute() runs the plan build_plans() selected
         g.workspace_bytes = graph.get_workspace_size()
         return g
     _build_every_plan(g, pin_at)
-    if key is not None and not g.pin_error.startswith(pinned.NOT_MADE):
+    if key is not None and not g.pin_error.startswith(NOT_MADE):
         plan_cache.save(cache, key, g, time.perf_counter() - started)
     return g
 
@@ -367,7 +288,7 @@ def _build_every_plan(g: SdpaGraph, pin_at: int | None) -> None:
         _replace(p, is_heuristic_pick=(p.index == g.heuristic_index), is_pinned=(p.index == pin_at))
         for p in g.plans
     ]
-    pinned.record_pinned(g, pin_at)
+    g.record_pinned(pin_at)
     g.workspace_bytes = max((p.workspace_bytes or 0) for p in built)
     graph.build_plan_at_index(g.chosen)  # already built: re-selects it for execute()
 

@@ -10,11 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..model.config import SdpaConfig
-
-# The scale tensors the FP8 operations read, by keyword: fp32 (1, 1, 1, 1) each (fp8.py sets them).
-FP8_FORWARD_SCALES = ("descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o")
-FP8_BACKWARD_SCALES = ("descale_q", "descale_k", "descale_v", "descale_o", "descale_dO", "descale_s", "descale_dP",
-                       "scale_s", "scale_dQ", "scale_dK", "scale_dV", "scale_dP")  # fmt: skip
+from ..model.tensor_plan import FP8_BACKWARD_SCALES, FP8_FORWARD_SCALES, ROW_OUTPUTS
 
 # The keywords this product sets on each SDPA operation.
 _MASK_KEYWORDS = {
@@ -33,7 +29,6 @@ _MASK_KEYWORDS = {
     "sink_token",
 }
 _PAGED = {"paged_attention_k_table", "paged_attention_v_table", "paged_attention_max_seq_len_kv"}
-_ROW_OUTPUTS = {"score_max", "score_sum_exp"}  # the forward's softmax max and sum of exponents
 _PACKED_BACKWARD = {"max_total_seq_len_q", "max_total_seq_len_kv", "dSink_token"}
 OP_KEYWORDS: dict[str, frozenset[str]] = {
     "sdpa": frozenset(
@@ -47,7 +42,7 @@ OP_KEYWORDS: dict[str, frozenset[str]] = {
             "rng_dump",
         }
         | _PAGED
-        | _ROW_OUTPUTS
+        | set(ROW_OUTPUTS)
     ),
     "sdpa_backward": frozenset(
         _MASK_KEYWORDS
@@ -66,7 +61,7 @@ OP_KEYWORDS: dict[str, frozenset[str]] = {
         _MASK_KEYWORDS
         | {"generate_stats", "left_bound", "use_alibi_mask", "bias", "implementation", "rng_dump"}
         | _PAGED
-        | _ROW_OUTPUTS
+        | set(ROW_OUTPUTS)
         | set(FP8_FORWARD_SCALES)
     ),
     "sdpa_fp8_backward": frozenset(
@@ -102,12 +97,16 @@ _OPTION_WORDS = {
 
 
 def sdpa_kwargs(
-    config: SdpaConfig, tensors: dict[str, Any] | None = None, op: str = "sdpa"
+    config: SdpaConfig,
+    tensors: dict[str, Any] | None = None,
+    op: str = "sdpa",
+    tokens: tuple[int, int] = (0, 0),
 ) -> dict[str, Any]:
     """The keywords of `op` (sdpa, sdpa_backward, sdpa_fp8, sdpa_fp8_backward) for this config;
     `tensors` are the graph tensors the op reads (q, k, v, ... and the optional seq_len_q,
-    seq_len_kv, bias, seed, offset and scale tensors; absent: the option keywords only).
-    Raises UnsupportedOption when the config needs a keyword the op does not have."""
+    seq_len_kv, bias, seed, offset and scale tensors; absent: the option keywords only), `tokens`
+    the real tokens of each side (the tensor plan's). Raises UnsupportedOption when the config
+    needs a keyword the op does not have."""
     import cudnn
 
     backward = op.endswith("_backward")
@@ -122,8 +121,7 @@ def sdpa_kwargs(
     if config.paged:  # the backward has no page tables: sdpa_backward refuses it below
         kw["paged_attention_max_seq_len_kv"] = config.s_kv
     if config.packed and backward:  # the packed token totals bound the backward's token axis
-        kw["max_total_seq_len_q"] = config.real_tokens(0)
-        kw["max_total_seq_len_kv"] = config.real_tokens(1)
+        kw["max_total_seq_len_q"], kw["max_total_seq_len_kv"] = tokens
     _refuse_unknown(op, kw)
     return kw
 

@@ -14,9 +14,8 @@ from ..model.config import SdpaConfig
 from ..model.options import TimingOptions
 from ..model.rates import bandwidth_gbs, tflops
 from ..model.results import OutputCheck, PassResult, PlanResult, TimingStats
-from ..model.statuses import FORWARD, STATUS_ERROR, STATUS_MISMATCH, STATUS_OK, STATUS_UNSUPPORTED
+from ..model.statuses import FORWARD, STATUS_MISMATCH, STATUS_OK
 from . import faults, fp8
-from .graph import GraphBuildError
 from .passes import FORWARD_PASS, BuiltPass, Inputs, Pass
 from .timing import host_overhead_calls, host_overhead_us, kernel_time
 from .tolerances import compare
@@ -44,17 +43,6 @@ def counts(spec: Pass, config: SdpaConfig) -> dict[str, Any]:
         flops_rule=spec.flops_rule,
         io_bytes=spec.io_bytes(config),
         deterministic=config.deterministic and spec.repeat_check,
-    )
-
-
-def refused(spec: Pass, config: SdpaConfig, exc: GraphBuildError) -> PassResult:
-    """A graph that did not build: cuDNN's words, the phases up to the failure."""
-    return PassResult(
-        status=STATUS_UNSUPPORTED if exc.unsupported else STATUS_ERROR,
-        message=f"{exc.phase}: {exc.message}",
-        phases=tuple(exc.phases),
-        graph_json=exc.graph_json,
-        **counts(spec, config),
     )
 
 

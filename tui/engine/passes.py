@@ -16,9 +16,9 @@ from typing import Any
 from ..model.config import BACKWARD_FLOPS_RULE, SdpaConfig
 from ..model.results import ErrorMetrics
 from ..model.statuses import BACKWARD, FORWARD
+from ..model.tensor_plan import BACKWARD_AMAX, FORWARD_AMAX, FP8_FORWARD_SCALES
 from . import fp8, storage
-from .graph import SdpaGraph, build, define_and_validate
-from .keywords import FP8_FORWARD_SCALES
+from .graph import SdpaGraph, build
 from .peer import PeerRun, first_backend, torch_sdpa, torch_sdpa_grads
 from .reference import REFERENCE_NAME, reference_fp32, reference_grads, softmax_rows, valid_rows
 from .tensors import backward_tensors, device_tensors, dump_dropout_mask, workspace
@@ -133,10 +133,6 @@ class Pass:
         """FLOPs of the reference and the peer: the forward's, and a backward's on top of it."""
         return self.flops(config) + (config.flops() if self.grad else 0)
 
-    def validate(self, config: SdpaConfig) -> SdpaGraph:
-        """The phases that need no GPU (define, validate): cuDNN's own verdict on the options."""
-        return define_and_validate(config, backward=self.kind == BACKWARD)
-
     def build(
         self,
         config: SdpaConfig,
@@ -219,7 +215,7 @@ class Forward(Pass):
     outputs = {"O": "o"}
     fp8_delayed = fp8.FORWARD_DELAYED
     fp8_scales = FP8_FORWARD_SCALES
-    fp8_amax = fp8.FORWARD_AMAX
+    fp8_amax = FORWARD_AMAX
 
     def flops(self, config: SdpaConfig) -> int:
         return config.flops()
@@ -294,7 +290,7 @@ class Backward(Pass):
     repeat_check = True
     fp8_delayed = fp8.BACKWARD_DELAYED
     fp8_scales = ("descale_o", "descale_dO", "scale_dQ", "scale_dK", "scale_dV", "scale_dP", "descale_dP")
-    fp8_amax = fp8.BACKWARD_AMAX
+    fp8_amax = BACKWARD_AMAX
 
     def flops(self, config: SdpaConfig) -> int:
         return config.backward_flops()

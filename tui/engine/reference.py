@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..model.config import REFERENCE_CHUNK_BYTES, SdpaConfig
-from ..model.layouts import allocate
+from ..model.tensor_plan import TensorSpec, drawn_inputs
 
 REFERENCE_NAME = "fp32 math on the same logical tensors (explicit mask, GQA expanded, TF32 off)"
 
@@ -30,32 +30,45 @@ def torch_dtype(torch: Any, dtype: str) -> Any:
     }[dtype]
 
 
-def make_inputs(config: SdpaConfig, device: str, seed: int = 0) -> tuple[Any, Any, Any, Any]:
+def empty(torch: Any, spec: TensorSpec, device: Any) -> Any:
+    """An uninitialised tensor of the spec's logical dims whose memory has the spec's strides."""
+    return torch.empty_strided(spec.dims, spec.strides, dtype=torch_dtype(torch, spec.dtype), device=device)
+
+
+def drawn(torch: Any, spec: TensorSpec, gen: Any, device: Any) -> Any:
+    """N(0, 1) numbers from `gen` in the spec's logical order, stored as the spec says."""
+    t = empty(torch, spec, device)
+    return t.copy_(torch.randn(spec.dims, generator=gen, device=device, dtype=torch.float32))
+
+
+def drawn_values(config: SdpaConfig, device: str, seed: int = 0) -> dict[str, Any]:
     """Random q, k, v in the config's dtype, stored in its layout (logical dims b, h, s, d), and
-    the bias (or None), drawn in that order from one seeded generator. For FP8 configs q, k, v
-    are fp32, the values before quantisation (see fp8.quantise)."""
+    the bias where there is one, drawn in that order from one seeded generator; for a training
+    step also dO, from `seed + 1` (random_d_o). For FP8 configs q, k, v are fp32, the values
+    before quantisation (see fp8.quantise)."""
     import torch
 
     gen = torch.Generator(device=device).manual_seed(seed)
-    dt = torch_dtype(torch, "fp32" if config.fp8 else config.dtype)
-    out = []
-    for dims in (config.q_dims, config.k_dims, config.v_dims):
-        t = allocate(torch, dims, config.layout, dt, device)
-        t.copy_(torch.randn(dims, generator=gen, device=device, dtype=torch.float32))
-        out.append(t)
-    return out[0], out[1], out[2], make_bias(config, gen, device)
+    specs = drawn_inputs(config)
+    values = {
+        name: drawn(torch, specs[name], gen, device) for name in ("q", "k", "v", "bias") if name in specs
+    }
+    if config.backward:
+        values["dO"] = drawn(torch, specs["dO"], torch.Generator(device=device).manual_seed(seed + 1), device)
+    return values
 
 
-def random_like(config: SdpaConfig, dims: tuple[int, int, int, int], device: str, seed: int) -> Any:
-    """A seeded N(0, 1) tensor of logical `dims` in the config's layout (fp32 for FP8 configs)."""
+def make_inputs(config: SdpaConfig, device: str, seed: int = 0) -> tuple[Any, Any, Any, Any]:
+    """q, k, v and the bias (or None) of drawn_values."""
+    values = drawn_values(config.replace(backward=False), device, seed)
+    return values["q"], values["k"], values["v"], values.get("bias")
+
+
+def random_d_o(config: SdpaConfig, device: str, seed: int) -> Any:
+    """A seeded N(0, 1) output gradient dO, stored as o is (fp32 for FP8 configs)."""
     import torch
 
-    gen = torch.Generator(device=device).manual_seed(seed)
-    t = allocate(
-        torch, dims, config.layout, torch_dtype(torch, "fp32" if config.fp8 else config.dtype), device
-    )
-    t.copy_(torch.randn(dims, generator=gen, device=device, dtype=torch.float32))
-    return t
+    return drawn(torch, drawn_inputs(config)["dO"], torch.Generator(device=device).manual_seed(seed), device)
 
 
 def keep_mask(config: SdpaConfig, rows: range, device: Any, batch: int = 0, keys: range | None = None) -> Any:
@@ -146,31 +159,6 @@ def valid_rows(config: SdpaConfig, device: Any, side: int = 0) -> Any:
     s = config.s_kv if side else config.s_q
     lens = torch.tensor([config.lengths(bi)[side] for bi in range(config.b)], device=device).view(-1, 1, 1, 1)
     return torch.arange(s, device=device).view(1, 1, -1, 1) < lens
-
-
-def make_bias(config: SdpaConfig, gen: Any, device: str) -> Any:
-    """The additive bias tensor (1|b, 1|h, s_q, s_kv) in the io dtype, or None."""
-    import torch
-
-    if config.bias == "none":
-        return None
-    return torch.randn(bias_dims(config), generator=gen, device=device, dtype=torch.float32).to(
-        torch_dtype(torch, bias_dtype(config))
-    )
-
-
-def bias_dims(config: SdpaConfig) -> tuple[int, int, int, int]:
-    return (
-        config.b if config.bias[0] == "b" else 1,
-        config.h_q if config.bias[-1] == "h" else 1,
-        config.s_q,
-        config.s_kv,
-    )
-
-
-def bias_dtype(config: SdpaConfig) -> str:
-    """The bias is stored in the 16-bit io type (fp16 next to FP8 inputs)."""
-    return "fp16" if config.fp8 else config.dtype
 
 
 @contextlib.contextmanager

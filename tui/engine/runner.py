@@ -8,7 +8,6 @@ a usable GPU, what the CPU can do: cpu.py) and gives the verdict.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 import time
@@ -19,7 +18,7 @@ from typing import Any
 from ..model import known_issues
 from ..model.config import SdpaConfig
 from ..model.options import RunOptions
-from ..model.results import Crash, Environment, KnownIssueMatch, PassResult, PeerResult, RunResult
+from ..model.results import Crash, Environment, KnownIssueMatch, PassResult, RunResult
 from ..model.statuses import (
     FORWARD,
     GOOD_STATUSES,
@@ -37,9 +36,9 @@ from ..store.plan_cache import PlanCache, fingerprint
 from . import environment as envmod
 from . import faults
 from .cancel import Cancelled
-from .cpu import cpu_pass
+from .cpu import cpu_passes
 from .graph import GraphBuildError
-from .measure import Bench, Measurement, counts, measure, refused
+from .measure import Bench, Measurement, counts, measure
 from .passes import BuiltPass, Pass, passes_of
 
 
@@ -153,12 +152,7 @@ class Engine:
         t0 = time.perf_counter()
         env = self.environment()
         base = dict(config=config, environment=env, device="cuda" if env.gpu_available else "cpu")
-        # every check before anything reads the config (its FLOPs, known issues, the graph)
-        invalid = self._invalid(config, options, env, base)
-        if invalid is not None:
-            return invalid
-        issues = known_issues.matching(config, env)
-        withheld = self._withheld(issues, options, env, base)
+        issues, withheld = self._withheld(config, options, env, base)
         if withheld is not None:
             return withheld
         try:
@@ -182,31 +176,28 @@ class Engine:
             **base,
         )
 
-    def _invalid(
-        self, config: SdpaConfig, options: RunOptions, env: Environment, base: dict[str, Any]
-    ) -> RunResult | None:
-        """The result of a configuration or options the rules refuse, before anything reads them."""
-        errors = [*validate(config, env.gpu_memory_bytes if env.gpu_available else None), *options.problems()]
-        if not errors:
-            return None
-        return RunResult(
-            status=STATUS_INVALID,
-            message="; ".join(e.message for e in errors),
-            errors=tuple({"field": e.field, "message": e.message} for e in errors),
-            **base,
-        )
-
     def _withheld(
-        self, issues: tuple[KnownIssueMatch, ...], options: RunOptions, env: Environment, base: dict[str, Any]
-    ) -> RunResult | None:
-        """The result of a run not started: a known issue not run anyway, or a lost CUDA context."""
+        self, config: SdpaConfig, options: RunOptions, env: Environment, base: dict[str, Any]
+    ) -> tuple[tuple[KnownIssueMatch, ...], RunResult | None]:
+        """The known issues the config meets, and the result of a run not started: a configuration
+        or options the rules refuse (checked before anything reads them: FLOPs, known issues, the
+        graph), a known issue not run anyway, or a lost CUDA context."""
+        errors = [*validate(config, env.gpu_memory_bytes if env.gpu_available else None), *options.problems()]
+        if errors:
+            return (), RunResult(
+                status=STATUS_INVALID,
+                message="; ".join(e.message for e in errors),
+                errors=tuple({"field": e.field, "message": e.message} for e in errors),
+                **base,
+            )
+        issues = known_issues.matching(config, env)
         if issues and env.gpu_available and not options.run_anyway:
             words = known_issues.not_run_words(issues)
-            return RunResult(status=STATUS_KNOWN_ISSUE, message=words, known_issues=issues, **base)
+            return issues, RunResult(status=STATUS_KNOWN_ISSUE, message=words, known_issues=issues, **base)
         if self.lost is not None:
             words = f"the CUDA context was lost earlier ({self.lost.error}): this engine runs nothing more"
-            return RunResult(status=STATUS_ERROR, message=words, **base)
-        return None
+            return issues, RunResult(status=STATUS_ERROR, message=words, **base)
+        return issues, None
 
     def _passes(
         self, config: SdpaConfig, options: RunOptions, env: Environment
@@ -217,7 +208,7 @@ class Engine:
             if env.gpu_available:
                 passes, hit = self._run_gpu(config, options)
                 return passes, hit, STATUS_OK, ""
-            passes = self._run_cpu(config, options, env.unavailable_reason)
+            passes = cpu_passes(config, options, env.unavailable_reason, self._progress)
             return passes, False, STATUS_CPU_ONLY, f"GPU figures unavailable: {env.unavailable_reason}"
         except Exception as exc:  # a failure is a result to show, not a crash
             return [], False, STATUS_ERROR, f"{type(exc).__name__}: {exc}"
@@ -242,25 +233,6 @@ class Engine:
 
         return report
 
-    def _run_cpu(self, config: SdpaConfig, options: RunOptions, reason: str) -> list[PassResult]:
-        """Each pass as far as a CPU takes it; a pass cuDNN refuses ends the run."""
-        results = []
-        for spec in passes_of(config):
-            self._progress(
-                f"validating the {spec.kind}" + (" and checking on the CPU" if options.check else "")
-            )
-            result = cpu_pass(spec, config, options.check, options.seed, reason, self._progress)
-            if options.peers:  # said, not silently dropped
-                from .peers import ADAPTERS
-
-                why = f"not run: peers are timed on the GPU only ({reason})"
-                unrun = tuple(PeerResult(ADAPTERS[k].name(config), reason=why) for k in options.peers)
-                result = dataclasses.replace(result, field_peers=unrun)
-            results.append(result)
-            if results[-1].status not in GOOD_STATUSES:
-                break
-        return results
-
     # ---- GPU mode ---------------------------------------------------------------------------
     def _run_gpu(self, config: SdpaConfig, options: RunOptions) -> tuple[list[PassResult], bool]:
         """Measure each pass; a later pass reads what the earlier ones' heuristic plans wrote.
@@ -280,7 +252,7 @@ class Engine:
                 if spec is not specs[-1]:  # the next pass reads what the heuristic's plan writes (o, stats)
                     Measurement(spec, this, built, bench).run_plan(this.graph.chosen)()
             except GraphBuildError as exc:
-                results.append(refused(spec, config, exc))
+                results.append(exc.result(**counts(spec, config)))
             except Exception as exc:  # a failure is a result to show, not a crash
                 if faults.sticky(exc):
                     results.append(self.context_lost(spec, config, exc))

@@ -15,11 +15,10 @@ import random
 from typing import Any
 
 from ..model.config import DTYPE_BYTES, SdpaConfig
+from ..model.tensor_plan import PAGE_TABLES, RAGGED_SIDE, pool_dims
 from . import fp8
 
 # The tensors packed at ragged offsets, and the side whose real lengths they follow (0: q, 1: k/v)
-RAGGED_SIDE = {"q": 0, "o": 0, "dO": 0, "dQ": 0, "k": 1, "v": 1, "dK": 1, "dV": 1}
-PAGE_TABLES = {"k": "paged_attention_k_table", "v": "paged_attention_v_table"}
 
 
 # ---- a paged KV cache ----------------------------------------------------------------------
@@ -45,16 +44,16 @@ def page_table(config: SdpaConfig, seed: int = 0) -> list[list[int]]:
     return rows
 
 
-def pool_dims(config: SdpaConfig, d: int) -> tuple[int, int, int, int]:
-    """A page pool: (pages, h_kv, page size, d), each page's tokens contiguous per head."""
-    return (sum(pages_needed(config)), config.h_kv, config.page_size or 1, d)
+def pool_shape(config: SdpaConfig, d: int) -> tuple[int, int, int, int]:
+    """The pool that holds the pages the real lengths need (pool_dims)."""
+    return pool_dims(config, d, sum(pages_needed(config)))
 
 
 def to_pages(torch: Any, config: SdpaConfig, dense: Any, table: Any) -> Any:
     """The pool holding `dense` (b, h_kv, s_kv, d) page by page where `table` says."""
     b, h, s, d = dense.shape
     size, per_seq = config.page_size or 1, config.pages_per_sequence()
-    pool = torch.zeros(pool_dims(config, d), dtype=dense.dtype, device=dense.device)
+    pool = torch.zeros(pool_shape(config, d), dtype=dense.dtype, device=dense.device)
     padded = torch.zeros((b, h, per_seq * size, d), dtype=dense.dtype, device=dense.device)
     padded[:, :, :s] = dense
     blocks = padded.unflatten(2, (per_seq, size)).permute(0, 2, 1, 3, 4)  # (b, pages, h, size, d)

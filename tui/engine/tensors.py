@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..model.config import SdpaConfig
-from ..model.layouts import allocate
+from ..model.tensor_plan import ROW_OUTPUTS, tensor_plan
 from . import fp8, storage
 from .graph import SdpaGraph
-from .reference import make_inputs, random_like, torch_dtype
+from .reference import empty, make_inputs, random_d_o
 
 
 def workspace(torch: Any, g: SdpaGraph) -> Any:
@@ -43,14 +43,9 @@ def device_tensors(config: SdpaConfig, device: str, seed: int) -> dict[str, Any]
     data = {"q": q, "k": k, "v": v}
     if config.fp8:
         fp8.forward_scales(config, data, device)
-    data["o"] = allocate(torch, config.o_dims, config.layout, torch_dtype(torch, config.o_dtype), device)
-    rows = (config.b, config.h_q, config.s_q, 1)
-    if config.backward or config.softmax_out == "stats":
-        data["stats"] = torch.empty(rows, dtype=torch.float32, device=device)
-    if config.softmax_out == "max_sum_exp":
-        data["score_max"], data["score_sum_exp"] = (
-            torch.empty(rows, dtype=torch.float32, device=device) for _ in "ms"
-        )
+    for spec in tensor_plan(config).writes:  # o, and the stats or the row max and sum of exponents
+        if spec.name in ("o", "stats", *ROW_OUTPUTS):
+            data[spec.name] = empty(torch, spec, device)
     if config.sink:  # each head's learned sink logit, drawn after q, k, v and the bias
         gen = torch.Generator(device=device).manual_seed(seed + 2)
         data["sink_token"] = torch.randn((1, config.h_q, 1, 1), generator=gen, device=device)
@@ -73,11 +68,11 @@ def backward_tensors(config: SdpaConfig, forward: dict[str, Any], device: str, s
     import torch
 
     data = dict(forward)
-    d_o = random_like(config, config.o_dims, device, seed + 1)
+    d_o = random_d_o(config, device, seed + 1)
     data["dO"] = fp8.backward_scales(config, data, d_o, device) if config.fp8 else d_o
-    dt = torch_dtype(torch, config.dtype)
-    for name, dims in (("dQ", config.q_dims), ("dK", config.k_dims), ("dV", config.v_dims)):
-        data[name] = allocate(torch, dims, config.layout, dt, device)
+    for spec in tensor_plan(config, backward=True).writes:
+        if spec.name in ("dQ", "dK", "dV"):
+            data[spec.name] = empty(torch, spec, device)
     if config.sink:
         data["dSink_token"] = torch.empty((1, config.h_q, 1, 1), dtype=torch.float32, device=device)
     storage.physical(config, data, ("dO", "dQ", "dK", "dV"), seed)

@@ -7,8 +7,6 @@ reference can never disagree about where an element lives.
 
 from __future__ import annotations
 
-from typing import Any
-
 # Memory order of the logical dims, outermost first (0=b, 1=h, 2=s, 3=d).
 LAYOUTS: dict[str, tuple[int, int, int, int]] = {
     "BSHD": (0, 2, 1, 3),  # the seed's layout: tokens contiguous per head group (PyTorch "NHD")
@@ -37,17 +35,3 @@ def strides(dims: tuple[int, int, int, int], layout: str) -> tuple[int, int, int
         out[axis] = step
         step *= dims[axis]
     return tuple(out)  # type: ignore[return-value]
-
-
-def physical_shape(dims: tuple[int, int, int, int], layout: str) -> tuple[int, ...]:
-    return tuple(dims[axis] for axis in LAYOUTS[layout])
-
-
-def allocate(torch: Any, dims: tuple[int, int, int, int], layout: str, dtype: Any, device: Any) -> Any:
-    """An uninitialised tensor of logical shape `dims` whose memory is laid out as `layout`."""
-    order = LAYOUTS[layout]
-    phys = torch.empty(physical_shape(dims, layout), dtype=dtype, device=device)
-    inverse = [order.index(axis) for axis in range(4)]
-    view = phys.permute(*inverse)
-    assert tuple(view.stride()) == strides(dims, layout)
-    return view

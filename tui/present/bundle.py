@@ -38,6 +38,7 @@ LAYERS = ("model", "store", "engine")
 SOURCES = (
     "layouts",
     "config",
+    "tensor_plan",
     "results",
     "tolerances",
     "reference",

@@ -267,7 +267,7 @@ def _backward_glue(c: SdpaConfig) -> list[str]:
         "backward_pass(handle, forward_data, mask)",
         "The backward on the forward's tensors and a seeded dO: built, checked, run twice more "
         "(the same bits?) and timed.",
-        "g = define_backward(CONFIG, handle)",
+        "g = define(CONFIG, handle, backward=True)",
         "ws = build_plan(g)",
         'data = backward_tensors(CONFIG, forward_data, "cuda", SEED)',
         "run = executor(g, data, ws, handle)",
