@@ -312,13 +312,13 @@ def test_a_sweep_on_the_cpu_engine(cpu_fake_engine, monkeypatch, tmp_path):
 
 
 def readme_commands(command: str) -> list[list[str]]:
-    """The README's `sdpa-explorer COMMAND` lines (continuations joined, a Slurm task's id set)."""
-    text = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8").replace("\\\n", " ")
+    """The `sdpa-explorer COMMAND` lines of docs/CLI.md (continuations joined, a Slurm task's id set)."""
+    text = (Path(__file__).parent.parent / "docs" / "CLI.md").read_text(encoding="utf-8").replace("\\\n", " ")
     found = re.findall(rf"sdpa-explorer {command} ([^'\n]*)", text)
     return [shlex.split(line.split("#")[0].replace("$SLURM_ARRAY_TASK_ID", "3")) for line in found]
 
 
-def test_the_readmes_sweep_and_merge_commands_run(fake, tmp_path, monkeypatch):
+def test_the_docs_sweep_and_merge_commands_run(fake, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     sweeps, merges = readme_commands("sweep"), readme_commands("merge")
     assert len(sweeps) >= 3 and merges
@@ -326,7 +326,7 @@ def test_the_readmes_sweep_and_merge_commands_run(fake, tmp_path, monkeypatch):
         r = invoke("sweep", *args)
         assert r.exit_code == 0, (args, r.output)
     (tmp_path / "part-1.jsonl").write_text("")  # another task's part, empty yet
-    for host in ("node1", "node2"):  # what the README's srun line leaves: a check a host
+    for host in ("node1", "node2"):  # what the docs' srun line leaves: a check a host
         (tmp_path / f"check-{host}.json").write_text(
             invoke("check", "--preset", "gpt2-seed", "--json").output
         )

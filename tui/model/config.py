@@ -6,7 +6,7 @@ round-trips through a plain dict so presets (TOML) and results (JSON) carry it a
 
 Every field is declared once, here: its default, and in its metadata how a person names
 it, enters it and reads it back. `fields.py` derives from that declaration the parsers,
-the messages of each field, the CLI options, the form's widgets and the README's table;
+the messages of each field, the CLI options, the form's widgets and the option table of docs/CLI.md;
 `validation.py` holds the rules that involve several fields. Whether cuDNN supports a
 sensible configuration is cuDNN's to say, in its own words, at build time.
 

@@ -3,7 +3,7 @@
 A field is declared once, as a dataclass field of SdpaConfig whose metadata says how a person
 names it, enters it and reads it back. Everything else derives from that declaration here:
 text -> value and value -> text, the field's own messages (type, limits, choices), the dict
-round trip of presets and results, and the option table of the README. The CLI builds its
+round trip of presets and results, and the option table of docs/CLI.md. The CLI builds its
 options and the form its widgets from `FIELDS`. Rules that involve several fields live in
 validation.py. The metadata keys:
 
@@ -20,7 +20,7 @@ validation.py. The metadata keys:
   form_label, form_id   the form's words and widget id where they differ from label and name
   tag, tag_needs, tag_unless   what SdpaConfig.label() says of the field (see there)
 
-Regenerate the README's table with `python -m tui.model.option_table README.md`.
+Regenerate that table with `python -m tui.model.option_table docs/CLI.md`.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from .pins import canonical
 
 GROUPS = ("shape", "precision", "attention", "inference", "training", "plans")  # the form's order
 
-# limit key -> (the words of a message, the sign in the README, the test a value passes)
+# limit key -> (the words of a message, the sign in the option table, the test a value passes)
 _LIMITS = {
     "min": ("at least {}", "≥", operator.ge),
     "above": ("above {}", ">", operator.gt),

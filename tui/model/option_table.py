@@ -1,7 +1,7 @@
-"""The README's table of `run` options, generated from the fields' declarations (fields.py), so
-the README cannot drift from what the CLI takes.
+"""The table of `run` options in docs/CLI.md, generated from the fields' declarations (fields.py), so
+the docs cannot drift from what the CLI takes.
 
-    python -m tui.model.option_table README.md    rewrites the table between its markers
+    python -m tui.model.option_table docs/CLI.md    rewrites the table between its markers
 """
 
 from __future__ import annotations
