@@ -380,6 +380,8 @@ class TestTheFormWithoutAnEngine:
         app = pilot.app
         names = [name for name, _cb, _help in ExplorerCommands(app.screen)._commands()]
         assert "Preset: gpt2-seed" in names and "Export ..." in names and "Layout: SBHD" in names
+        everything = names + [c.title for c in app.get_system_commands(app.screen)]
+        assert len(everything) == len(set(everything)), "the palette lists a command twice"
         await pilot.press("f1")
         assert app.screen.__class__.__name__ == "HelpScreen"
         await pilot.press("escape")

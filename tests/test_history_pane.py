@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import re
 
 import pytest
 from fakes import RECORDED, TRAINING, FakeEngine, relabelled, slowed
@@ -15,7 +16,7 @@ from rich.console import Console
 from textual.widgets import Input, Static
 
 from tui.app import make_app
-from tui.app.widgets.history import PAGE, HistoryPane
+from tui.app.widgets.history import PAGE, HistoryPane, row_words
 from tui.model.config import SdpaConfig
 from tui.store.history import COLUMN_NAMES, History
 
@@ -216,3 +217,14 @@ async def test_a_key_typed_in_the_filter_or_a_form_field_asks_for_no_layout_of_t
             field.refresh = watched
             await pilot.press("7")
             assert field.value.endswith("7") and asked and not any(asked), (selector, asked)
+
+
+def test_the_pane_and_the_cli_say_when_a_run_was_kept_in_the_same_words():
+    from tui.cli.history import history_table
+
+    with History() as history:
+        history.record(RECORDED, preset="gpt2-seed")
+        (row,) = history.runs()
+    when = row_words(row)[1]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d", when), when
+    assert when in rendered(history_table([row], "runs"))

@@ -53,6 +53,8 @@ async def test_markup_in_presets_and_many_problems_never_crash_the_dashboard(tmp
             pilot, lambda: screen_name(app) == "SavePreset" and "[/x]" in text_of(app, "#save-error")
         )
         assert "must start with a letter or digit" in text_of(app, "#save-error")
+        name = app.screen.query_one("#save-name")  # the name refused stays, to be corrected
+        assert name.value == "[/x]" and app.screen.focused is name
 
 
 @pytest.mark.asyncio

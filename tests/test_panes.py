@@ -128,3 +128,20 @@ async def test_a_click_on_a_tab_and_the_palettes_call_each_make_and_draw_the_pan
             pilot, lambda: app.query_one("#tabs").active == "tab-phases" and "tab-phases" in made(app)
         )
         assert app.query_one("#phases-forward").row_count == len(app.result.forward.phases)
+
+
+async def test_f6_from_the_form_reaches_the_input_of_the_sweep_and_search_panes_and_goes_back():
+    """A pane that scrolls is focusable itself: F6 goes past it to the first field inside."""
+    app = make_app(SMALL, client=FakeEngine(relabelled(RECORDED)))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.result is not None)
+        for tab, field in (("sweep", "#sweep-vary-1"), ("search", "#search-budget")):
+            await show_pane(pilot, tab)
+            app.query_one("#f-b").focus()
+            await pilot.press("f6")
+            await wait_for(pilot, lambda field=field: app.focused is app.query_one(field))
+            await pilot.press(*"s=1")
+            assert app.query_one(field).value.endswith("s=1")
+            await pilot.press("f6")
+            await wait_for(pilot, lambda: app.focused is app.query_one("#f-b"))
+            assert app.query_one("#f-b").value == "1"  # nothing typed reached the form

@@ -82,7 +82,7 @@ class Keeping:
             return
         except ValueError as exc:
             self.app.push_screen(
-                SavePreset(config.label(), str(exc)), lambda again: self._save_preset(config, again)
+                SavePreset(config.label(), str(exc), answer), lambda again: self._save_preset(config, again)
             )
             return
         except OSError as exc:

@@ -1,6 +1,6 @@
 """The command palette's entries: run, every pane (Explain and Search among them), a knob search and
 pinning its best, every preset, dtype and layout, toggle causal or the backward pass, tick or untick
-every peer, quit."""
+every peer (Quit is the palette's own)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,6 @@ class ExplorerCommands(Provider):
                 app.action_toggle_backward,
                 "forward only <-> training step (dQ, dK, dV)",
             ),
-            ("Quit", app.action_quit, "leave the explorer"),
             ("Help", app.action_help, "what each pane means"),
             ("Presets ...", app.action_presets, "pick a model's shape"),
             ("Save preset ...", app.action_save_preset, "save the form as your preset"),

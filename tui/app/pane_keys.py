@@ -10,6 +10,13 @@ from textual.widgets import TabbedContent, Tabs
 from .host import Host
 
 
+def first_field(pane: Widget) -> Widget | None:
+    """The first focusable widget in `pane` that holds none: a pane that scrolls is focusable
+    itself, and F6 must reach the input inside it, not the scrolling box."""
+    focusable = [w for w in pane.query("*") if w.focusable]
+    return next((w for w in focusable if not any(w in other.ancestors for other in focusable)), None)
+
+
 class PaneKeys:
     """The app's pane keys: Alt+digit shows a pane, F6 goes between the form and the panes."""
 
@@ -34,7 +41,7 @@ class PaneKeys:
             self._form_focus = focused
             tabs = self.app.query_one(TabbedContent)
             pane = tabs.active_pane
-            target = next((w for w in pane.query("*") if w.focusable), None) if pane else None
+            target = first_field(pane) if pane else None
             (target or tabs.query_one(Tabs)).focus()
             return
         back = self._form_focus

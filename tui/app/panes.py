@@ -21,6 +21,7 @@ from textual.widget import AwaitMount, Widget
 from textual.widgets import TabbedContent, TabPane, Tabs
 
 from .host import Host
+from .pane_keys import first_field
 
 
 class Tab(NamedTuple):
@@ -144,7 +145,7 @@ class Panes:
             tabs.active = tab
             self.draw_shown()
             if inside and pane is not None:  # focus goes along, into the pane shown
-                screen.set_focus(next((w for w in pane.query("*") if w.focusable), None) or screen.focused)
+                screen.set_focus(first_field(pane) or screen.focused)
         return pane
 
     async def mount(self, tab_id: str) -> Widget | None:

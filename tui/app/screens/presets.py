@@ -82,20 +82,22 @@ class PresetPicker(ModalScreen[Preset | None]):
 
 
 class SavePreset(ModalScreen[tuple[str, str] | None]):
-    """Asks for a name (and a description); returns them, or None when cancelled."""
+    """Asks for a name (and a description); returns them, or None when cancelled. Asked again after
+    a refusal, it shows the name and description refused, to be corrected."""
 
     BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
 
-    def __init__(self, label: str, error: str = "") -> None:
+    def __init__(self, label: str, error: str = "", answer: tuple[str, str] = ("", "")) -> None:
         super().__init__()
         self.label = label
         self.error = error
+        self.answer = answer
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Label(f"Save {self.label} as your preset", classes="dialog-title")
-            yield Input(placeholder="name (letters, digits, . _ -)", id="save-name")
-            yield Input(placeholder="description (optional)", id="save-description")
+            yield Input(self.answer[0], placeholder="name (letters, digits, . _ -)", id="save-name")
+            yield Input(self.answer[1], placeholder="description (optional)", id="save-description")
             yield Label(
                 self.error,
                 id="save-error",

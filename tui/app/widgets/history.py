@@ -45,7 +45,7 @@ def row_words(r: HistoryRow) -> tuple[str, ...]:
     may run off)."""
     timed = "-" if r.kernel_us is None else f"{us(r.kernel_us)} {r.regime}".rstrip()
     gpu = " ".join(part for part in (r.gpu.removeprefix("NVIDIA "), r.cudnn) if part) or "-"
-    return str(r.id), r.when[2:16], r.status, timed, gpu, f"{r.preset}: {r.label}" if r.preset else r.label
+    return str(r.id), r.when[:16], r.status, timed, gpu, f"{r.preset}: {r.label}" if r.preset else r.label
 
 
 def row_cells(r: HistoryRow) -> list[Text]:
