@@ -411,7 +411,7 @@ def csv_rows(result: RunResult) -> tuple[list[str], list[dict[str, str]]]:
 
 def test_csv_keeps_its_columns_in_place_and_appends_how_each_figure_was_taken():
     header, rows = csv_rows(measured(TRAINING, unstable=("backward",)))
-    assert tuple(header) == (*COLUMNS_BEFORE_21, *TIMING, *GPU, *SOURCE)
+    assert tuple(header) == (*COLUMNS_BEFORE_21, *TIMING, *GPU, *SOURCE, "status", "message")
     picks = {r["pass"]: r for r in rows if r["heuristic_pick"] == "True"}
     assert [picks[k][c] for k in ("forward", "backward") for c in TIMING] == [
         "sustained", "True", "False", "20", "sustained", "False", "True", "20"
@@ -523,3 +523,25 @@ def test_csv_says_where_each_plan_comes_from_and_a_peer_comes_from_no_engine():
     plan_rows = [r for r in rows if r["engine_id"] != "peer"]
     assert [r["source"] for r in plan_rows] == [PLAN_SOURCES[1]] + [PLAN_SOURCES[0]] * (len(plans) - 1)
     assert {r["source"] for r in rows if r["engine_id"] == "peer"} == {""}
+
+
+def test_csv_of_a_run_without_plans_says_its_configuration_status_and_why():
+    """A CPU-only run, a refusal or an invalid configuration has no plan: a row a pass (or one for
+    the run) still names the configuration, the status and the message."""
+    from fakes import NO_GPU
+
+    from tui.engine.runner import Engine
+    from tui.model.config import SdpaConfig
+    from tui.model.options import RunOptions
+
+    small = SdpaConfig(b=1, h_q=2, h_kv=2, s_q=64, s_kv=64, d_qk=64, d_v=64, backward=True)
+    cpu = Engine(environment=NO_GPU).run(small, RunOptions(check=False))
+    _, rows = csv_rows(cpu)
+    assert [(r["config"], r["pass"], r["status"]) for r in rows] == [
+        (small.label(), "forward", "cpu_only"), (small.label(), "backward", "cpu_only")
+    ]  # fmt: skip
+    invalid = Engine(environment=NO_GPU).run(small.replace(h_kv=3))
+    (row,) = csv_rows(invalid)[1]
+    assert row["status"] == "invalid" and "h_q must be a multiple of h_kv" in row["message"]
+    _, rows = csv_rows(RECORDED)
+    assert {r["status"] for r in rows} == {"ok"}  # a measured pass's status on each of its plans

@@ -58,6 +58,9 @@ GPU_COLUMNS = (
 )
 # schema 2.4, appended likewise: where the plan comes from (results.PLAN_SOURCES; blank for a peer)
 SOURCE_COLUMNS = ("source",)
+# appended likewise: the pass's status and message on each row, and a row a pass without plans
+# (CPU only, refused) or one for a run with no pass (invalid, a known issue), so none is empty
+STATUS_COLUMNS = ("status", "message")
 ENV_COLUMNS = (
     "gpu_name",
     "compute_capability",
@@ -75,25 +78,34 @@ def plans_csv(result: RunResult) -> str:
     on every row so that runs from two machines can be concatenated and compared."""
     buf = io.StringIO()
     writer = csv.writer(buf)
-    writer.writerow(
-        (*PLAN_COLUMNS, *ENV_COLUMNS, "schema_version", *TIMING_COLUMNS, *GPU_COLUMNS, *SOURCE_COLUMNS)
-    )
+    writer.writerow((*PLAN_COLUMNS, *ENV_COLUMNS, "schema_version", *TIMING_COLUMNS, *GPU_COLUMNS,
+                     *SOURCE_COLUMNS, *STATUS_COLUMNS))  # fmt: skip
     env = result.environment
     env_values = [getattr(env, c, "") if env else "" for c in ENV_COLUMNS]
-    for kind, p in ((ps.kind, p) for ps in result.passes for p in ps.plans):
-        writer.writerow(_row(_plan_cells(result, kind, p), p.timing, env_values, p.source))
+    for ps in result.passes:
+        said = (ps.status, ps.message)
+        for p in ps.plans:
+            writer.writerow(_row(_plan_cells(result, ps.kind, p), p.timing, env_values, p.source, said))
+        if not ps.plans:
+            writer.writerow(_row(_config_cells(result, ps.kind), None, env_values, "", said))
+    if not result.passes:
+        writer.writerow(
+            _row(_config_cells(result, ""), None, env_values, "", (result.status, result.message))
+        )
     for ps in result.passes:  # a peer after the plans, its name where a plan's is, "peer" as engine
         errors = peer_errors(ps)
         for peer in ps.field_peers:
             cells = _peer_cells(result, ps.kind, peer, errors.get(peer.name))
-            writer.writerow(_row(cells, peer.timing, env_values, ""))
+            writer.writerow(_row(cells, peer.timing, env_values, "", (ps.status, ps.message)))
     return buf.getvalue()
 
 
-def _row(cells: dict[str, object], t: TimingStats | None, env_values: list, source: str) -> tuple:
+def _row(
+    cells: dict[str, object], t: TimingStats | None, env_values: list, source: str, said: tuple[str, str]
+) -> tuple:
     """A plan's (or a peer's) row: its own columns, then what every row carries, in schema order."""
     return (*(cells.get(c, "") for c in PLAN_COLUMNS), *env_values, SCHEMA_VERSION,
-            *timing_values(t), *gpu_values(t.telemetry if t else None), source)  # fmt: skip
+            *timing_values(t), *gpu_values(t.telemetry if t else None), source, *said)  # fmt: skip
 
 
 def _config_cells(result: RunResult, kind: str) -> dict[str, object]:
