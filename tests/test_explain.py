@@ -131,8 +131,10 @@ def test_an_option_an_operation_lacks_is_the_tools_and_dropping_it_drops_what_ne
 
 
 def test_a_command_reads_back_as_its_configuration():
+    from tui.model.launch import launcher
+
     config = SdpaConfig(h_q=8, h_kv=2, window=128, alibi=False, backward=True, heuristics=("B",))
-    args = shlex.split(run_command(config))[2:]
+    args = shlex.split(run_command(config))[len(launcher()) + 1 :]
     r = invoke(*args, "--json")
     assert r.exit_code == 0, r.output
     assert config_from_dict(json.loads(r.output)["config"]) == config
@@ -241,3 +243,15 @@ def test_a_plan_build_that_kills_the_engine_costs_the_process_not_the_command(mo
     r = invoke("--d", "72")
     assert r.exit_code == 1, r.output
     assert "FAIL no explanation of" in r.output and "SIGSEGV" in r.output
+
+
+def test_a_suggested_command_starts_the_tool_as_the_user_did(monkeypatch):
+    from tui.model.launch import LAUNCHER_ENV
+
+    monkeypatch.delenv(LAUNCHER_ENV, raising=False)
+    monkeypatch.setenv("UV", "/usr/bin/uv")  # under `uv run`: sdpa-explorer is not on the shell's PATH
+    assert run_command(SdpaConfig(b=2)) == "uv run sdpa-explorer run --b 2"
+    monkeypatch.delenv("UV")
+    assert run_command(SdpaConfig()).startswith("sdpa-explorer run")
+    monkeypatch.setenv(LAUNCHER_ENV, "python3 -m tui")  # as `python3 -m tui` started it
+    assert run_command(SdpaConfig()).startswith("python3 -m tui run")

@@ -1,3 +1,14 @@
-from .cli.main import main
+import os
+import sys
+from pathlib import Path
+
+from .model.launch import LAUNCHER_ENV
+
+# a command the tool suggests starts it as this one was started
+os.environ.setdefault(
+    LAUNCHER_ENV, "uv run python -m tui" if os.environ.get("UV") else f"{Path(sys.executable).name} -m tui"
+)
+
+from .cli.main import main  # noqa: E402
 
 main()

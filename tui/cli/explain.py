@@ -19,15 +19,13 @@ from rich.text import Text
 
 from ..model.config import ConfigError, FieldError, SdpaConfig
 from ..model.fields import FIELDS, SHORTHANDS, from_entries
+from ..present.explain import cell_text, numbered, refusal_lines
 from . import common
 from .common import EXIT_FAIL, EXIT_OK, fail_usage, preset_config, terminal
 from .options import by_option, config_options
 
 if TYPE_CHECKING:  # the engine's explain loads the graph code: only when the command runs
-    from ..engine.explain import Cell, Explanation, Refusal
-
-SHORT_REASON = 48  # characters of a refusal a table cell shows; the full text follows the table
-SOURCE_STYLE = {"tool": "magenta", "frontend validate()": "yellow", "cuDNN backend": "red"}
+    from ..engine.explain import Explanation
 
 
 def config_for_explain(values: dict) -> SdpaConfig:
@@ -46,61 +44,19 @@ def config_for_explain(values: dict) -> SdpaConfig:
     return config
 
 
-def short_reason(refusal: Refusal) -> str:
-    """A refusal as a table cell shows it: its words without the frontend's preamble, cut short."""
-    text = refusal.message
-    for prefix in ("the backend declined: ", "python engines declined: "):
-        text = text.removeprefix(prefix)
-    return text if len(text) <= SHORT_REASON else text[: SHORT_REASON - 1] + "…"
-
-
-def cell_text(cell: Cell) -> Text:
-    from ..engine.explain import NEEDS_GPU, SOURCE_TOOL, SUPPORTED, VALID
-
-    if cell.status == SUPPORTED:
-        count = len(cell.plan_names)
-        plans = f"{count} plan{'s' * (count != 1)}"
-        backward = f" + {len(cell.backward_plan_names)} bwd" if cell.backward_plan_names else ""
-        return Text(f"✓ {plans}{backward}", style="green")
-    if cell.status == VALID:
-        return Text(f"✓ validate() passes; {NEEDS_GPU}", style="green dim")
-    # cuDNN's own words first: the tool's rules are the same in every cell
-    first = next((r for r in cell.refusals if r.source != SOURCE_TOOL), cell.refusals[0])
-    more = len(cell.refusals) - 1
-    text = Text(f"✗ {short_reason(first)} ", style="red")
-    text.append(f"[{first.source}]", style=SOURCE_STYLE.get(first.source, "cyan"))
-    return text.append(f" +{more}" if more else "")
-
-
 def cells_table(e: Explanation) -> Table:
     from ..engine.explain import REFUSED, SUPPORTED
 
     title = Text(f"explain {e.config.label()}: ")
     title.append(e.verdict, style={SUPPORTED: "green", REFUSED: "red"}.get(e.verdict, "yellow"))
     table = Table(title=title, title_justify="left", caption="rows: implementation; columns: heuristic mode")
+    numbers = numbered(e)
     table.add_column("")
     for mode in e.modes:
         table.add_column(mode)
     for impl in e.implementations:
-        table.add_row(Text(impl), *(cell_text(e.cell(impl, mode)) for mode in e.modes))
+        table.add_row(Text(impl), *(cell_text(e.cell(impl, mode), numbers) for mode in e.modes))
     return table
-
-
-def where(e: Explanation, cells: list[Cell]) -> str:
-    if len(cells) == len(e.cells):
-        return "every cell"
-    return ", ".join(f"{c.implementation}/{c.heuristic_mode}" for c in cells)
-
-
-def refusals_text(e: Explanation) -> Text:
-    out = Text("Refusals, in full\n", style="bold")
-    if not e.refusals():
-        return out.append("none\n")
-    for r, cells in e.refusals():
-        out.append(f"[{r.source}]", style=SOURCE_STYLE.get(r.source, "cyan"))
-        said = f"{r.graph} graph, at {r.step}" + (f", field {r.field}" if r.field else "")
-        out.append(f" {said} ({where(e, cells)}):\n  {r.message}\n")
-    return out
 
 
 def versions_text(e: Explanation) -> Text:
@@ -166,6 +122,6 @@ def explain(as_json: bool, **values) -> None:
     else:
         console = terminal()
         console.print(cells_table(e))
-        for part in (refusals_text(e), versions_text(e), nearest_text(e)):
+        for part in (refusal_lines(e), versions_text(e), nearest_text(e)):
             console.print(part, soft_wrap=True)  # a command stays one line, to copy
     sys.exit(EXIT_OK)

@@ -21,6 +21,7 @@ from typing import Any
 from ..model.config import SdpaConfig
 from ..model.fields import FIELD, FIELDS, Switch, config_from_dict
 from ..model.known_issues import parse_version
+from ..model.launch import launcher
 from ..model.results import Environment
 from ..model.validation import validate
 from .graph import GraphBuildError, define_and_validate
@@ -264,9 +265,9 @@ class _Prober:
 
 # ---- the nearest configurations that work -----------------------------------------------
 def run_command(config: SdpaConfig, named: tuple[str, ...] = ()) -> str:
-    """`sdpa-explorer run` with an option for every field that is not the default, and for the
-    fields `named` (the edit's) even where they are."""
-    words = ["sdpa-explorer", "run"]
+    """`sdpa-explorer run` (as the user starts it: model/launch.py) with an option for every field
+    that is not the default, and for the fields `named` (the edit's) even where they are."""
+    words = [*launcher(), "run"]
     for f in FIELDS:
         value = getattr(config, f.name)
         if value is None or (value == f.default and f.name not in named):

@@ -17,20 +17,13 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
 from ...model.config import SdpaConfig
+from ...present.explain import cell_text, numbered, refusal_lines
 from ..messages import NearestChosen
 from .fitted import FittedStatic, FittedTable
 
 if TYPE_CHECKING:
-    from ...engine.explain import Cell, Explanation, Nearest, Refusal, Requirement
+    from ...engine.explain import Explanation, Nearest, Requirement
 
-# who refused, as a cell names it (the refusal's own words follow the grid)
-SOURCE_SHORT = {
-    "tool": "rules",
-    "frontend validate()": "validate",
-    "cuDNN backend": "backend",
-    "open-source engine": "open-source",
-}
-SOURCE_STYLE = {"tool": "magenta", "frontend validate()": "yellow", "cuDNN backend": "red"}
 # the verdict of the configuration as given (explain's SUPPORTED, REFUSED, VALID)
 VERDICT_STYLE = {"supported": "bold green", "refused": "bold red", "valid": "bold yellow"}
 VERDICT_WORDS = {"valid": "valid as far as validate() can tell"}
@@ -38,42 +31,6 @@ VERDICT_WORDS = {"valid": "valid as far as validate() can tell"}
 REQUIREMENT_ROW = {"cuDNN": "cuDNN backend", "architecture": "GPU"}
 MET = {True: ("met", "green"), False: ("NOT met", "bold red"), None: ("cannot be told here", "yellow")}
 ENTER_WORDS = "Enter loads the highlighted configuration into the form (the rest of the form stays as it is)"
-
-
-def cell_text(cell: Cell, numbers: dict[Refusal, int]) -> Text:
-    """A grid cell: the plans cuDNN offers, validate()'s pass, or who refused (#n in the list)."""
-    from ...engine.explain import SOURCE_TOOL, SUPPORTED, VALID
-
-    if cell.status == SUPPORTED:
-        backward = f" +{len(cell.backward_plan_names)} bwd" if cell.backward_plan_names else ""
-        return Text(f"✓ {len(cell.plan_names)} plans{backward}", style="green")
-    if cell.status == VALID:
-        return Text("✓ validate()", style="green dim")
-    # cuDNN's words first; the tool's rules are in every cell, so they are counted only alone
-    theirs = [r for r in cell.refusals if r.source != SOURCE_TOOL] or list(cell.refusals)
-    first = theirs[0]
-    text = Text("✗ ", style="red")
-    text.append(SOURCE_SHORT.get(first.source, first.source), style=SOURCE_STYLE.get(first.source, "cyan"))
-    text.append(f" #{numbers[first]}")
-    return text.append(f" +{len(theirs) - 1}" if len(theirs) > 1 else "", style="dim")
-
-
-def refusal_lines(e: Explanation) -> Text:
-    """Every refusal once, numbered as the grid names them, with the cells it refused."""
-    out = Text("Refusals\n", style="bold")
-    if not e.refusals():
-        return out.append("none: every cell passed what was asked\n", style="green")
-    everywhere = len(e.cells)
-    for n, (r, cells) in enumerate(e.refusals(), 1):
-        at = (
-            "every cell"
-            if len(cells) == everywhere
-            else ", ".join(f"{c.implementation}/{c.heuristic_mode}" for c in cells)
-        )
-        out.append(f"#{n} ").append(f"[{r.source}]", style=SOURCE_STYLE.get(r.source, "cyan"))
-        field = f", field {r.field}" if r.field else ""
-        out.append(f" {r.graph} graph at {r.step}{field} ({at}):\n    {r.message}\n")
-    return out
 
 
 def needs_text(requirements: list[Requirement]) -> Text:
@@ -174,7 +131,7 @@ class ExplainPane(VerticalScroll, can_focus=False):
         head.append(VERDICT_WORDS.get(e.verdict, e.verdict), style=VERDICT_STYLE.get(e.verdict, ""))
         head.append(f"   (asked in {e.seconds:.2f} s)", style="dim")
         self.query_one("#explain-head", Static).update(head)
-        numbers = {r: n for n, (r, _cells) in enumerate(e.refusals(), 1)}
+        numbers = numbered(e)
         cells = self.query_one("#explain-cells", DataTable)
         cells.display = True  # before it is filled: a hidden table's new height is not laid out
         cells.clear(columns=True)
