@@ -47,6 +47,8 @@ async def test_the_pane_shows_every_plans_samples_and_the_gpu_around_each_figure
         pane = app.query_one("#latency")
         fwd = result.forward
         assert pane.history == {"forward": [(1, fwd.timing.median_us)]}  # as before
+        runs = app.query_one("#latency-history").plt.build()
+        assert "0.50" not in runs and "1.50" not in runs  # runs are counted: whole numbers on the axis
         timed = [p for p in fwd.plans if p.timing is not None]
         assert len(pane.strips) == len(timed) == 6
         fastest = "*" if fwd.fastest_plan == fwd.heuristic_plan else ""

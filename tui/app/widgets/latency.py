@@ -86,6 +86,12 @@ def pass_blocks(p: PassResult, result: RunResult) -> list[RenderableType]:
     return blocks
 
 
+def run_ticks(runs: list[int], most: int = 6) -> list[int]:
+    """Whole run numbers for the axis, at most `most` of them, the first and the last among them."""
+    step = max(1, -(-(runs[-1] - runs[0]) // (most - 1)))
+    return sorted({*range(runs[0], runs[-1], step), runs[-1]})
+
+
 class LatencyPane(VerticalScroll):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -121,13 +127,18 @@ class LatencyPane(VerticalScroll):
         plt.clear_figure()
         plt.title("kernel time per run (µs)")
         several = len(self.history) > 1
+        every_run: set[int] = set()
         for kind, points in self.history.items():
             runs, times = (list(x) for x in zip(*points, strict=True))
+            every_run.update(runs)
             if len(runs) > 1:
                 plt.plot(runs, times, marker="braille")
             plt.scatter(runs, times, marker="●", label=kind if several else None)
         if self.history:
             plt.xlabel("run")
+            plt.xticks(run_ticks(sorted(every_run)))
+            if len(every_run) == 1:
+                plt.xlim(min(every_run) - 1, min(every_run) + 1)
         plot.refresh()
 
     def _draw_plans(self, result: RunResult | None) -> None:
