@@ -194,6 +194,11 @@ async def test_no_gpu_mode_explains_itself_checks_reruns_an_edit_and_a_training_
         await show_pane(pilot, "graph")
         assert "SDPA_BWD" in app.query_one("#graph-backward").content.code
         assert "torch FLASH fp16 (CPU) dQ/dK/dV max abs err" in str(app.query_one("#summary").render())
+        await pilot.press("f1")  # the help starts with what this machine can show, and why
+        await wait_for(pilot, lambda: bool(app.screen.query("Markdown")))
+        text = app.screen.query_one("Markdown").source
+        assert text.index("no usable GPU (CPU mode requested by the test)") < text.index("## Without a GPU")
+        assert text.index("## Without a GPU") < text.index("## Keys")
 
 
 @pytest.mark.asyncio

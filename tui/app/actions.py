@@ -132,4 +132,4 @@ class Keeping:
             for binding in getattr(focused, "BINDINGS", []):
                 if isinstance(binding, Binding) and binding.description:
                     bindings.append((binding.key, binding.description))
-        self.app.push_screen(HelpScreen(bindings))
+        self.app.push_screen(HelpScreen(bindings, self.app.no_gpu_reason()))

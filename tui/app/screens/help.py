@@ -1,5 +1,6 @@
 """F1: the app's keys first, what a machine without a GPU can show, what each pane means, how to
-read kernel time, and last the keys of what has focus."""
+read kernel time, and last the keys of what has focus. On a machine without a usable GPU, what it
+can show comes first, with the reason."""
 
 from __future__ import annotations
 
@@ -133,9 +134,10 @@ TFLOPS count only the scores the mask keeps: 2·b·h_q·kept·(d_qk + d_v).
 class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,f1,q", "dismiss", "Close")]
 
-    def __init__(self, focused_bindings: list[tuple[str, str]]) -> None:
+    def __init__(self, focused_bindings: list[tuple[str, str]], no_gpu: str = "") -> None:
         super().__init__()
         self.focused_bindings = focused_bindings
+        self.no_gpu = no_gpu  # why this machine has no usable GPU ("" where it has one)
 
     def compose(self) -> ComposeResult:
         from ..navigation import pane_key
@@ -168,7 +170,12 @@ class HelpScreen(ModalScreen[None]):
         ]
         focused = ["", "## Keys of the focused field", "", "| key | does |", "| --- | --- |"]
         focused += [f"| {k} | {d} |" for k, d in self.focused_bindings]
-        text = INTRO + "\n".join(keys) + "\n\n" + HELP + PANES + HISTORY + TRAINING
+        intro, keys_text = INTRO.split("## Keys")[0], "## Keys\n" + "\n".join(keys) + "\n\n"
+        if self.no_gpu:  # what this machine can show first, and why
+            intro += f"This machine has no usable GPU ({self.no_gpu}).\n\n"
+            text = intro + HELP + keys_text + PANES + HISTORY + TRAINING
+        else:
+            text = intro + keys_text + HELP + PANES + HISTORY + TRAINING
         if self.focused_bindings:
             text += "\n".join(focused)
         with VerticalScroll(id="help-body"):
