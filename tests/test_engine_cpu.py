@@ -44,8 +44,20 @@ def test_cpu_mode_skips_the_reference_for_large_problems(cpu_engine):
     assert r.status == "cpu_only"
     assert r.forward.checks == () and "GFLOP, above the 4 GFLOP CPU limit" in r.forward.notes[0]
     assert r.forward.notes[0].endswith("(even b=1 does not fit: shorten s_q or s_kv)")
-    seed = cpu_engine.run(SdpaConfig(), RunOptions(check=True)).forward.notes[0]
-    assert seed.endswith("6.4 GFLOP, above the 4 GFLOP CPU limit (b=2 fits)")  # the seed's shape on a CPU
+    seed = cpu_engine.run(SdpaConfig(), RunOptions(check=True)).forward  # the seed's shape on a CPU
+    assert (
+        "checked on the first 2 of 4 batch entries: all 4 are 6.4 GFLOP, above the 4 GFLOP CPU limit"
+        in (seed.notes[0])
+    )
+    (check,) = seed.checks  # what the CPU can: torch's own forward of the batch that fits, checked
+    assert check.peers["torch FLASH fp16"].passed and check.cudnn is None
+
+
+def test_the_cpu_check_of_the_first_entries_keeps_their_real_lengths(cpu_engine):
+    varlen = SdpaConfig(b=8, s_q=1024, s_kv=1024, seq_lens_q=(1024, 512) * 4, seq_lens_kv=(1024, 512) * 4)
+    fwd = cpu_engine.run(varlen, RunOptions(check=True)).forward
+    assert "checked on the first 2 of 8 batch entries" in fwd.notes[0]  # as many as fit at full length
+    assert fwd.checks and all(m.passed for c in fwd.checks for m in c.peers.values())
 
 
 def test_unsupported_config_gets_cudnns_own_words(cpu_engine):

@@ -27,7 +27,8 @@ HELP = """\
 ## Without a GPU
 The engine still asks cuDNN: the frontend's `validate()` runs without a GPU and gives its
 real messages, and Phases, Graph and Mask show what it built. Problems small enough (at most
-4 GFLOP a pass) are also computed by torch on the CPU, and Accuracy shows that reference
+4 GFLOP a pass; a larger batch is checked on the first entries that fit) are also computed by
+torch on the CPU, and Accuracy shows that reference
 beside torch's own SDPA. Kernel times, plans, peers and Latency need the GPU: they stay
 empty (the Peers pane says the peers ticked were not run), and Environment says why there is
 no GPU.

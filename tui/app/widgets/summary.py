@@ -44,7 +44,7 @@ def worst_error(p: PassResult) -> tuple[str, list[ErrorMetrics]]:
     peers = [next(iter(c.peers.items()), None) for c in p.checks]
     if not peers or None in peers:
         return "", []
-    return f"{peers[0][0]} ({p.check_device.upper()})", [m for _, m in peers]
+    return f"{peers[0][0]} on the {p.check_device.upper()}, not cuDNN:", [m for _, m in peers]
 
 
 def verdict_line(p: PassResult) -> Text:
@@ -56,7 +56,10 @@ def verdict_line(p: PassResult) -> Text:
             f"{who} {'/'.join(c.output for c in p.checks)} max abs err {max(m.max_abs for m in metrics):.2e} "
         )
         ok = all(m.passed for m in metrics)
-        line.append("PASS" if ok else "FAIL", style="bold green" if ok else "bold red")
+        if who == "cuDNN":
+            line.append("PASS" if ok else "FAIL", style="bold green" if ok else "bold red")
+        else:  # a peer's verdict on the CPU: not to be read as cuDNN's
+            line.append("pass" if ok else "fail", style="green" if ok else "red")
     if p.repeatable is not None:
         style = (
             "bold red" if p.deterministic and not p.repeatable else ("green" if p.repeatable else "yellow")
