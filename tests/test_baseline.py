@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 
 import pytest
 from click.testing import CliRunner
@@ -230,3 +231,61 @@ def test_a_preset_pinned_to_a_slower_plan_is_the_same_case_and_is_flagged(tmp_pa
     pinned = [line for line in out.output.splitlines() if line.startswith("SLOWER llama3-8b-decode")]
     assert len(pinned) == 1 and "plan[1 KERNEL_CFG=2]" in pinned[0] and "+35.0%" in pinned[0], out.output
     assert "not in the baseline" not in out.output
+
+
+KIND = '{"kind": "sdpa-explorer check baseline", "version": 1, '
+
+
+@pytest.mark.parametrize(
+    "content,needle",
+    [
+        ("[" * 100_000 + "]" * 100_000, "is nested too deeply to read"),
+        ("[1, 2]", "is not a baseline"),
+        ("null", "is not a baseline"),
+        ('"x"', "is not a baseline"),
+        (KIND + '"cases": 5}', "a case cannot be read: cases: must be a list"),
+        (
+            KIND + '"cases": [{"case": ["x"], "result": {}}]}',
+            "a case cannot be read: cases[0].case: must be text",
+        ),
+        (
+            KIND + '"cases": [{"case": "x", "result": [1]}]}',
+            "a case cannot be read: cases[0].result: must be an object",
+        ),
+        (
+            KIND
+            + '"cases": [{"case": "x", "result": {"schema_version": "2.5", "config": [1], "status": "ok"}}]}',
+            "config must be an object",
+        ),
+        (KIND + '"cases": [{"case": "x", "result": ' + "[" * 70 + "]" * 70 + "}]}", "is nested too deeply"),
+    ],
+    ids=["deep", "list", "null", "text", "cases", "case", "result", "config", "deep-result"],
+)
+def test_a_baseline_of_the_wrong_shape_exits_2_naming_it(tmp_path, monkeypatch, content, needle):
+    path = tmp_path / "base.json"
+    path.write_text(content)
+    fake = answering(monkeypatch)
+    out = check("--baseline", str(path))
+    assert out.exit_code == 2 and out.output.startswith(f"error: --baseline: {path}") and needle in out.output
+    assert out.output.count("\n") == 1 and "Traceback" not in out.output and fake.requests == []
+
+
+def test_a_baseline_that_is_a_fifo_or_a_device_is_refused_unread(tmp_path, monkeypatch):
+    from fifos import invoke_given_fifo
+
+    fake = answering(monkeypatch)
+    fifo = tmp_path / "base.json"
+    os.mkfifo(fifo)  # reading it would wait for a writer forever
+    out, blocked = invoke_given_fifo(main, ["check", *CASES, "--baseline", str(fifo)], fifo)
+    assert not blocked, "check waited on the FIFO"
+    assert (
+        out.exit_code == 2
+        and out.output
+        == f"error: --baseline: cannot read {fifo}: not a regular file (a FIFO); only files are read\n"
+    )
+    out = check("--baseline", "/dev/zero")  # reading it would never end
+    assert (
+        out.exit_code == 2
+        and "--baseline: cannot read /dev/zero: not a regular file (a character device)" in out.output
+    )
+    assert fake.requests == []

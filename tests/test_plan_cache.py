@@ -180,3 +180,125 @@ def test_check_counts_the_graphs_loaded_and_built():
     assert counts["built"] == 1 and counts["loaded"] == 2
     assert counts["loaded_seconds"] == pytest.approx(0.008)
     assert counts["built_seconds"] == pytest.approx(sum(p.seconds for p in RECORDED.forward.phases[2:]))
+
+
+# ---- what the cache refuses to write through or read -------------------------------------------
+def test_a_link_placed_at_a_temporary_name_is_never_written_through(tmp_path):
+    """The writer's temporary is created exclusively under a name no one can guess: a hard link
+    placed where the old writer put it (`.NAME.PID.tmp`) is left as it was."""
+    import os
+
+    folder = tmp_path / "plans"
+    PlanCache(folder).ready()
+    victim = tmp_path / "victim"
+    victim.write_text("theirs")
+    os.link(victim, folder / f".k1.json.{os.getpid()}.tmp")
+    stored(PlanCache(folder))
+    assert victim.read_text() == "theirs"
+    assert PlanCache(folder).load("k1") is not None
+
+
+def test_a_blob_that_is_a_link_out_of_the_folder_is_not_followed(tmp_path):
+    cache = PlanCache(tmp_path / "plans")
+    stored(cache)
+    blob = next((tmp_path / "plans").glob("k1-2-*.plan"))
+    outside = tmp_path / "outside.plan"
+    outside.write_bytes(blob.read_bytes())  # the very bytes: the hash alone would pass it
+    blob.unlink()
+    blob.symlink_to(outside)
+    assert cache.load("k1") is None
+    assert "is a link, not a regular file" in cache.notes[-1]
+    assert outside.read_bytes() == b"plan two" and not blob.is_symlink()
+
+
+@pytest.mark.parametrize("where", ["metadata", "blob"])
+def test_a_file_over_its_size_bound_is_not_read(tmp_path, monkeypatch, where):
+    cache = PlanCache(tmp_path)
+    stored(cache, blobs={0: b"x", 2: b"y" * 9})
+    monkeypatch.setattr(plan_cache, "META_MAX_BYTES" if where == "metadata" else "BLOB_MAX_BYTES", 8)
+    assert cache.load("k1") is None and "larger than 8 bytes" in cache.notes[-1]
+
+
+FIFO_IN_THE_CACHE = """
+import json, os, sys
+from click.testing import CliRunner
+from tui.cli.main import main
+from tui.store.plan_cache import PlanCache
+os.mkfifo(os.path.join(os.environ["SDPA_EXPLORER_CACHE_DIR"], "fifo.json"))
+assert PlanCache().store("k1", [], {0: b"plan"}, {}, 0, 0.1)  # evict() lists the folder
+listed = CliRunner().invoke(main, ["cache", "--json"])
+shown = CliRunner().invoke(main, ["cache"])
+cleared = CliRunner().invoke(main, ["cache", "--clear"])
+print(json.dumps([listed.output, shown.output, cleared.output, os.listdir(os.environ["SDPA_EXPLORER_CACHE_DIR"])]))
+"""
+
+
+def test_a_fifo_in_the_folder_hangs_nothing(tmp_path):
+    """A FIFO named like an entry is listed as unreadable, never opened; --clear removes it."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    folder = tmp_path / "plans"
+    PlanCache(folder).ready()
+    env = {**os.environ, "SDPA_EXPLORER_CACHE_DIR": str(folder),
+           "PYTHONPATH": str(Path(plan_cache.__file__).parents[2])}  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", FIFO_IN_THE_CACHE], env=env, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    listed, shown, cleared, left = json.loads(done.stdout)
+    assert json.loads(listed)["unreadable"] == [
+        {"key": "fifo", "why": "fifo.json is a FIFO, not a regular file"}
+    ]
+    assert "unreadable: fifo.json (fifo.json is a FIFO, not a regular file)" in shown
+    assert "1 graph(s), 1 plan(s)" in shown and "Traceback" not in shown
+    assert "removed 2 cached graph(s)" in cleared and left == []
+
+
+WRONG_SHAPES = {
+    "a list": [],
+    "null": None,
+    "a number": 7,
+    "deep nesting": "[" * 100_000 + "]" * 100_000,
+    "blobs a list": {"blobs": [["k1-0-x.plan", "0" * 64]]},
+    "an integer blob name": {"blobs": {"0": [5, "0" * 64]}},
+    "a blob out of the folder": {"blobs": {"0": ["../k1-0-x.plan", "0" * 64]}},
+    "a blob index not a number": {"blobs": {"zero": ["k1-0-x.plan", "0" * 64]}},
+    "plans not objects": {"plans": [1, 2]},
+    "uids a list": {"uids": [1]},
+    "size a string of digits": {"size": "9" * 5000},
+    "a size no blobs could have": {"size": 10**400},
+    "last_used a string": {"last_used": "yesterday"},
+    "last_used too large for a float": {"last_used": 10**400},
+    "last_used not finite": {"last_used": float("nan")},
+    "no format": {"format": None},
+}
+
+
+@pytest.mark.parametrize("shape", WRONG_SHAPES)
+def test_metadata_of_the_wrong_shape_is_a_miss_said_once_and_listed_as_unreadable(
+    tmp_path, monkeypatch, shape
+):
+    from click.testing import CliRunner
+
+    from tui.cli.main import main
+
+    monkeypatch.setenv("SDPA_EXPLORER_CACHE_DIR", str(tmp_path))
+    cache = PlanCache()
+    stored(cache)
+    meta = json.loads((tmp_path / "k1.json").read_text())
+    wrong = WRONG_SHAPES[shape]
+    text = (
+        wrong
+        if isinstance(wrong, str)
+        else json.dumps({**meta, **wrong} if isinstance(wrong, dict) else wrong)
+    )
+    (tmp_path / "k1.json").write_text(text)
+    assert cache.entries() == []
+    result = CliRunner().invoke(main, ["cache"])
+    assert result.exit_code == 0 and "Traceback" not in result.output and result.exception is None
+    assert "unreadable: k1.json (" in result.output
+    assert cache.load("k1") is None
+    assert len(cache.notes) == 1 and cache.notes[0].startswith("a cached plan was removed and rebuilt")
+    assert not list(tmp_path.glob("k1*"))  # the whole entry went: the next build writes it again

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -171,3 +172,84 @@ def test_fuzzed_bytes_never_crash_loading(tmp_path_factory, data):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SDPA_EXPLORER_PRESET_DIR", str(folder))
         assert_loads_or_names_the_file(folder)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        ".".join(["x"] * 100_000) + " = 1\n",  # 200 KB: tomllib took minutes over it
+        "[" + ".".join(["x"] * 100_000) + "]\n",
+        ".".join(['"x"'] * 50_000) + " = 1\n",
+        "a = {" + " . ".join(["x"] * 50_000) + " = 1}\n",
+        "[config]\n" + ".".join(["'x'"] * 17) + " = 1\n",  # just past the limit
+    ],
+    ids=["dotted", "table", "quoted", "inline", "seventeen"],
+)
+def test_a_deeply_dotted_key_is_refused_before_it_is_parsed(user_dir, monkeypatch, text):
+    """Parse time grows with the square of a dotted key's parts, so depth is counted on the text
+    first: the file is never given to tomllib, and every other preset still loads."""
+    import tomllib
+
+    loads = tomllib.loads
+
+    def parse(text: str, **kw):
+        assert len(text) < 1000, "a file of a deep key was given to tomllib"
+        return loads(text, **kw)
+
+    monkeypatch.setattr(tomllib, "loads", parse)
+    (user_dir / "deep.toml").write_text(text)
+    assert problems_of("deep.toml") == [
+        "deep.toml: nested too deeply to read (over 16 levels of keys, tables and arrays)"
+    ]
+    result = presets_cli()
+    assert result.exit_code == 0 and "gpt2-seed" in result.output
+    assert "not loaded: deep.toml: nested too deeply" in result.output
+
+
+def test_sixteen_levels_still_read(user_dir):
+    (user_dir / "fine.toml").write_text("[config]\nb = 2\n[x]\n" + ".".join(["y"] * 15) + " = 1\n")
+    assert problems_of("fine.toml") == [
+        "fine.toml, key 'x': unknown key (known: description, source, config, timing)"
+    ]
+
+
+def test_escape_sequences_in_names_and_descriptions_are_shown_escaped(user_dir):
+    (user_dir / "red\x1b[31m.toml").write_text('description = "\\u001b[2J\\u202eevil"\n[config]\nb = 1\n')
+    (user_dir / "bad\x1b]0;title\x07.toml").write_text("nosuch = 1\n")
+    result = CliRunner().invoke(main, ["presets"], env={"COLUMNS": "300"})
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.output and "\u202e" not in result.output and "\x07" not in result.output
+    assert "red\\x1b[31m" in result.output and "\\x1b[2J\\u202eevil" in result.output
+    assert "not loaded: bad\\x1b]0;title\\x07.toml, line 1, key 'nosuch': unknown key" in result.output
+    assert presetmod.find("red\\x1b[31m").config.b == 1  # found by the name it is shown with
+    with pytest.raises(ValueError, match=re.escape("bad\\x1b]0;title\\x07.toml")):
+        presetmod.find("bad\\x1b]0;title\\x07")
+
+
+@pytest.mark.parametrize(
+    "value,written",
+    [("1979-05-27", "1979-05-27"), ("1979-05-27T07:32:00Z", "1979-05-27T07:32:00+00:00"),
+     ("07:32:00", "07:32:00"), ("[1979-05-27]", "[1979-05-27]")],
+)  # fmt: skip
+def test_a_toml_date_is_quoted_as_written(user_dir, value, written):
+    (user_dir / "date.toml").write_text(f"[timing]\nregime = {value}\n[config]\nb = {value}\n")
+    assert problems_of("date.toml") == [
+        f"date.toml, line 2, key 'regime': must be one of burst, sustained (got {written})",
+        f"date.toml, line 4, key 'b': batch (b) must be a whole number (got {written})",
+    ]
+
+
+def test_every_problem_of_a_file_is_said_up_to_five(user_dir):
+    """A value of the wrong type no longer hides the other keys' problems."""
+    (user_dir / "three.toml").write_text('[config]\nb = "x"\nh_q = 3\nh_kv = 2\ndropout = 2.0\n')
+    said = problems_of("three.toml")
+    assert said[0] == "three.toml, line 2, key 'b': batch (b) must be a whole number (got 'x')"
+    assert {p.split(", key ")[1].split("'")[1] for p in said} == {"b", "h_kv", "dropout"}
+    (user_dir / "seven.toml").write_text(
+        '[config]\nb = "x"\nh_q = 3\nh_kv = 2\ndropout = 2.0\nd_qk = "y"\nq = 1\nr = 2\n'
+    )
+    seven = problems_of("seven.toml")
+    assert (
+        len(seven) == presetmod.MAX_PROBLEMS + 1
+        and seven[-1] == "seven.toml: and 1 more problem in this file"
+    )

@@ -1,5 +1,6 @@
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -155,3 +156,42 @@ def test_a_schema_2_recording_and_an_upgraded_1_1_one_have_the_same_shape():
         assert [set(c.peers) for c in new.checks] == [set(c.peers) for c in old.checks]
         assert new.peers == old.peers and new.reference == old.reference and new.flops_rule == old.flops_rule
         assert new.timing.median_us == pytest.approx(old.timing.median_us, rel=0.1)  # two runs, one GPU
+
+
+@pytest.mark.parametrize(
+    "text,words",
+    [
+        ("[1, 2]", "a saved result is a JSON object, not a list"),
+        ("null", "a saved result is a JSON object, not null"),
+        ('"x"', "a saved result is a JSON object, not text"),
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply to read"),
+        ('{"schema_version": "1.0", "config": [1]}', "config must be an object, not a list"),
+        (
+            '{"schema_version": "1.0", "config": {}, "accuracy": [1]}',
+            "a schema 1.0 result of the wrong shape",
+        ),
+        ('{"schema_version": "2.5", "config": [1], "status": "ok"}', "config must be an object, not a list"),
+        (
+            '{"schema_version": "2.5", "config": {}, "status": "ok", "environment": [1]}',
+            "environment must be an object",
+        ),
+        (
+            '{"schema_version": "2.5", "config": {}, "status": "ok", "errors": [[1]]}',
+            "errors[0] must be an object",
+        ),
+        (
+            '{"schema_version": "2.5", "config": {}, "status": "ok", "wall_seconds": true}',
+            "wall_seconds must be a number",
+        ),
+        ('{"schema_version": "2.5", "config": {}, "status": "ok", "later": 1}', "unknown field 'later'"),
+        ('{"schema_version": "2.5", "config": {}}', "status is missing"),
+    ],
+    ids=["list", "null", "text", "deep", "config-1", "accuracy-1", "config-2", "environment", "errors", "seconds",
+         "unknown", "missing"],
+)  # fmt: skip
+def test_a_result_of_the_wrong_shape_is_a_result_error_naming_the_field(text, words):
+    """Never an AttributeError or a RecursionError: the reader's own error, which a ValueError is."""
+    from tui.model.results import ResultError
+
+    with pytest.raises(ResultError, match=re.escape(words)):
+        RunResult.from_json(text)

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from fakes import NO_GPU, RECORDED, FakeEngine, relabelled
+from full_disk import full_after
 
 from tui.cli import common as cli
 from tui.cli.main import main
@@ -176,3 +177,92 @@ def test_a_killed_save_leaves_a_temporary_file_that_the_next_save_removes(user_d
     os.utime(live, (a_minute_ago, a_minute_ago))
     presetmod.save_user("next", SdpaConfig(b=1))
     assert sorted(p.name for p in user_dir.iterdir()) == [live.name, "next.toml"]
+
+
+# ---- a full disk, the tool's own files ---------------------------------------------------------
+def test_a_write_the_disk_cuts_short_leaves_the_old_file_whole(tmp_path, monkeypatch):
+    target = tmp_path / "result.json"
+    target.write_text("old")
+    full_after(monkeypatch, 10)
+    with pytest.raises(OSError, match="No space left on device"):
+        atomic_write(target, "x" * 3017)
+    assert [p.name for p in tmp_path.iterdir()] == ["result.json"] and target.read_text() == "old"
+
+
+FILE_SIZE_LIMIT = """
+import errno, resource, sys
+from tui.store.files import LineFile, atomic_write
+resource.setrlimit(resource.RLIMIT_FSIZE, (1024, resource.RLIM_INFINITY))  # as `ulimit -f 1`
+try:
+    atomic_write(sys.argv[1], "x" * 3017)
+except OSError as exc:
+    print(errno.errorcode[exc.errno])
+with LineFile(sys.argv[2]) as rows:
+    rows.append("a" * 1000 + "\\n")
+    try:
+        rows.append("b" * 1000 + "\\n")
+    except OSError as exc:
+        print(errno.errorcode[exc.errno])
+"""
+
+
+def test_under_a_file_size_limit_a_file_is_written_whole_or_not_at_all(tmp_path):
+    """The limit cuts the file; the writer takes the cut part back (SIGXFSZ ignored, as Python does)."""
+    target, rows = tmp_path / "result.json", tmp_path / "rows.jsonl"
+    target.write_text("old")
+    env = {**os.environ, "PYTHONPATH": str(Path(cli.__file__).parents[2])}
+    done = subprocess.run([sys.executable, "-c", FILE_SIZE_LIMIT, str(target), str(rows)], env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["EFBIG", "EFBIG"]
+    assert target.read_text() == "old" and rows.read_text() == "a" * 1000 + "\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["result.json", "rows.jsonl"]
+
+
+def test_a_run_whose_export_fails_is_kept_in_the_history_and_says_so(tmp_path, engine, monkeypatch):
+    from tui.store.history import History
+
+    with History() as history:
+        before = history.count()
+    script = tmp_path / "repro.py"
+    full_after(monkeypatch, 100)
+    result = run("--save-script", str(script))
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output and isinstance(result.exception, SystemExit)
+    said = [line for line in result.output.splitlines() if "--save-script" in line]
+    assert said == [f"error: --save-script: cannot write {script}: No space left on device"]
+    assert not script.exists()
+    with History() as history:
+        assert history.count() == before + 1  # the run was kept before the export failed
+        assert history.runs(limit=1)[0].s_q == 64
+
+
+def test_the_tools_own_files_are_never_an_exports_target(tmp_path, engine):
+    from tui.store.history import History, default_path
+    from tui.store.plan_cache import PlanCache
+
+    assert run().exit_code == 0  # the history's database is there now
+    database = default_path()
+    kept = database.read_bytes()
+    link = tmp_path / "innocent.json"
+    link.symlink_to(database)
+    cache = PlanCache()
+    cache.ready()
+    engine.requests.clear()
+    for option, path in (
+        ("--save-json", database),
+        ("--save-csv", link),
+        ("--save-script", cache.folder / "k.json"),
+    ):
+        result = run(option, str(path))
+        assert result.exit_code == 2, result.output
+        assert f"{option}: cannot write {path}: that is " in result.output
+    assert engine.requests == []  # refused before the run
+    assert database.read_bytes() == kept
+    with History() as history:
+        assert history.count() >= 1
+    assert not (cache.folder / "k.json").exists()
+    with pytest.raises(WriteRefused, match="the run history's database"):
+        atomic_write(database, "{}")
+    with pytest.raises(WriteRefused, match="the plan cache's folder"):
+        atomic_write(cache.folder / "k.json", "{}")

@@ -159,3 +159,55 @@ def test_the_per_preset_table_gives_the_gains_span_over_the_places_of_the_inputs
     console.print(presets_table([placed(), recorded()]))
     out = console.export_text()
     assert "3.8% (2.1-7.4)" in out and "11.3% " in out  # confirmed at one place: the gain alone
+
+
+@pytest.mark.parametrize("option", ["--save-json", "--save-csv"])
+def test_an_export_the_disk_cuts_short_is_said_in_one_line_and_leaves_no_cut_file(
+    session, tmp_path, monkeypatch, option
+):
+    from full_disk import full_after
+
+    path = tmp_path / "found.out"
+    path.write_text("an earlier search's")
+    full_after(monkeypatch, 100)
+    r = invoke(option, str(path))
+    assert r.exit_code == 1, r.output
+    assert "Traceback" not in r.output and isinstance(r.exception, SystemExit)
+    assert [line for line in r.output.splitlines() if option in line] == [
+        f"error: {option}: cannot write {path}: No space left on device"
+    ]
+    assert path.read_text() == "an earlier search's" and [p.name for p in tmp_path.iterdir()] == ["found.out"]
+
+
+UNDER_A_FILE_SIZE_LIMIT = """
+import resource, sys
+from click.testing import CliRunner
+from test_search_cli import AnsweringSession, recorded
+from tui.cli import common
+from tui.cli.main import main
+common.engine_session = lambda: AnsweringSession(recorded())
+resource.setrlimit(resource.RLIMIT_FSIZE, (1024, resource.RLIM_INFINITY))  # as `ulimit -f 1`
+r = CliRunner().invoke(main, ["search", "--save-json", sys.argv[1], "--save-csv", sys.argv[2]])
+print(r.exit_code)
+print(r.output)
+"""
+
+
+def test_under_a_file_size_limit_no_export_is_cut(tmp_path):
+    """`ulimit -f 1` once left 1,024 bytes of a 3,017-byte JSON: now the file is whole or absent."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    found, rows = tmp_path / "found.json", tmp_path / "found.csv"
+    here = Path(__file__).parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(here), str(here.parent)])}
+    done = subprocess.run([sys.executable, "-c", UNDER_A_FILE_SIZE_LIMIT, str(found), str(rows)], env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    code, *said = done.stdout.splitlines()
+    assert code == "1" and "Traceback" not in done.stdout
+    assert f"error: --save-json: cannot write {found}: File too large" in said
+    assert f"wrote {rows}" in said  # the CSV is smaller than the limit
+    assert not found.exists() and rows.read_text().startswith("preset,plan,")

@@ -53,7 +53,7 @@ def serving(mp: pytest.MonkeyPatch, idle_s: str) -> str:
 def server_status(wait_s: float = 5.0) -> dict | None:
     """The status the server in this test's folder gives (None when none runs there), waiting up
     to `wait_s` for its answer."""
-    answers = server_client.ask_all("status", wait_s)
+    answers, _refused = server_client.ask_all("status", wait_s)
     return answers[0] if answers else None
 
 
@@ -95,6 +95,8 @@ def test_the_engines_of_two_launches_are_forks_of_one_server(server):
     status = server_status()
     assert pids[0] != pids[1] and status["pid"] == server and status["engines"] == []
     assert status["served"] >= 2
+    with open(f"/proc/{server}/maps", encoding="utf-8") as maps:  # torch imported once, there
+        assert "libtorch" in maps.read(), "the engine server did not import torch"
 
 
 def test_a_crash_costs_the_engine_and_says_which_signal(server):
@@ -206,9 +208,9 @@ def test_a_changed_install_has_a_server_of_its_own(monkeypatch):
 
 def test_off_or_untrusted_means_this_launch_forks_its_own(monkeypatch, tmp_path):
     monkeypatch.setattr(launcher, "_failed", set())
-    monkeypatch.setenv(server_client.ENV_IDLE, "soon")
+    monkeypatch.setenv(server_client.ENV_IDLE, "0")
     assert not server_client.enabled()
-    with pytest.raises(server_client.ServerUnavailable, match="SDPA_EXPLORER_SERVER_IDLE='soon'"):
+    with pytest.raises(server_client.ServerUnavailable, match=r"turned off \(SDPA_EXPLORER_SERVER_IDLE=0\)"):
         server_client.connect()
     monkeypatch.setenv(server_client.ENV_IDLE, "60")
     folder = tmp_path / "rt"
@@ -247,9 +249,11 @@ def test_the_server_command_shows_and_stops_the_servers(monkeypatch):
         assert not [f for f in os.listdir(folder) if f.endswith(".sock")]  # swept
         monkeypatch.setenv(server_client.ENV_IDLE, "0")
         assert "would start no engine server: turned off" in CliRunner().invoke(main, ["server"]).output
-        monkeypatch.setenv(server_client.ENV_IDLE, "ten minutes")
+        monkeypatch.setenv(server_client.ENV_IDLE, "ten minutes")  # the default, said
+        monkeypatch.setattr(server_client, "_warned", set())
         said = CliRunner().invoke(main, ["server"]).output
-        assert "would start no engine server: SDPA_EXPLORER_SERVER_IDLE='ten minutes' is not a number" in said
+        assert "warning: SDPA_EXPLORER_SERVER_IDLE='ten minutes' is not a number of seconds" in said
+        assert "would start no engine server" not in said
     finally:
         stop_server(folder)
 
@@ -292,6 +296,7 @@ def test_a_socket_another_user_serves_is_never_asked(server, monkeypatch):
     with pytest.raises(server_client.ServerUnavailable, match="is served by another user"):
         server_client.connect()
     shown = CliRunner().invoke(main, ["server"])
-    assert shown.exit_code == 0 and "no engine server runs" in shown.output
+    assert shown.exit_code == 1 and "is served by another user" in shown.output
+    assert "not asked" in shown.output and "no engine server runs" not in shown.output
     monkeypatch.undo()
     assert server_status()["pid"] == server  # left as it was

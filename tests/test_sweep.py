@@ -6,6 +6,7 @@ import csv
 import dataclasses
 import io
 import json
+import os
 import re
 import shlex
 from pathlib import Path
@@ -343,10 +344,10 @@ def test_reading_rows_drops_only_a_cut_row(tmp_path):
     path = tmp_path / "s.jsonl"
     path.write_text('{"key": "a"}\nnot json\n\n{"key": "b"}\n{"key": "c", "sta')
     rows, kept, bad = read_rows(path)
-    assert [r["key"] for r in rows] == ["a", "b"] and bad == 1
+    assert [r["key"] for r in rows] == ["a", "b"] and bad == [2]
     assert path.read_bytes()[:kept].endswith(b'{"key": "b"}\n')
     path.write_text('{"key": "a"}\nsomeone else\'s words')
-    assert read_rows(path) == ([{"key": "a"}], len(path.read_bytes()), 1)
+    assert read_rows(path) == ([{"key": "a"}], len(path.read_bytes()), [2])
 
 
 def test_peers_asked_for_are_columns_of_every_point(fake, tmp_path):
@@ -381,3 +382,125 @@ def test_peers_asked_for_are_columns_of_every_point(fake, tmp_path):
     header, first = list(csv.reader(io.StringIO(table.read_text())))[:2]
     assert float(first[header.index("forward.peer.FLASH.kernel_us")]) == pytest.approx(flash_us)
     assert "FLASH" in result.output and "(2.00x)" in result.output
+
+
+def test_a_row_of_the_wrong_shape_is_a_bad_row_said_with_its_line_number(fake, tmp_path):
+    """A key that is a list (or a line that is JSON but no row) is not a row: the sweep goes on."""
+    out = tmp_path / "s.jsonl"
+    args = ("sweep", *SMALL, "--vary", "s=64,128", "--out", out)
+    assert invoke(*args).exit_code == 0
+    first = out.read_text().splitlines()[0]
+    out.write_text("\n".join([first, json.dumps({"key": [1, 2]}), '"words"', json.dumps({"key": {}})]) + "\n")
+    fake.requests.clear()
+    r = invoke(*args, "--resume")
+    assert r.exit_code == 0, r.output
+    assert f"lines 2, 3 and 4 of {out} did not read; left in place" in r.output
+    assert [c.s_q for c, _ in fake.requests] == [128]
+    assert read_rows(out)[2] == [2, 3, 4]
+
+
+def test_a_disk_that_fills_mid_sweep_stops_it_with_whole_lines_and_the_resume_command(
+    fake, tmp_path, monkeypatch
+):
+    from full_disk import full_after
+
+    out, table = tmp_path / "s.jsonl", tmp_path / "s.csv"
+    args = ("sweep", *SMALL, "--vary", "s=64..512x2", "--out", out, "--csv", table)
+    measured = tmp_path / "measured.jsonl"  # the same sweep, to learn its rows' lengths
+    assert invoke("sweep", *SMALL, "--vary", "s=64..512x2", "--out", measured).exit_code == 0
+    sizes = [len(line) for line in measured.read_bytes().splitlines(keepends=True)]
+    full_after(monkeypatch, sizes[0] + sizes[1] + sizes[2] // 2)  # the third row is cut part way
+    fake.requests.clear()
+    r = invoke(*args)
+    assert r.exit_code == 1, r.output
+    assert "Traceback" not in r.output and "Exception in thread" not in r.output
+    (said,) = [line for line in r.output.splitlines() if "--out" in line]
+    assert said.startswith(f"error: --out: cannot write {out}: No space left on device; stopped with 2 of 4 "
+                           f"points kept in it; go on with: main sweep ")  # fmt: skip
+    assert [row["varied"]["s"] for row in lines(out)] == [64, 128]  # whole lines only
+    assert out.read_text().endswith("\n") and not table.exists() and len(fake.requests) == 3
+    monkeypatch.undo()
+    monkeypatch.setattr(cli, "engine_session", lambda: EngineSession(fake))
+    fake.requests.clear()
+    again = invoke(*shlex.split(said.split("go on with: ")[1])[1:])
+    assert again.exit_code == 0, again.output
+    assert [c.s_q for c, _ in fake.requests] == [256, 512]
+    assert [row["varied"]["s"] for row in lines(out)] == [64, 128, 256, 512]
+    assert len(list(csv.DictReader(io.StringIO(table.read_text())))) == 4
+
+
+def test_the_history_database_is_never_a_sweeps_output(fake, tmp_path):
+    from tui.store.history import default_path
+
+    r = invoke("sweep", *SMALL, "--vary", "s=64", "--out", default_path(), "--csv", tmp_path / "s.csv")
+    assert (
+        r.exit_code == 2
+        and f"--out: cannot write {default_path()}: that is the run history's database" in r.output
+    )
+    assert fake.requests == []
+
+
+# ---- merge given what is not a sweep's output ---------------------------------------------------
+def test_merge_refuses_a_fifo_or_a_device_unread(tmp_path):
+    from fifos import invoke_given_fifo
+
+    fifo = tmp_path / "part.jsonl"
+    os.mkfifo(fifo)  # reading it would wait for a writer forever
+    r, blocked = invoke_given_fifo(main, ["merge", str(fifo)], fifo)
+    assert not blocked, "merge waited on the FIFO"
+    assert (
+        r.exit_code == 2
+        and r.output
+        == f"error: merge: cannot read {fifo}: not a regular file (a FIFO); only files are read\n"
+    )
+    r = invoke("merge", "/dev/zero")  # reading it would never end
+    assert (
+        r.exit_code == 2
+        and "merge: cannot read /dev/zero: not a regular file (a character device)" in r.output
+    )
+
+
+def test_merge_of_a_row_whose_key_is_a_list_says_its_line(tmp_path):
+    part = tmp_path / "part.jsonl"
+    part.write_text(json.dumps({"key": [1, 2], "passes": {}}) + "\n")
+    r = invoke("merge", part)
+    assert r.exit_code == 0 and "Traceback" not in r.output, r.output
+    assert f"line 1 of {part} did not read" in r.output and "0 points" in r.output
+
+
+def test_merge_says_which_lines_are_no_rows_and_joins_the_rest(fake, tmp_path):
+    part = tmp_path / "part.jsonl"
+    assert invoke("sweep", *SMALL, "--vary", "s=64,128", "--out", part).exit_code == 0
+    good = part.read_text().splitlines()
+    row = json.loads(good[0])
+    wrong = [{**row, "key": [1]}, {**row, "key": "k2", "passes": []}, {**row, "key": "k3", "varied": [1]},
+             {**row, "key": "k4", "index": "1"}, {**row, "key": "k5", "passes": {"forward": {"tflops": "x"}}},
+             [1, 2], None, "x"]  # fmt: skip
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text(
+        "\n".join([good[1], *map(json.dumps, wrong), "[" * 100_000 + "]" * 100_000, good[0]]) + "\n"
+    )
+    r = invoke("merge", mixed, "--out", tmp_path / "all.jsonl")
+    assert r.exit_code == 0 and "Traceback" not in r.output, r.output
+    assert f"lines 2, 3, 4, 5, 6 and 4 more of {mixed} did not read" in r.output
+    assert [row["varied"]["s"] for row in lines(tmp_path / "all.jsonl")] == [64, 128]
+
+
+@pytest.mark.parametrize(
+    "content,words",
+    [
+        ('{"cases": 5}', "cases: must be a list"),
+        ('{"gpus": [1]}', "gpus[0]: must be an object"),
+        ('{"gpus": [{"cases": [{"case": "x", "label": "l"}]}]}', "gpus[0].cases[0]: has no 'status'"),
+        (
+            '{"cases": [{"case": "x", "label": "l", "status": "ok", "kernel_us": "fast"}]}',
+            "cases[0].kernel_us: must be a number",
+        ),
+    ],
+)
+def test_merge_of_a_check_output_of_the_wrong_shape_exits_2_naming_it(tmp_path, content, words):
+    path = tmp_path / "check.json"
+    path.write_text(content)
+    r = invoke("merge", path)
+    assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
+    assert r.output.startswith(f"error: merge: {path} is not a check --json output: {words}"), r.output

@@ -25,7 +25,7 @@ def cache(clear: bool, as_json: bool) -> None:
 
     plans = PlanCache()
     removed = plans.clear() if clear else None
-    entries = plans.entries()
+    entries, unreadable = plans.survey()
     summary = {
         "folder": str(plans.folder),
         "entries": len(entries),
@@ -35,6 +35,7 @@ def cache(clear: bool, as_json: bool) -> None:
         "removed": removed,
         "notes": plans.notes,
         "list": entries,
+        "unreadable": unreadable,
     }
     if as_json:
         click.echo(json.dumps(summary, indent=1))
@@ -50,6 +51,10 @@ def cache(clear: bool, as_json: bool) -> None:
         markup=False,
         soft_wrap=True,
     )
+    for bad in unreadable:  # never loaded: a run builds its graph as if it were not there
+        out.print(
+            f"unreadable: {bad['key']}.json ({bad['why']})", markup=False, style="yellow", soft_wrap=True
+        )
     if not entries:
         return
     table = Table("graph", "plans", "size", "last used", "plan names")

@@ -36,16 +36,22 @@ def check_export_paths(paths: dict) -> None:
         fail_usage(problems)
 
 
-def save_exports(result, seed: int, paths: dict) -> None:
-    """Each export written; a failure (something not a file appeared since the check) exits 2."""
+def save_exports(result, seed: int, paths: dict) -> bool:
+    """Each export written whole or not at all; a failure (a full disk, or something not a file
+    appeared since the check) said in one line naming the option and the file. Whether all were."""
     from ..present.export import write_export
 
+    err, saved = Console(stderr=True, highlight=False, soft_wrap=True), True
     for kind, path in ((k, p) for k, p in paths.items() if p):
         try:
             said = write_export(kind, path, result, seed)
         except OSError as exc:
-            fail_usage([f"--save-{kind}: cannot write {path}: {exc.strerror or exc}"])
-        terminal(stderr=True).print(escape(said), soft_wrap=True)
+            why = escape(f"{path}: {exc.strerror or exc}")
+            err.print(f"[red]error:[/red] --save-{kind}: cannot write {why}")
+            saved = False
+            continue
+        err.print(escape(said))
+    return saved
 
 
 def engine_session():
@@ -69,20 +75,29 @@ def preset_config(name: str) -> SdpaConfig:
     raise AssertionError  # unreachable: fail_usage exits
 
 
+def is_run_id(text: str) -> bool:
+    """A run's id in the history: ASCII digits within SQLite's integer range (anything else is a path)."""
+    return text.isascii() and text.isdigit() and len(text) <= 19 and int(text) < 1 << 63
+
+
 def read_result(path: str, option: str):
-    """A saved RunResult (any schema this version reads); exit 2 naming the file when it is not one."""
-    from pathlib import Path
+    """A saved RunResult (any schema this version reads), or a kept run by its id (where no file
+    has that name); exit 2 naming the file when it is not one."""
+    import os
 
     from ..model.config import ConfigError
+    from ..store.reading import ParseError, ReadError, read_json, shown_path
 
-    if path.isdigit() and not Path(path).exists():  # a run's id in the history
+    if is_run_id(path) and not os.path.exists(path):
         return run_from_history(int(path), option)
     try:
-        return RunResult.from_json(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        fail_usage([f"{option}: cannot read {path}: {exc.strerror or exc}"])
+        return RunResult.from_dict(read_json(path))
+    except ReadError as exc:
+        fail_usage([f"{option}: {exc}"])
+    except ParseError as exc:
+        fail_usage([f"{option}: {shown_path(path)} is not a saved result: {exc.why}"])
     except (ValueError, KeyError, TypeError, ConfigError) as exc:
-        fail_usage([f"{option}: {path} is not a saved result: {exc}"])
+        fail_usage([f"{option}: {shown_path(path)} is not a saved result: {exc}"])
     raise AssertionError  # unreachable: fail_usage exits
 
 

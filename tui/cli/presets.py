@@ -24,12 +24,13 @@ def presets(ctx: click.Context, as_json: bool) -> None:
     from rich.text import Text
 
     from ..store.presets import listing, load_all, user_dir
+    from ..store.reading import printable
 
     found, problems = load_all()
     if as_json:
         click.echo(json.dumps(listing(found, problems), indent=2))
         return
-    table = Table(title=Text(f"Presets (yours are in {user_dir()})"), title_justify="left")
+    table = Table(title=Text(f"Presets (yours are in {printable(str(user_dir()))})"), title_justify="left")
     for col in ("name", "from", "configuration", "description"):
         table.add_column(col)
     for p in sorted(found.values(), key=lambda p: (p.origin != "builtin", p.name)):

@@ -56,9 +56,9 @@ def run(as_json, save_json, save_csv, save_script, **values) -> None:
         from ..present.report import result_renderable
 
         terminal().print(result_renderable(result))
-    save_exports(result, options.seed, exports)
-    record_run(result, values)
+    record_run(result, values)  # kept before any export: a failed export loses no run
+    exported = save_exports(result, options.seed, exports)
     follow_up(result, options.seed, terminal(stderr=True))
     if result.status == "invalid":
         sys.exit(EXIT_USAGE)
-    sys.exit(EXIT_OK if result.ok else EXIT_FAIL)
+    sys.exit(EXIT_OK if result.ok and exported else EXIT_FAIL)

@@ -10,6 +10,7 @@ found and the fastest peer, and the fastest candidates; several presets print on
 from __future__ import annotations
 
 import csv
+import io
 import json
 import sys
 
@@ -195,12 +196,14 @@ def _gain_text(r: SearchResult) -> str:
     return f"{gain:.1f}%" + (f" ({span[0]:.1f}-{span[1]:.1f})" if span else "")
 
 
-def write_csv(path: str, results: list[SearchResult]) -> None:
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
-        writer.writeheader()
-        for r in results:
-            writer.writerows(r.csv_rows())
+def csv_text(results: list[SearchResult]) -> str:
+    """Every candidate of every search, a row each."""
+    out = io.StringIO(newline="")
+    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS)
+    writer.writeheader()
+    for r in results:
+        writer.writerows(r.csv_rows())
+    return out.getvalue()
 
 
 def _preset_option(fn):
@@ -248,8 +251,8 @@ def search(
             if not as_json and len(configs) > 1:
                 err.print(f"{name}: {r.status} in {r.elapsed_s:.0f} s", soft_wrap=True)
     _report(results, as_json)
-    _save(results, save_json, save_csv, save_preset)
-    sys.exit(EXIT_OK if all(r.status == "ok" for r in results) else EXIT_FAIL)
+    saved = _save(results, save_json, save_csv, save_preset)
+    sys.exit(EXIT_OK if saved and all(r.status == "ok" for r in results) else EXIT_FAIL)
 
 
 def _named(r: SearchResult, preset: str) -> SearchResult:
@@ -258,10 +261,14 @@ def _named(r: SearchResult, preset: str) -> SearchResult:
     return dataclasses.replace(r, preset=preset)
 
 
+def _data(results: list[SearchResult]) -> dict | list[dict]:
+    """The result(s) as JSON data: one search's object, or a list of them."""
+    return results[0].to_dict() if len(results) == 1 else [r.to_dict() for r in results]
+
+
 def _report(results: list[SearchResult], as_json: bool) -> None:
     if as_json:
-        data = results[0].to_dict() if len(results) == 1 else [r.to_dict() for r in results]
-        click.echo(json.dumps(data, indent=2))
+        click.echo(json.dumps(_data(results), indent=2))
         return
     console = terminal()
     if len(results) > 1:
@@ -277,18 +284,29 @@ def _report(results: list[SearchResult], as_json: bool) -> None:
 
 def _save(
     results: list[SearchResult], save_json: str | None, save_csv: str | None, save_preset: str | None
-) -> None:
+) -> bool:
+    """Each file asked for, written whole or not at all (a failure said in one line naming its
+    option and file); whether every one was written."""
+    from ..store.files import atomic_write
+
     err = terminal(stderr=True)
-    if save_json:
-        data = results[0].to_dict() if len(results) == 1 else [r.to_dict() for r in results]
-        with open(save_json, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2)
-        err.print(f"wrote {escape(save_json)}", soft_wrap=True)
-    if save_csv:
-        write_csv(save_csv, results)
-        err.print(f"wrote {escape(save_csv)}", soft_wrap=True)
+    texts = {"--save-json": (save_json, lambda: json.dumps(_data(results), indent=2)),
+             "--save-csv": (save_csv, lambda: csv_text(results))}  # fmt: skip
+    saved = True
+    for option, (path, text) in texts.items():
+        if not path:
+            continue
+        try:
+            atomic_write(path, text())
+        except OSError as exc:
+            err.print(f"[red]error:[/red] {option}: cannot write {escape(path)}: {escape(exc.strerror or str(exc))}",
+                      soft_wrap=True)  # fmt: skip
+            saved = False
+            continue
+        err.print(f"wrote {escape(path)}", soft_wrap=True)
     if save_preset:
         _save_pinned(results[0], save_preset)
+    return saved
 
 
 def _save_pinned(r: SearchResult, name: str) -> None:

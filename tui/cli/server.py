@@ -8,11 +8,12 @@ default; 0 never starts one).
 from __future__ import annotations
 
 import json
+import sys
 import time
 
 import click
 
-from .common import terminal
+from .common import EXIT_FAIL, EXIT_OK, terminal
 
 
 @click.command()
@@ -27,20 +28,25 @@ def server(stop: bool, as_json: bool) -> None:
         ours = server_client.paths()[0]  # whether or not this launch would use it
     except server_client.ServerUnavailable as exc:
         ours, why = None, why or str(exc)
-    servers = server_client.ask_all("status")
+    servers, refused = server_client.ask_all("status")
     for s in servers:
         s["this_install"] = s["socket"] == ours
     if stop:
         server_client.ask_all("stop")
     if as_json:
         click.echo(
-            json.dumps({"socket": ours, "why_none": why, "servers": servers, "stopped": stop}, indent=1)
+            json.dumps(
+                {"socket": ours, "why_none": why, "servers": servers, "refused": refused, "stopped": stop},
+                indent=1,
+            )
         )
-        return
+        sys.exit(EXIT_FAIL if refused else EXIT_OK)
     out = terminal()
     if why:
         out.print(f"this launch would start no engine server: {why}", markup=False, soft_wrap=True)
-    if not servers:
+    for line in refused:
+        out.print(line, markup=False, soft_wrap=True)
+    if not servers and not refused:
         out.print("no engine server runs", markup=False)
     now = time.time()
     for s in servers:
@@ -58,3 +64,5 @@ def server(stop: bool, as_json: bool) -> None:
         )
     if stop and servers:
         out.print(f"stopping {len(servers)}: each ends once its engines have", markup=False)
+    if refused:
+        sys.exit(EXIT_FAIL)  # what it was asked to show or stop, it could not all look at

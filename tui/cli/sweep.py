@@ -35,11 +35,11 @@ from ..jobs.sweep import (
     parse_vary,
     points_table,
     prepare_resume,
-    read_rows,
     shard,
     varied_words,
 )
 from ..jobs.sweep_run import SweepRun
+from ..store.reading import SWEEP_ROW, ParseError, ReadError, read_check_output, read_json_lines
 from . import common
 from .common import EXIT_FAIL, EXIT_OK, fail_usage
 from .options import (
@@ -104,8 +104,21 @@ def _earlier_rows(out: str) -> list[dict]:
         return []
     rows, bad = prepare_resume(Path(out))
     if bad:
-        _err().print(f"[yellow]{bad} line(s) of {escape(out)} did not read; left as they are[/yellow]")
+        _err().print(f"[yellow]{lines_words(bad)} of {escape(out)} did not read; left in place[/yellow]")
     return rows
+
+
+def lines_words(numbers: list[int], shown: int = 5) -> str:
+    """The lines that did not read, by number: "line 2", "lines 2 and 7", "lines 1, 2, ... and 9 more"."""
+    if len(numbers) == 1:
+        return f"line {numbers[0]}"
+    head = ", ".join(str(n) for n in numbers[: min(shown, len(numbers) - 1)])
+    rest = len(numbers) - min(shown, len(numbers) - 1)
+    return f"lines {head} and " + (str(numbers[-1]) if rest == 1 else f"{rest} more")
+
+
+def _why(exc: OSError) -> str:
+    return exc.strerror or str(exc)
 
 
 def _write_csv(path: str | None, rows: list[dict]) -> None:
@@ -117,9 +130,7 @@ def _write_csv(path: str | None, rows: list[dict]) -> None:
         try:
             atomic_write(path, csv_text(rows))
         except OSError as exc:
-            _err().print(
-                f"[red]error:[/red] --csv: cannot write {escape(path)}: {escape(exc.strerror or str(exc))}"
-            )
+            _err().print(f"[red]error:[/red] --csv: cannot write {escape(path)}: {escape(_why(exc))}")
             return
         _err().print(f"wrote {len(rows)} rows to {escape(path)}")
 
@@ -174,10 +185,16 @@ def sweep(
         _err().print(
             f"{len(mine) - len(todo)} of {len(mine)} points already in {escape(out)}; running {len(todo)}"
         )
-    rows, interrupted = _run_points(todo, options, out, devices)
-    _write_csv(csv_path, earlier + rows)
+    rows, interrupted, unwritten = _run_points(todo, options, out, devices)
     order = {p.key: p.index for p in mine}  # this grid's order (a resumed file may hold others)
     shown = sorted((r for r in earlier + rows if r["key"] in order), key=lambda r: order[r["key"]])
+    if unwritten:  # --out could not take another line: what it holds is whole, and goes on later
+        _err().print(
+            f"[red]error:[/red] --out: cannot write {escape(out)}: {escape(unwritten)}; stopped with "
+            f"{len(shown)} of {len(mine)} points kept in it; go on with: {escape(resume_command(ctx))}"
+        )
+        sys.exit(EXIT_FAIL)
+    _write_csv(csv_path, earlier + rows)
     if interrupted:
         kept = (
             f"kept in {escape(out)}; go on with:\n{escape(resume_command(ctx))}"
@@ -223,19 +240,28 @@ def _checked_outputs(
     return devices
 
 
-def _run_points(points, options, out: str | None, gpus: list[int] | None = None) -> tuple[list[dict], bool]:
+def _run_points(
+    points, options, out: str | None, gpus: list[int] | None = None
+) -> tuple[list[dict], bool, str | None]:
     """The points through one engine session (or one a GPU, each taking the next point as it
-    finishes one), each row appended to `out` and flushed as it finishes; the rows, and whether
-    Ctrl+C stopped the sweep (every finished point is kept; the running ones are dropped)."""
+    finishes one), each row appended to `out` and flushed as it finishes; the rows kept, whether
+    Ctrl+C stopped the sweep (every finished point is kept; the running ones are dropped), and
+    why `out` could not take a row, which stops the sweep too (None: it took every one)."""
     if not points:
-        return [], False
+        return [], False, None
     from ..jobs.fleet import gpu_session
+    from ..store.files import LineFile
+
+    try:
+        sink = LineFile(out) if out else None
+    except OSError as exc:
+        return [], False, _why(exc)
 
     run = SweepRun(points, options)
     sessions = [common.engine_session] if gpus is None else [lambda g=g: gpu_session(g) for g in gpus]
     names = [""] if gpus is None else [f"GPU {g} " for g in gpus]
     lock, stop = threading.Lock(), threading.Event()
-    sink = open(out, "a", encoding="utf-8") if out else None  # noqa: SIM115 (closed below)
+    unwritten: list[str] = []
     words = Column(ratio=1, no_wrap=True, overflow="ellipsis")  # the point and the engine's step
     progress = Progress(
         TextColumn("{task.description}", table_column=words), BarColumn(bar_width=24), MofNCompleteColumn(),
@@ -248,11 +274,13 @@ def _run_points(points, options, out: str | None, gpus: list[int] | None = None)
         with lock:  # one writer at a time, and none once stopped: a line is whole, never mixed
             if stop.is_set():
                 return
-            row = run.answered(point, result)
-            if sink is not None:
-                sink.write(json.dumps(row) + "\n")
-                sink.flush()
-                os.fsync(sink.fileno())
+            try:
+                run.answered(point, result, keep=None if sink is None else _appender(sink))
+            except OSError as exc:  # a full disk: the line taken back, the sweep stopped
+                unwritten.append(_why(exc))
+                stop.set()
+                run.stop()
+                return
             progress.advance(task)
 
     def work(open_session, name: str) -> None:
@@ -299,7 +327,12 @@ def _run_points(points, options, out: str | None, gpus: list[int] | None = None)
         sys.exit(EXIT_FAIL)
     for line in down:
         _err().print(f"[yellow]{escape(line)}[/yellow]: its points ran on the other GPUs")
-    return run.rows, interrupted.is_set()
+    return run.rows, interrupted.is_set(), unwritten[0] if unwritten else None
+
+
+def _appender(sink):
+    """A row appended to `sink` (a store.files.LineFile) as one JSON line."""
+    return lambda row: sink.append(json.dumps(row) + "\n")
 
 
 @click.command()
@@ -319,11 +352,11 @@ def merge(files, out, csv_path) -> None:
     sources = []
     for name in files:
         try:
-            rows, _kept, bad = read_rows(name)
-        except OSError as exc:
-            fail_usage([f"merge: cannot read {name}: {exc.strerror or exc}"])
+            rows, bad = read_json_lines(name, SWEEP_ROW)  # store/reading.py: a FIFO never blocks
+        except ReadError as exc:
+            fail_usage([f"merge: {exc}"])
         if bad:
-            _err().print(f"[yellow]{bad} line(s) of {escape(name)} did not read[/yellow]")
+            _err().print(f"[yellow]{lines_words(bad)} of {escape(name)} did not read[/yellow]")
         sources.append((name, rows))
     merged, disagreements = merge_rows(sources)
     for line in disagreements:
@@ -331,7 +364,11 @@ def merge(files, out, csv_path) -> None:
     if out:
         from ..store.files import atomic_write
 
-        atomic_write(out, "".join(json.dumps(r) + "\n" for r in merged))
+        try:
+            atomic_write(out, "".join(json.dumps(r) + "\n" for r in merged))
+        except OSError as exc:  # the file as it was: a full disk, or something not a file put there
+            _err().print(f"[red]error:[/red] --out: cannot write {escape(out)}: {escape(_why(exc))}")
+            sys.exit(EXIT_FAIL)
         _err().print(f"wrote {len(merged)} rows to {escape(out)}")
     _write_csv(csv_path, merged)
     Console(highlight=False).print(points_table(merged, f"{len(merged)} points from {len(files)} file(s)"))
@@ -342,10 +379,10 @@ def _check_files(files) -> list[tuple[str, dict]]:
     found = []
     for name in files:
         try:
-            data = json.loads(Path(name).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            data = None
-        if isinstance(data, dict) and ("cases" in data or "gpus" in data):
+            data = read_check_output(name)
+        except (ReadError, ParseError) as exc:
+            fail_usage([f"merge: {exc}"])
+        if data is not None:
             found.append((name, data))
     if found and len(found) != len(files):
         fail_usage(["merge: give sweep outputs or check --json outputs, not both"])

@@ -277,29 +277,31 @@ def peer_row(p: PassResult, peer: PeerResult) -> dict[str, Any]:
     return dict(zip(PEER_COLUMNS, figures, strict=True))
 
 
-def read_rows(path: Path | str) -> tuple[list[dict], int, int]:
-    """The rows of a JSON-lines file, the length in bytes of what is kept, and how many lines did
-    not read. A last line cut short (a killed sweep's half row) is neither a row nor kept."""
+def read_rows(path: Path | str) -> tuple[list[dict], int, list[int]]:
+    """A JSON-lines file's rows (objects with a string key), the bytes kept, and the numbers of the
+    lines that are no row; a cut last line (a killed sweep's half row) is neither row nor kept."""
     data = Path(path).read_bytes()
-    rows, bad, kept = [], 0, len(data)
+    rows, bad, kept = [], [], len(data)
     lines = data.split(b"\n")
     for n, line in enumerate(lines):
         try:
             row = json.loads(line) if line.strip() else None
-        except ValueError:
+        except (ValueError, RecursionError):
             if n == len(lines) - 1 and line.lstrip().startswith(b"{"):
                 kept -= len(line)
             else:
-                bad += 1
+                bad.append(n + 1)
             continue
-        if isinstance(row, dict) and "key" in row:
+        if isinstance(row, dict) and isinstance(row.get("key"), str):
             rows.append(row)
+        elif row is not None:
+            bad.append(n + 1)
     return rows, kept, bad
 
 
-def prepare_resume(path: Path) -> tuple[list[dict], int]:
-    """The rows already in a sweep's output, which is cut back to its last whole line (a killed
-    sweep's half line goes) so that appending starts on a fresh line; and how many did not read."""
+def prepare_resume(path: Path) -> tuple[list[dict], list[int]]:
+    """The rows already in a sweep's output, cut back to its last whole line (a killed sweep's half
+    line goes) so that appending starts on a fresh line; and the lines that did not read."""
     rows, kept, bad = read_rows(path)
     with open(path, "r+b") as f:
         f.truncate(kept)

@@ -7,6 +7,7 @@ finish."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from ..model.options import RunOptions
 from ..model.results import RunResult
@@ -32,9 +33,12 @@ class SweepRun:
             self._taken += 1
             return self.points[self._taken - 1]
 
-    def answered(self, point: Point, result: RunResult) -> dict:
-        """A point's answer as its row, kept in the order the answers came."""
+    def answered(self, point: Point, result: RunResult, keep: Callable[[dict], None] | None = None) -> dict:
+        """A point's answer as its row, kept in the order the answers came; `keep` (the row
+        written to a file) goes first, and a row it could not keep (it raised) is not counted."""
         row = point_row(point, result)
+        if keep is not None:
+            keep(row)
         with self._lock:
             self.rows.append(row)
         return row

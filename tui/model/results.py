@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .config import SdpaConfig
-from .fields import config_from_dict
+from .records import ResultError, kind_of, read_record
 from .results_v1 import upgrade_v1
 from .statuses import FORWARD, GOOD_STATUSES, SCHEMA_VERSION, STATUS_OK
 
@@ -339,29 +339,37 @@ class RunResult:
         return json.dumps(self.to_dict(), indent=indent)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RunResult:
-        version = str(data.get("schema_version", "0"))
+    def from_dict(cls, data: Any) -> RunResult:
+        """A saved result's dict (any schema this version reads) -> the record; ResultError names
+        the field of the wrong shape, ConfigError the configuration's problems."""
+        if not isinstance(data, dict):
+            raise ResultError(f"a saved result is a JSON object, not {kind_of(data)}")
+        version = data.get("schema_version", "0")
+        if not isinstance(version, str):
+            raise ResultError(f"schema_version must be text, not {kind_of(version)}")
         major = version.split(".")[0]
         if major == "1":
-            data = upgrade_v1(data)
+            if not isinstance(data.get("config", {}), dict):
+                raise ResultError(f"config must be an object, not {kind_of(data['config'])}")
+            try:
+                data = upgrade_v1(data)
+            except (AttributeError, TypeError, KeyError, IndexError) as exc:  # a hand-edited 1.x file
+                raise ResultError(f"a schema {version} result of the wrong shape: {exc}") from exc
         elif major != SCHEMA_VERSION.split(".")[0]:
             raise ValueError(
                 f"result schema {version} is not readable by this version (reads {SCHEMA_VERSION})"
             )
-        d = dict(data)
-        d["config"] = config_from_dict(d["config"])
-        d["errors"] = tuple(d.get("errors", ()))
-        d["passes"] = tuple(pass_from_dict(p) for p in d.get("passes", ()))
-        if d.get("environment"):
-            d["environment"] = Environment(**d["environment"])
-        d["crash"] = Crash(**d["crash"]) if d.get("crash") else None
-        d["known_issues"] = tuple(KnownIssueMatch(**k) for k in d.get("known_issues", ()))
-        d["schema_version"] = SCHEMA_VERSION  # read into this version's shape (new fields at defaults)
-        return cls(**d)
+        return read_record(cls, {**data, "schema_version": SCHEMA_VERSION}, "")  # new fields at defaults
 
     @classmethod
     def from_json(cls, text: str) -> RunResult:
-        return cls.from_dict(json.loads(text))
+        """A saved result's JSON text -> the record; for any text, only ValueError (ResultError
+        and ConfigError among them)."""
+        try:
+            data = json.loads(text)
+        except RecursionError as exc:
+            raise ResultError("arrays or objects nested too deeply to read") from exc
+        return cls.from_dict(data)
 
 
 def autotune_verdict(
@@ -383,42 +391,8 @@ def autotune_verdict(
 
 
 def pass_from_dict(d: dict[str, Any]) -> PassResult:
-    d = dict(d)
-    d["phases"] = tuple(PhaseTiming(**p) for p in d.get("phases", ()))
-    d["plans"] = tuple(_plan_from_dict(p) for p in d.get("plans", ()))
-    d["timing"] = timing_from_dict(d.get("timing"))
-    d["checks"] = tuple(_check_from_dict(c) for c in d.get("checks", ()))
-    d["fp8"] = Fp8Scaling(**d["fp8"]) if d.get("fp8") else None
-    d["notes"] = tuple(d.get("notes", ()))
-    d["field_peers"] = tuple(
-        PeerResult(**{**p, "timing": timing_from_dict(p.get("timing"))}) for p in d.get("field_peers", ())
-    )
-    return PassResult(**d)
-
-
-def _check_from_dict(d: dict[str, Any]) -> OutputCheck:
-    d = dict(d)
-    d["cudnn"] = ErrorMetrics(**d["cudnn"]) if d.get("cudnn") else None
-    d["peers"] = {name: ErrorMetrics(**m) for name, m in d.get("peers", {}).items()}
-    return OutputCheck(**d)
+    return read_record(PassResult, d, "pass")
 
 
 def timing_from_dict(d: dict[str, Any] | None) -> TimingStats | None:
-    if not d:
-        return None
-    d = dict(d)
-    d["samples_us"] = tuple(d.get("samples_us", ()))
-    t = d.get("telemetry")
-    if t:
-        states = {
-            k: GpuState(**{**t[k], "reasons": tuple(t[k].get("reasons", ()))}) for k in ("before", "after")
-        }
-        d["telemetry"] = Telemetry(**{**t, **states})
-    return TimingStats(**d)
-
-
-def _plan_from_dict(d: dict[str, Any]) -> PlanResult:
-    d = dict(d)
-    d["timing"] = timing_from_dict(d.get("timing"))
-    d["behavior_notes"] = tuple(d.get("behavior_notes", ()))
-    return PlanResult(**d)
+    return read_record(TimingStats, d, "timing") if d else None

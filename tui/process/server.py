@@ -11,7 +11,12 @@ It serves its own user only: it listens in a folder no one else can enter (priva
 each caller's uid. Its socket's name carries a key of the Python, the import path, the variables
 torch reads as it loads and the files of the package, torch and the frontend
 (server_client.server_key), so an upgrade or an edit starts a new server instead of forking
-stale code.
+stale code. Every use of that folder checks it is this user's alone, and its lock is never opened
+through a link.
+
+No caller holds the others up: requests are read side by side as their bytes come, and one that
+is not whole HEADER_WAIT_S after its caller connected is dropped; meanwhile other launches are
+served and ended engines reaped.
 
 One connection a request; the caller sends one JSON line, with two descriptors for an engine:
   {"op": "engine", "target": "module:function", "args": [...], "env": {...}, "cwd": "..."}
@@ -25,7 +30,6 @@ One connection a request; the caller sends one JSON line, with two descriptors f
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import importlib
 import json
 import os
@@ -35,34 +39,50 @@ import socket
 import sys
 import time
 import traceback
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
-from ..store.private import peer_uid
+from ..store.private import FolderRefused, checked_folder, locked, peer_uid
 
-REAP_S = 0.05  # how often a server with engines looks for ended ones
+REAP_S = 0.05  # how often a server with engines or requests coming in looks at them
+IDLE_CHECK_S = 60.0  # the longest one wait of an idle server: a select cannot wait for ever
 HEADER_LIMIT = 1 << 20  # bytes of a request's line; the environment is most of it
-HEADER_WAIT_S = 5.0  # a caller that connects and says nothing within this is dropped
+HEADER_WAIT_S = 5.0  # a caller whose request is not whole this long after it connected is dropped
+SEND_WAIT_S = 5.0  # a reply of a line fits any socket's buffer: a caller that takes none is dropped
 
 
-def read_request(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
-    """The caller's JSON line and the descriptors sent with it."""
-    conn.settimeout(HEADER_WAIT_S)
-    data, fds = b"", []
-    while not data.endswith(b"\n"):
-        chunk, got, _flags, _addr = socket.recv_fds(conn, 65536, 4)
-        fds += got
-        if not chunk or len(data) + len(chunk) > HEADER_LIMIT:
-            for fd in fds:
-                os.close(fd)
+@dataclass(eq=False)
+class Request:
+    """A caller's request as it comes in, with the descriptors sent so far; it has until
+    `deadline` (monotonic) to be whole."""
+
+    conn: socket.socket
+    deadline: float
+    data: bytes = b""
+    fds: list[int] = field(default_factory=list)
+
+    def read(self) -> bool:
+        """Take what the caller sent; whether the line is whole. ConnectionError: it hung up
+        first, or sent more than a request may be."""
+        try:
+            chunk, got, _flags, _addr = socket.recv_fds(self.conn, 65536, 4)
+        except BlockingIOError:
+            return False
+        except OSError:
+            chunk, got = b"", []
+        self.fds += got
+        if not chunk or len(self.data) + len(chunk) > HEADER_LIMIT:
             raise ConnectionError("the caller hung up before its request was whole")
-        data += chunk
-    try:
-        return json.loads(data), fds
-    except ValueError:
-        for fd in fds:
+        self.data += chunk
+        return self.data.endswith(b"\n")
+
+    def close(self) -> None:
+        for fd in self.fds:
             os.close(fd)
-        raise
+        self.fds = []
+        self.conn.close()
 
 
 class Server:
@@ -72,6 +92,7 @@ class Server:
         self.sel = selectors.DefaultSelector()
         self.sel.register(listener, selectors.EVENT_READ)
         self.engines: dict[int, socket.socket] = {}  # pid -> its caller's connection
+        self.coming: set[Request] = set()  # requests not whole yet
         self.started = time.time()
         self.served = 0
         self.last_busy = time.monotonic()
@@ -79,17 +100,25 @@ class Server:
 
     def run(self) -> None:
         while True:
-            events = self.sel.select(timeout=REAP_S if self.engines else max(self.idle_left(), 0.01))
+            events = self.sel.select(timeout=self.wait_s())
             for key, _mask in events:
                 if key.fileobj is self.listener:
                     self.accept()
+                elif isinstance(key.data, Request):
+                    self.take(key.data)
                 else:
                     self.heard(key.fileobj, key.data)
+            self.drop_late()
             self.reap()
             if self.engines:
                 self.last_busy = time.monotonic()
-            elif (self.stopping or self.idle_left() <= 0) and self.leave():
+            elif not self.coming and (self.stopping or self.idle_left() <= 0) and self.leave():
                 return
+
+    def wait_s(self) -> float:
+        if self.engines or self.coming:
+            return REAP_S
+        return min(max(self.idle_left(), 0.01), IDLE_CHECK_S)
 
     def idle_left(self) -> float:
         return self.idle_s - (time.monotonic() - self.last_busy)
@@ -99,13 +128,48 @@ class Server:
             conn, _ = self.listener.accept()
         except OSError:
             return
-        try:
-            if peer_uid(conn) not in (None, os.getuid()):
-                raise PermissionError("a caller of another user")
-            request, fds = read_request(conn)
-            self.answer(conn, request, fds)
-        except (OSError, ValueError, ConnectionError):
+        if peer_uid(conn) not in (None, os.getuid()):  # a caller of another user
             conn.close()
+            return
+        conn.setblocking(False)
+        request = Request(conn, time.monotonic() + HEADER_WAIT_S)
+        self.coming.add(request)
+        self.sel.register(conn, selectors.EVENT_READ, request)
+
+    def take(self, request: Request) -> None:
+        """Read what a caller sent; answer its request once it is whole, drop it if it is bad."""
+        try:
+            if not request.read():
+                return
+        except ConnectionError:
+            self.drop(request)
+            return
+        self.forget(request)
+        try:
+            line = json.loads(request.data)
+            if not isinstance(line, dict):
+                raise ValueError("a request is a JSON object")
+        except (ValueError, RecursionError):  # not JSON, or nested past what it parses
+            request.close()
+            return
+        request.conn.settimeout(SEND_WAIT_S)
+        try:
+            self.answer(request.conn, line, request.fds)
+        except OSError:
+            request.conn.close()
+
+    def drop_late(self) -> None:
+        now = time.monotonic()
+        for request in [r for r in self.coming if r.deadline <= now]:
+            self.drop(request)
+
+    def forget(self, request: Request) -> None:
+        self.coming.discard(request)
+        self.sel.unregister(request.conn)
+
+    def drop(self, request: Request) -> None:
+        self.forget(request)
+        request.close()
 
     def answer(self, conn: socket.socket, request: dict[str, Any], fds: list[int]) -> None:
         op = request.get("op")
@@ -115,7 +179,6 @@ class Server:
             self.engines[pid] = conn  # reaped whatever happens next
             self.served += 1
             try:
-                conn.settimeout(None)
                 conn.sendall(f"pid {pid}\n".encode())
             except OSError:  # the caller is gone already: so is its engine
                 os.kill(pid, signal.SIGKILL)
@@ -151,6 +214,8 @@ class Server:
                 self.listener.close()
                 for other in self.engines.values():
                     other.close()
+                for coming in self.coming:  # another caller's pipes would outlive it in here
+                    coming.close()
                 conn.close()
                 code = run_engine(request, fds)
             finally:
@@ -193,13 +258,18 @@ class Server:
 
     def leave(self) -> bool:
         """End, unless a caller came while the socket was being taken away (then serve it)."""
-        with open(self.lock_path, "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # callers connect under this lock: none is halfway
-            if self.sel.select(timeout=0) and not self.stopping:
-                return False
-            self.unlink()
-            self.listener.close()
+        try:
+            with locked(Path(self.lock_path)):  # callers connect under this lock: none is halfway
+                if self.sel.select(timeout=0) and not self.stopping:
+                    return False
+                self.close()
+        except (OSError, FolderRefused):  # no lock to trust now (its folder changed): end anyway
+            self.close()
         return True
+
+    def close(self) -> None:
+        self.unlink()
+        self.listener.close()
 
     def unlink(self) -> None:
         """Take our socket's name away, unless a newer server already holds it."""
@@ -235,6 +305,8 @@ def run_engine(request: dict[str, Any], fds: list[int]) -> int:
 def main(path: str, lock_path: str, idle_s: float) -> None:
     """Listen at `path`, then leave the caller (which waits for this process to exit, so it can
     connect at once) and go on in a grandchild of a session of its own: torch, then serve."""
+    path, lock_path = os.path.abspath(path), os.path.abspath(lock_path)  # the same after the chdir
+    checked_folder(Path(path).parent)  # raises: the caller says this server did not start
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)  # a dead server's (the caller found it refusing, under the lock)
@@ -249,6 +321,7 @@ def main(path: str, lock_path: str, idle_s: float) -> None:
         os._exit(0)
     os.setsid()
     os.chdir("/")  # holds no caller's folder (each engine goes to its caller's)
+    from . import server_preload  # noqa: F401 - output to the null device, then torch
 
     server.run()
     os._exit(0)

@@ -3,16 +3,18 @@ and ask it for engine processes.
 
 SDPA_EXPLORER_SERVER_IDLE says how long (seconds) a server waits for the next launch before it
 ends; 0 never starts one (each launch then forks its engines from a fork server of its own,
-launcher.py). SDPA_EXPLORER_RUNTIME_DIR moves the folder its socket lives in.
+launcher.py); a value that is no number of seconds up to a week is said on stderr and the default
+used. SDPA_EXPLORER_RUNTIME_DIR moves the folder its socket and its lock live in; every use of
+that folder checks it is this user's alone (private.py).
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import importlib.util
 import json
+import math
 import multiprocessing
 import os
 import select
@@ -27,17 +29,20 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from ..store.private import FolderRefused, peer_uid, private_folder
+from ..store.private import FolderRefused, checked_folder, locked, peer_uid, private_folder
 
 ENV_IDLE = "SDPA_EXPLORER_SERVER_IDLE"
 ENV_FOLDER = "SDPA_EXPLORER_RUNTIME_DIR"
 DEFAULT_IDLE_S = 600.0
+MAX_IDLE_S = 7 * 24 * 3600.0  # a week: a server's select cannot wait past 24.8 days in one call
 # what torch and the frontend read as they load: a server started under other values would fork
 # engines that loaded other libraries than this launch asks for
 KEY_VARIABLES = ("LD_", "CUDA_HOME", "CUDA_PATH", "CUDNN", "TORCH", "PYTORCH", "NVIDIA_", "PYTHON")
 START_WAIT_S = 10.0  # a new server binds its socket before it imports anything heavy
 LOCK_NAME = "server.lock"  # callers connect, servers start and end under it, one at a time
 REPLY_WAIT_S = 300.0  # a server still importing torch on a cold disk answers once it has
+SOCKET_PATH_MAX = 107  # bytes of a Unix socket's path (Linux)
+_warned: set[str] = set()  # the bad idle values said already: once a process, before any UI
 
 
 class ServerUnavailable(Exception):
@@ -45,23 +50,34 @@ class ServerUnavailable(Exception):
 
 
 def idle_seconds() -> float:
-    """How long a server waits for the next launch: SDPA_EXPLORER_SERVER_IDLE, else 600 s."""
+    """How long a server waits for the next launch: SDPA_EXPLORER_SERVER_IDLE, else 600 s; a
+    value no server can wait (not a number, nan, inf, negative, past a week) is warned of once,
+    on one line, and 600 s used: a typo costs no launch its server."""
     text = os.environ.get(ENV_IDLE, "").strip()
+    if not text:
+        return DEFAULT_IDLE_S
     try:
-        return max(float(text), 0.0) if text else DEFAULT_IDLE_S
+        idle = float(text)
     except ValueError:
-        raise ServerUnavailable(f"{ENV_IDLE}={text!r} is not a number of seconds") from None
+        idle = math.nan
+    if 0 <= idle <= MAX_IDLE_S:
+        return abs(idle)  # -0 is 0
+    if text not in _warned:
+        _warned.add(text)
+        shown = repr(text) if len(repr(text)) <= 60 else repr(text)[:57] + "..."
+        print(
+            f"warning: {ENV_IDLE}={shown} is not a number of seconds from 0 to {MAX_IDLE_S:.0f}; "
+            f"the default, {DEFAULT_IDLE_S:.0f}, is used",
+            file=sys.stderr,
+        )
+    return DEFAULT_IDLE_S
 
 
 def unavailable() -> str:
-    """Why launches here ask no engine server ('' when they do): not Linux, turned off, or a
-    SDPA_EXPLORER_SERVER_IDLE that is no number of seconds (said, never a launch's failure)."""
+    """Why launches here ask no engine server ('' when they do): not Linux, or turned off."""
     if sys.platform != "linux":
         return "the engine server runs on Linux only"
-    try:
-        return "" if idle_seconds() > 0 else f"turned off ({ENV_IDLE}=0)"
-    except ServerUnavailable as exc:
-        return str(exc)
+    return "" if idle_seconds() > 0 else f"turned off ({ENV_IDLE}=0)"
 
 
 def enabled() -> bool:
@@ -69,13 +85,15 @@ def enabled() -> bool:
 
 
 def folder() -> Path:
+    """Where the servers' sockets and their lock are, as an absolute path: a server leaves the
+    folder it was started in, and must find the same files as its callers."""
     if os.environ.get(ENV_FOLDER):
-        return Path(os.environ[ENV_FOLDER])
+        return Path(os.path.abspath(os.environ[ENV_FOLDER]))
     import platformdirs
 
     with warnings.catch_warnings():  # no XDG_RUNTIME_DIR: its fallback (in /tmp, ours alone) serves
         warnings.simplefilter("ignore")
-        return Path(platformdirs.user_runtime_dir("sdpa-explorer"))
+        return Path(os.path.abspath(platformdirs.user_runtime_dir("sdpa-explorer")))
 
 
 def server_key() -> str:
@@ -112,7 +130,12 @@ def paths() -> tuple[str, str]:
         where = private_folder(folder())
     except (OSError, FolderRefused) as exc:
         raise ServerUnavailable(f"no folder for its socket: {exc}") from None
-    return str(where / f"engine-{server_key()}.sock"), str(where / LOCK_NAME)
+    path = str(where / f"engine-{server_key()}.sock")
+    if len(os.fsencode(path)) > SOCKET_PATH_MAX:
+        raise ServerUnavailable(
+            f"{path} is over {SOCKET_PATH_MAX} bytes, a socket's most: set a shorter {ENV_FOLDER}"
+        )
+    return path, str(where / LOCK_NAME)
 
 
 def _connect(path: str) -> socket.socket | None:
@@ -124,9 +147,10 @@ def _connect(path: str) -> socket.socket | None:
     except OSError:
         sock.close()
         return None
-    if peer_uid(sock) not in (None, os.getuid()):
+    uid = peer_uid(sock)
+    if uid not in (None, os.getuid()):
         sock.close()
-        raise ServerUnavailable(f"{path} is served by another user")
+        raise ServerUnavailable(f"{path} is served by another user (uid {uid})")
     return sock
 
 
@@ -156,15 +180,16 @@ def connect() -> socket.socket:
     if idle_s <= 0:
         raise ServerUnavailable(f"turned off ({ENV_IDLE}=0)")
     path, lock_path = paths()
-    with open(lock_path, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        sock = _connect(path)
-        if sock is None:
-            try:
-                _start(path, lock_path, idle_s)
-            except (OSError, subprocess.SubprocessError) as exc:
-                raise ServerUnavailable(f"the engine server did not start: {exc}") from None
+    try:
+        with locked(Path(lock_path)):
             sock = _connect(path)
+            if sock is None:
+                _start(path, lock_path, idle_s)
+                sock = _connect(path)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise ServerUnavailable(f"the engine server did not start: {exc}") from None
+    except FolderRefused as exc:
+        raise ServerUnavailable(f"no lock for it: {exc}") from None
     if sock is None:
         raise ServerUnavailable("the engine server refused")
     return sock
@@ -315,29 +340,40 @@ def _ask(sock: socket.socket, op: str, wait_s: float) -> dict[str, Any] | None:
     return {"stopping": True} if line == b"ok" else json.loads(line) if line else None
 
 
-def ask_all(op: str, wait_s: float = 5.0) -> list[dict[str, Any]]:
+def ask_all(op: str, wait_s: float = 5.0) -> tuple[list[dict[str, Any]], list[str]]:
     """The answer of every server of this user's (this install's and others': an older version's,
-    another virtual environment's) to `status` or `stop`; one that has not answered in `wait_s`
-    (still importing torch, say) is left out."""
-    answers = []
-    with contextlib.suppress(OSError, ServerUnavailable):  # a stranger's socket ends the look
-        for path in sorted(folder().glob("engine-*.sock")):
+    another virtual environment's) to `status` or `stop`, and what was not asked, in words: a
+    folder that is not this user's alone, a socket another user serves. One that has not answered
+    in `wait_s` (still importing torch, say) is left out."""
+    answers: list[dict[str, Any]] = []
+    try:
+        where = checked_folder(folder())
+        sockets = sorted(where.glob("engine-*.sock"))
+    except FileNotFoundError:
+        return answers, []
+    except (OSError, FolderRefused) as exc:
+        return answers, [f"{exc}: no server in it was asked"]
+    refused = []
+    for path in sockets:
+        try:
             sock = _connect(str(path))
-            if sock is None:
-                _sweep(path)
-                continue
-            with contextlib.suppress(OSError, ValueError):
-                answer = _ask(sock, op, wait_s)
-                if answer is not None:
-                    answers.append({**answer, "socket": str(path)})
-    return answers
+        except ServerUnavailable as exc:
+            refused.append(f"{exc}: not asked")
+            continue
+        if sock is None:
+            _sweep(path)
+            continue
+        with contextlib.suppress(OSError, ValueError, TypeError):
+            answer = _ask(sock, op, wait_s)
+            if answer is not None:
+                answers.append({**answer, "socket": str(path)})
+    return answers, refused
 
 
 def _sweep(path: Path) -> None:
     """Remove the socket of a server that died without taking it away, under the lock a starting
     server binds under (so never one that is about to listen)."""
-    with contextlib.suppress(OSError, ServerUnavailable), open(path.parent / LOCK_NAME, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with contextlib.suppress(OSError, FolderRefused, ServerUnavailable), locked(path.parent / LOCK_NAME):
         sock = _connect(str(path))
         if sock is None:
             path.unlink()

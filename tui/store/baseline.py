@@ -20,6 +20,7 @@ from typing import Any
 
 from ..model.results import Environment, PassResult, PlanResult, RunResult
 from ..model.statuses import GOOD_STATUSES
+from .reading import Obj
 
 BASELINE_KIND = "sdpa-explorer check baseline"  # what a baseline file says it is
 BASELINE_VERSION = 1
@@ -206,6 +207,12 @@ class BaselineError(ValueError):
     """The file is not a baseline this version reads; the message names it and says why."""
 
 
+# what read_baseline checks before it reads the cases' results (RunResult checks each of those)
+BASELINE_SHAPE = Obj(
+    {"cases": [Obj({"case": str, "result": dict}, required=("case", "result"))]}, required=("cases",)
+)
+
+
 @dataclass(frozen=True)
 class Baseline:
     """A check's results as `check --save-baseline` wrote them: each case's whole RunResult."""
@@ -275,23 +282,26 @@ def save_baseline(path: str, cases: list[tuple[str, RunResult]]) -> Path:
 
 def read_baseline(path: str) -> Baseline:
     """A baseline file (results of any schema this version reads); BaselineError names it."""
+    from ..model.config import ConfigError
+    from .reading import ParseError, ReadError, read_json, shape_problem, shown_path
+
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise BaselineError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise BaselineError(f"{path} is not JSON: {exc}") from exc
+        data = read_json(path)
+    except (ReadError, ParseError) as exc:
+        raise BaselineError(str(exc)) from exc
     if not isinstance(data, dict) or data.get("kind") != BASELINE_KIND:
-        raise BaselineError(f"{path} is not a baseline (check --save-baseline writes them)")
+        raise BaselineError(f"{shown_path(path)} is not a baseline (check --save-baseline writes them)")
     if data.get("version") != BASELINE_VERSION:
         raise BaselineError(
-            f"{path}: baseline version {data.get('version')} (this version reads {BASELINE_VERSION})"
+            f"{shown_path(path)}: baseline version {str(data.get('version'))[:40]} (this version reads {BASELINE_VERSION})"
         )
-    try:
-        cases = tuple((str(c["case"]), RunResult.from_dict(c["result"])) for c in data["cases"])
-    except Exception as exc:  # any shape a hand-edited file can take: said, never a traceback
-        raise BaselineError(f"{path}: a case cannot be read: {exc!r}") from exc
-    return Baseline(path=str(path), created=str(data.get("created", "")), cases=cases)
+    if problem := shape_problem(data, BASELINE_SHAPE):
+        raise BaselineError(f"{shown_path(path)}: a case cannot be read: {problem}")
+    try:  # a hand-edited file: said, never a traceback
+        cases = tuple((c["case"], RunResult.from_dict(c["result"])) for c in data["cases"])
+    except (ValueError, KeyError, TypeError, ConfigError) as exc:
+        raise BaselineError(f"{shown_path(path)}: a case cannot be read: {exc}") from exc
+    return Baseline(path=str(path), created=str(data.get("created", ""))[:40], cases=cases)
 
 
 def judge_pass(name: str, label: str, kind: str, before: PassResult | None, after: PassResult) -> CaseVerdict:

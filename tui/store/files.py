@@ -1,7 +1,12 @@
-"""Writing files so that a crash or a full disk never leaves a half-written one, and so that only
-a regular file is ever replaced: a device, a FIFO or a folder at the path is refused (as root,
-renaming over /dev/full would destroy the device node), a link's target is written, and no folder
-is created that the user did not ask for.
+"""The one way the tool writes a file, so that a crash or a full disk never leaves a half-written
+one, and so that only a regular file is ever replaced: a device, a FIFO or a folder at the path is
+refused (as root, renaming over /dev/full would destroy the device node), a link's target is
+written, no folder is created that the user did not ask for, and the tool's own files (the run
+history's database, the plan cache's folder) are never an export's target.
+
+A file is written whole to a temporary created exclusively beside it (O_EXCL, O_NOFOLLOW: a link
+placed there beforehand is never written through), flushed, then renamed over the target. A file
+that grows a line at a time (a sweep's rows) takes back a line it could not write whole.
 
 A new file gets the mode the umask gives; a replaced one keeps its own. A temporary file that a
 killed save left behind is removed by the next save into its folder.
@@ -9,12 +14,15 @@ killed save left behind is removed by the next save into its folder.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
 import stat
 import time
 from pathlib import Path
+
+_NEW = os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 STALE_S = 3600.0  # a temporary file this old is left over, whoever made it
 ORPHAN_S = 10.0  # one this old whose process is gone is left over (a save takes milliseconds)
@@ -33,6 +41,7 @@ def resolved(path: Path | str) -> Path:
 def kind_words(mode: int) -> str:
     """What a file that is not a regular file is, in words."""
     kinds = (
+        (stat.S_ISLNK, "a link"),
         (stat.S_ISDIR, "a folder"),
         (stat.S_ISFIFO, "a FIFO"),
         (stat.S_ISCHR, "a character device"),
@@ -58,24 +67,41 @@ def write_problem(path: Path | str) -> str | None:
         return f"{folder} is not a folder" if folder.exists() else f"the folder {folder} does not exist"
     if not os.access(folder, os.W_OK | os.X_OK):
         return f"the folder {folder} is not writable"
+    return own_file(target)
+
+
+def own_file(target: Path) -> str | None:
+    """Why `target` (links followed) is one of the tool's own files, which no export replaces."""
+    from .history import default_path
+    from .plan_cache import default_folder
+
+    database = resolved(default_path())
+    beside = {database.name + end for end in ("", "-wal", "-shm", "-journal")}  # SQLite's own
+    if target.parent == database.parent and target.name in beside:
+        return f"that is the run history's database ({database})"
+    if target.is_relative_to(resolved(default_folder())):
+        return f"that is in the plan cache's folder ({default_folder()})"
     return None
 
 
-def atomic_write(path: Path | str, text: str, exclusive: bool = False) -> Path:
+def atomic_write(path: Path | str, data: str | bytes, exclusive: bool = False, private: bool = False) -> Path:
     """Write a temporary file beside the target, flush it to disk, then rename it over the target
     (or, when `exclusive`, link it there: FileExistsError if anything is there, so of two saves
-    racing for one name exactly one wins). Returns the file written."""
-    target = resolved(path)
-    problem = write_problem(target)
+    racing for one name exactly one wins). `private`: a file of the plan cache's own folder,
+    written 0600 in place of whatever regular file or link is at the path (no link followed).
+    Returns the file written; OSError (WriteRefused for a target refused) when it was not."""
+    target = Path(path) if private else resolved(path)
+    problem = _private_problem(target) if private else write_problem(target)
     if problem:
         raise WriteRefused(problem)
     sweep_stale(target.parent, target.name)
-    fd, tmp = _temp_beside(target)
+    fd, tmp = _temp_beside(target, 0o600 if private else None)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            _write_all(fd, data.encode("utf-8") if isinstance(data, str) else data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         if exclusive:
             _link_new(tmp, target)
         else:
@@ -85,13 +111,33 @@ def atomic_write(path: Path | str, text: str, exclusive: bool = False) -> Path:
     return target
 
 
-def _temp_beside(target: Path) -> tuple[int, Path]:
-    """A new temporary file in the target's folder, named for its process (so a later save can
-    tell a killed one's), with the mode the umask gives a new file, or the target's own mode."""
-    tmp = target.parent / f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
+def _private_problem(target: Path) -> str | None:
+    """Why a file of the tool's own folder cannot be replaced: something not a file is there."""
     try:
-        os.fchmod(fd, stat.S_IMODE(os.stat(target).st_mode))
+        mode = os.lstat(target).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    ok = stat.S_ISREG(mode) or stat.S_ISLNK(mode)
+    return None if ok else f"{kind_words(mode)} is there, not a regular file"
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Every byte of `data` to `fd` (a write may take only part); OSError as the disk says it."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _temp_beside(target: Path, mode: int | None = None) -> tuple[int, Path]:
+    """A new temporary file in the target's folder, created exclusively (never a link or a file
+    someone placed there), named for its process (so a later save can tell a killed one's), with
+    `mode`, else the mode the umask gives a new file, or the target's own mode."""
+    tmp = target.parent / f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | _NEW, 0o666 if mode is None else mode)
+    try:
+        os.fchmod(fd, mode if mode is not None else stat.S_IMODE(os.stat(target).st_mode))
     except FileNotFoundError:
         pass  # a new file: the umask already decided
     except OSError:
@@ -101,6 +147,45 @@ def _temp_beside(target: Path) -> tuple[int, Path]:
     return fd, tmp
 
 
+class LineFile:
+    """A file that grows a whole line at a time (a sweep's rows, each kept as it finishes): a line
+    that cannot be written whole (a full disk) is taken back, so the file ends on a whole line."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = resolved(path)
+        problem = write_problem(self.path)
+        if problem:
+            raise WriteRefused(problem)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+        self._fd = os.open(self.path, flags | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), 0o666)
+        mode = os.fstat(self._fd).st_mode
+        if not stat.S_ISREG(mode):  # put there since the check
+            os.close(self._fd)
+            raise WriteRefused(f"{kind_words(mode)} is there, not a regular file")
+
+    def append(self, line: str) -> None:
+        """Write `line` (its newline included) and flush it to disk; OSError, the file as it was."""
+        size = os.fstat(self._fd).st_size
+        try:
+            _write_all(self._fd, line.encode("utf-8"))
+            os.fsync(self._fd)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, size)
+            raise
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> LineFile:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+
 def _link_new(tmp: Path, target: Path) -> None:
     """Put the finished temporary file at `target` only if nothing is there."""
     try:
@@ -108,7 +193,7 @@ def _link_new(tmp: Path, target: Path) -> None:
     except FileExistsError:
         raise
     except OSError:  # a file system without hard links: claim the name, then fill it atomically
-        os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+        os.close(os.open(target, os.O_WRONLY | _NEW, 0o666))
         os.replace(tmp, target)
 
 

@@ -7,8 +7,10 @@ and what the run reports of the plans without building them again.
 
 The blobs are native code that cuDNN loads, so the cache trusts only what it wrote: it reads a
 folder it created itself (owned by this user, writable by no one else), writes every file 0600,
-and checks each blob's SHA-256 before handing it over. A blob that fails that check, or that
-cuDNN will not load, removes its entry; the graph is then built as if never cached, with a note.
+and checks each blob's SHA-256 before handing it over. It reads only regular files inside that
+folder (no link followed out of it, no FIFO or device opened), each of a bounded size, and checks
+the shape of an entry's metadata before using any of it. An entry that fails any check, or that
+cuDNN will not load, is removed; the graph is then built as if never cached, with a note.
 Entries past the size cap go least recently used first.
 """
 
@@ -16,18 +18,32 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import glob
 import hashlib
 import json
+import math
 import os
+import re
+import stat
 import time
 from pathlib import Path
 from typing import Any
 
+from .files import atomic_write, kind_words
 from .private import FolderRefused, private_folder
 
 DEFAULT_CAP_BYTES = 512 << 20  # ~5,000 plans of 70-100 KB (H200: 70-96 KB each)
 ENV_FOLDER = "SDPA_EXPLORER_CACHE_DIR"  # where the cache lives instead of the user cache folder
 FORMAT = 1  # of an entry's metadata; another format is a miss, never an error
+META_MAX_BYTES = 4 << 20  # an entry's metadata: a few hundred plans described, far below this
+BLOB_MAX_BYTES = 64 << 20  # a serialized plan: 70-100 KB on the H200
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+_JSON_KINDS = {list: "a list", str: "a string", int: "a number", float: "a number", bool: "true or false",
+               type(None): "null"}  # fmt: skip
+
+
+class BadEntry(ValueError):
+    """An entry that cannot be used as it is (the message says why)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,6 +88,96 @@ def entry_key(graph_json: str, kind: str, heuristics: tuple[str, ...], machine: 
     return hashlib.sha256(text.encode()).hexdigest()[:40]
 
 
+def read_regular(folder: Path, name: str, limit: int) -> bytes:
+    """The bytes of the regular file `name` directly in `folder`, at most `limit` of them: a link,
+    a FIFO, a device or a folder there is refused without being followed or waited on (BadEntry),
+    as is a larger file; OSError when it cannot be read (FileNotFoundError: absent)."""
+    if not name or "/" in name or "\0" in name or name in (".", ".."):
+        raise BadEntry(f"{name!r} is not a file name of the cache's folder")
+    path = folder / name
+    mode = os.lstat(path).st_mode
+    if not stat.S_ISREG(mode):
+        raise BadEntry(f"{name} is {kind_words(mode)}, not a regular file")
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)  # a file swapped for a link or a FIFO since: refused or not waited on
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise BadEntry(f"{name} is {kind_words(st.st_mode)}, not a regular file")
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise BadEntry(f"{name} is larger than {limit} bytes")
+    return data
+
+
+def entry_from(key: str, meta: Any) -> Entry:
+    """The entry that `meta` (an entry's metadata, as parsed) describes; BadEntry naming what is
+    wrong when it is not the shape the cache writes."""
+    if not isinstance(meta, dict):
+        raise BadEntry(f"its metadata is {_JSON_KINDS.get(type(meta), 'not JSON')}, not an object")
+    if meta.get("format") != FORMAT:
+        raise BadEntry("it was written in another format")
+    missing = [f for f in ("plans", "blobs", "uids", "heuristic_index", "build_seconds", "last_used", "size")
+               if f not in meta]  # fmt: skip
+    if missing:
+        raise BadEntry(f"its metadata lacks {', '.join(missing)}")
+    plans, blobs, uids = meta["plans"], meta["blobs"], meta["uids"]
+    if not isinstance(plans, list) or not all(isinstance(p, dict) for p in plans):
+        raise BadEntry("its plans are not a list of objects")
+    if not isinstance(blobs, dict) or not blobs or not all(_blob_ok(key, i, b) for i, b in blobs.items()):
+        raise BadEntry("its blobs are not plan indexes, each with a file name and a SHA-256")
+    if not isinstance(uids, dict) or not all(_whole(u) for u in uids.values()):
+        raise BadEntry("its uids are not tensor names with whole numbers")
+    heuristic = meta["heuristic_index"]
+    if heuristic is not None and not _whole(heuristic):
+        raise BadEntry("its heuristic_index is not a whole number")
+    size = meta["size"]
+    if not _whole(size) or not 0 <= size <= len(blobs) * BLOB_MAX_BYTES:
+        raise BadEntry("its size is not a whole number of bytes its blobs could hold")
+    return Entry(
+        key=key,
+        plans=plans,
+        blobs={int(i): (name, digest) for i, (name, digest) in blobs.items()},
+        uids=dict(uids),
+        heuristic_index=heuristic,
+        build_seconds=_seconds(meta, "build_seconds"),
+        last_used=_seconds(meta, "last_used"),
+        size=size,
+    )
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _blob_ok(key: str, index: Any, blob: Any) -> bool:
+    """A blob as the cache names it: "index": ["KEY-index-....plan", sha256]."""
+    if not (isinstance(index, str) and index.isascii() and index.isdigit() and len(index) < 10):
+        return False
+    if not (isinstance(blob, list) and len(blob) == 2 and all(isinstance(x, str) for x in blob)):
+        return False
+    name, digest = blob
+    return (
+        name.startswith(f"{key}-")
+        and name.endswith(".plan")
+        and "/" not in name
+        and bool(_DIGEST.fullmatch(digest))
+    )
+
+
+def _seconds(meta: dict, field: str) -> float:
+    value = meta[field]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise BadEntry(f"its {field} is not a number")
+    try:
+        seconds = float(value)
+    except OverflowError:
+        seconds = math.inf
+    if not math.isfinite(seconds):
+        raise BadEntry(f"its {field} is not a finite number")
+    return seconds
+
+
 class PlanCache:
     """The folder of entries. Every method says what went wrong in `notes` rather than raising:
     a cache is never a reason for a run to fail."""
@@ -100,39 +206,37 @@ class PlanCache:
         entry is removed (noted) and counts as a miss."""
         if not self.ready():
             return None
-        path = self._meta(key)
         try:
-            meta = json.loads(path.read_text(encoding="utf-8"))
+            meta = self._read_meta(f"{key}.json")
         except FileNotFoundError:
             return None
-        except (OSError, ValueError) as exc:
-            return self._drop(key, f"its metadata cannot be read ({exc})")
-        if meta.get("format") != FORMAT:
-            return self._drop(key, "it was written in another format")
+        except (OSError, BadEntry) as exc:
+            return self._drop(key, f"its metadata cannot be read ({_words(exc)})")
         try:
-            entry = Entry(
-                key=key,
-                plans=meta["plans"],
-                blobs={int(i): (name, digest) for i, (name, digest) in meta["blobs"].items()},
-                uids={str(n): int(u) for n, u in meta["uids"].items()},
-                heuristic_index=meta["heuristic_index"],
-                build_seconds=float(meta["build_seconds"]),
-                last_used=float(meta["last_used"]),
-                size=int(meta["size"]),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            return self._drop(key, f"its metadata is incomplete ({exc})")
+            entry = entry_from(key, meta)
+        except BadEntry as exc:
+            return self._drop(key, str(exc))
         blobs = {}
         for index, (name, digest) in entry.blobs.items():
             try:
-                blob = (self.folder / Path(name).name).read_bytes()
-            except OSError as exc:
-                return self._drop(key, f"plan {index}'s blob cannot be read ({exc})")
+                blob = read_regular(self.folder, name, BLOB_MAX_BYTES)
+            except (OSError, BadEntry) as exc:
+                return self._drop(key, f"plan {index}'s blob cannot be read ({_words(exc)})")
             if hashlib.sha256(blob).hexdigest() != digest:
                 return self._drop(key, f"plan {index}'s blob does not match its hash")
             blobs[index] = blob
-        self._touch(path, meta)
+        self._touch(self._meta(key), meta)
         return entry, blobs
+
+    def _read_meta(self, name: str) -> Any:
+        """An entry's metadata as parsed (any JSON value); BadEntry or OSError when unreadable."""
+        data = read_regular(self.folder, name, META_MAX_BYTES)
+        try:
+            return json.loads(data.decode("utf-8"))
+        except RecursionError:
+            raise BadEntry(f"{name} is nested too deep") from None
+        except ValueError as exc:  # not UTF-8, or not JSON
+            raise BadEntry(f"{name} is not JSON: {exc}") from None
 
     def _touch(self, path: Path, meta: dict[str, Any]) -> None:
         meta["last_used"] = time.time()
@@ -178,35 +282,42 @@ class PlanCache:
         return True
 
     def _write(self, path: Path, data: bytes) -> None:
-        """0600, written whole to a temporary name and renamed over `path`."""
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(data)
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-            raise
+        """0600, written whole to a temporary created exclusively, and renamed over `path`."""
+        atomic_write(path, data, private=True)
 
     # ---- what is there, and making room -------------------------------------------------
     def entries(self) -> list[dict[str, Any]]:
         """Each entry's key, plans held, bytes and when it was last used, newest first."""
-        out = []
+        return self.survey()[0]
+
+    def survey(self) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+        """The entries as entries() lists them, and those that cannot be read: each one's key and
+        why (a FIFO or a link where its metadata should be, metadata of the wrong shape)."""
+        out: list[dict[str, Any]] = []
+        unreadable: list[dict[str, str]] = []
         if not self.ready():
-            return out
-        for path in self.folder.glob("*.json"):
-            try:
-                meta = json.loads(path.read_text(encoding="utf-8"))
-                names = [p.get("name", "") for p in meta.get("plans", [])]
-                out.append(
-                    dict(key=path.stem, plans=len(meta["blobs"]), size=int(meta["size"]),
-                         last_used=float(meta["last_used"]), names=names)
-                )  # fmt: skip
-            except (OSError, ValueError, KeyError, TypeError):
+            return out, unreadable
+        for name in self._names():
+            if not name.endswith(".json") or name.startswith("."):
                 continue
-        return sorted(out, key=lambda e: e["last_used"], reverse=True)
+            key = name[: -len(".json")]
+            try:
+                entry = entry_from(key, self._read_meta(name))
+            except (OSError, BadEntry) as exc:
+                unreadable.append(dict(key=key, why=_words(exc)))
+                continue
+            names = [p["name"] if isinstance(p.get("name"), str) else "" for p in entry.plans]
+            out.append(
+                dict(key=key, plans=len(entry.blobs), size=entry.size, last_used=entry.last_used, names=names)
+            )
+        return sorted(out, key=lambda e: e["last_used"], reverse=True), unreadable
+
+    def _names(self) -> list[str]:
+        try:
+            return sorted(os.listdir(self.folder))
+        except OSError as exc:
+            self.notes.append(f"plan cache: cannot list {self.folder} ({_words(exc)})")
+            return []
 
     def size(self) -> int:
         return sum(e["size"] for e in self.entries())
@@ -224,13 +335,15 @@ class PlanCache:
         return removed
 
     def remove(self, key: str) -> None:
-        for path in [self._meta(key), *self.folder.glob(f"{key}-*.plan")]:
+        """Unlink the entry's files (a link or a FIFO among them goes as itself, never opened)."""
+        for path in [self._meta(key), *self.folder.glob(f"{glob.escape(key)}-*.plan")]:
             with contextlib.suppress(OSError):
                 path.unlink()
 
     def clear(self) -> int:
-        """Remove every entry; how many there were."""
-        keys = [e["key"] for e in self.entries()]
+        """Remove every entry, the unreadable ones too; how many there were."""
+        readable, unreadable = self.survey()
+        keys = [e["key"] for e in readable + unreadable]
         for key in keys:
             self.remove(key)
         for stray in self.folder.glob("*.plan"):  # blobs whose metadata never got written
@@ -239,9 +352,14 @@ class PlanCache:
         return len(keys)
 
     def _drop(self, key: str, why: str) -> None:
+        """A bad entry: a miss, said once in the notes, and its files removed."""
         self.notes.append(f"a cached plan was removed and rebuilt: {why}")
         self.remove(key)
         return None
+
+
+def _words(exc: BaseException) -> str:
+    return getattr(exc, "strerror", None) or str(exc)
 
 
 # ---- a graph's plans to and from an entry ----------------------------------------------------

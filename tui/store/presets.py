@@ -14,17 +14,20 @@ Built-ins live in the project's presets/ folder; user presets in the user's conf
 (platformdirs; SDPA_EXPLORER_PRESET_DIR overrides it). A user preset with a built-in's name
 is shown as the user's. A broken file is reported with its name, the key and the line (its
 first few problems and how many more), and every other preset still loads; only regular files
-of at most 1 MiB are read (a FIFO or /dev/zero in the folder is reported, never read).
+of at most 1 MiB whose keys nest at most 16 levels are read (store/reading.py: a FIFO or
+/dev/zero in the folder is reported, never read, and a key of 100,000 dotted parts is refused
+before tomllib spends minutes on it). Names and descriptions are kept as a terminal may show
+them: a character that is not printable (an escape sequence) is written as its escape.
 """
 
 from __future__ import annotations
 
+import datetime
 import os
 import re
-import stat
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import tomli_w
 
@@ -32,7 +35,8 @@ from ..model.config import ConfigError, SdpaConfig
 from ..model.fields import config_from_dict
 from ..model.statuses import REGIMES
 from ..model.validation import validate
-from .files import atomic_write, kind_words, sweep_stale
+from .files import atomic_write, sweep_stale
+from .reading import ParseError, ReadError, printable, read_toml
 
 PRESET_KEYS = ("description", "source", "config", "timing")
 TIMING_KEYS = ("regime",)
@@ -63,7 +67,7 @@ class PresetProblem:
     line: int | None = None
 
     def __str__(self) -> str:
-        where = Path(self.path).name
+        where = printable(Path(self.path).name)
         if self.line is not None:
             where += f", line {self.line}"
         if self.key:
@@ -104,60 +108,25 @@ def _short(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def read_text(path: Path) -> tuple[str | None, str]:
-    """The text of a regular file of at most MAX_BYTES, a byte-order mark dropped; else None and
-    why. A FIFO would hang the read and /dev/zero never end it, so neither is opened for reading."""
-    try:
-        mode = os.stat(path).st_mode
-        if not stat.S_ISREG(mode):
-            return None, f"not a regular file ({kind_words(mode)}); only files are read"
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-        with os.fdopen(fd, "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):  # swapped since the look
-                return None, "not a regular file; only files are read"
-            data = f.read(MAX_BYTES + 1)
-    except OSError as exc:
-        return None, f"cannot be read: {exc.strerror or exc}"
-    if len(data) > MAX_BYTES:
-        return None, f"larger than {MAX_BYTES // 1024 // 1024} MiB; a preset is a few lines"
-    try:
-        return data.decode("utf-8-sig"), ""
-    except UnicodeDecodeError as exc:
-        return None, f"not UTF-8 text (at byte {exc.start})"
-
-
-def _parse(text: str) -> tuple[dict | None, str, int | None]:
-    """TOML text -> (data, '', None), or (None, what is wrong, its line)."""
-    try:
-        return tomllib.loads(text), "", None
-    except tomllib.TOMLDecodeError as exc:
-        line = getattr(exc, "lineno", None)
-        if line is None:
-            m = re.search(r"line (\d+)", str(exc))
-            line = int(m.group(1)) if m else None
-        return None, f"not valid TOML: {exc}", line
-    except RecursionError:  # tomllib recurses once per level of nesting
-        return None, "arrays or tables nested too deeply to read", None
-
-
 def load_file(path: Path, origin: str) -> tuple[Preset | None, list[PresetProblem]]:
     """One preset file -> (preset, []) or (None, what is wrong with it: the first few problems
     and, after them, how many more there are)."""
-    text, why = read_text(path)
-    if text is None:
-        return None, [PresetProblem(str(path), why)]
-    data, why, line = _parse(text)
-    if data is None:
-        return None, [PresetProblem(str(path), why, line=line)]
-    config, timing, found = _checked(data)
+    try:
+        data, text = read_toml(path, MAX_BYTES)
+    except ReadError as exc:
+        unopened = isinstance(exc.__cause__, OSError)  # the system's refusal: missing, no permission
+        return None, [PresetProblem(str(path), f"cannot be read: {exc.why}" if unopened else exc.why)]
+    except ParseError as exc:
+        return None, [PresetProblem(str(path), exc.why, line=exc.line)]
+    config, timing, found = _checked(_as_written(data))
     if found:
         return None, _located(path, text, found)
     return (
         Preset(
-            name=path.stem,
+            name=printable(path.stem),  # found by the name it is shown with (ESC as \x1b)
             config=config,
-            description=data.get("description", ""),
-            source=data.get("source", ""),
+            description=printable(data.get("description", "")),
+            source=printable(data.get("source", "")),
             origin=origin,
             path=str(path),
             regime=timing.get("regime", ""),
@@ -180,14 +149,54 @@ def _checked(data: dict) -> tuple[SdpaConfig | None, dict, list[tuple[str, str]]
         config_data = {}
     timing, trouble = _timing_of(data.get("timing", {}))
     found += trouble
-    config = None
-    try:
-        config = config_from_dict(config_data)
-    except ConfigError as exc:
-        found += [(e.field, e.message) for e in exc.errors]
+    config, unread = _config_of(config_data)
+    found += unread
     if config is not None:
-        found += [(e.field, e.message) for e in validate(config)]
-    return config, timing, found
+        bad = {key for key, _ in unread}
+        found += [(e.field, e.message) for e in validate(config) if e.field not in bad]
+    return (None if unread else config), timing, found
+
+
+def _config_of(table: dict) -> tuple[SdpaConfig | None, list[tuple[str, str]]]:
+    """[config] as a configuration, and the keys that did not read; those left out, the rest
+    still make one, so that its validation's problems are said with theirs."""
+    try:
+        return config_from_dict(table), []
+    except ConfigError as exc:
+        unread = [(e.field, e.message) for e in exc.errors]
+    bad = {key for key, _ in unread}
+    try:
+        return config_from_dict({k: v for k, v in table.items() if k not in bad}), unread
+    except ConfigError:
+        return None, unread
+
+
+class _Date(datetime.date):
+    __repr__ = datetime.date.isoformat
+
+
+class _DateTime(datetime.datetime):
+    __repr__ = datetime.datetime.isoformat
+
+
+class _Time(datetime.time):
+    __repr__ = datetime.time.isoformat
+
+
+def _as_written(value: Any) -> Any:
+    """TOML's dates and times quoted in a message as written (1979-05-27), not as Python
+    spells them (datetime.date(1979, 5, 27)); everything else as it is."""
+    if isinstance(value, dict):
+        return {k: _as_written(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_as_written(v) for v in value]
+    if isinstance(value, datetime.datetime):
+        return _DateTime(*value.timetuple()[:6], value.microsecond, value.tzinfo)
+    if isinstance(value, datetime.date):
+        return _Date(value.year, value.month, value.day)
+    if isinstance(value, datetime.time):
+        return _Time(value.hour, value.minute, value.second, value.microsecond, value.tzinfo)
+    return value
 
 
 def _located(path: Path, text: str, found: list[tuple[str, str]]) -> list[PresetProblem]:
@@ -273,7 +282,7 @@ def find(name: str) -> Preset:
     presets, problems = load_all()
     if name in presets:
         return presets[name]
-    broken = [p for p in problems if Path(p.path).stem == name]
+    broken = [p for p in problems if printable(Path(p.path).stem) == name]
     if broken:
         raise ValueError("; ".join(str(p) for p in broken))
     raise KeyError(f"no preset named {name!r} (there are: {', '.join(sorted(presets)) or 'none'})")
