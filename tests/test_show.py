@@ -166,3 +166,22 @@ def test_a_result_of_the_wrong_shape_exits_2_naming_the_field(tmp_path, content,
     path = tmp_path / "result.json"
     path.write_text(content)
     one_line_naming(show(str(path)), f"show: {path} is not a saved result: {words}")
+
+
+def test_markup_in_a_saved_results_words_is_shown_as_written(tmp_path):
+    """Plan names, knobs, notes, phases, peers and the environment are the file's words, not markup."""
+    import dataclasses
+
+    from fakes import PEERS
+
+    fwd = PEERS.forward
+    plans = tuple(dataclasses.replace(p, name=f"[/x]{p.name}", behavior_notes=("[bold]",)) for p in fwd.plans)
+    phases = tuple(dataclasses.replace(ph, note="[/]") for ph in fwd.phases)
+    peers = tuple(dataclasses.replace(peer, name="[red]peer", description="[/y]") for peer in fwd.field_peers)
+    changed = dataclasses.replace(fwd, plans=plans, phases=phases, field_peers=peers, notes=("[/z]",))
+    path = tmp_path / "markup.json"
+    path.write_text(dataclasses.replace(PEERS, passes=(changed,)).to_json())
+    r = show(str(path))
+    assert r.exit_code == 0, r.output
+    for words in ("[/x]", "[bold]", "[/]", "[red]peer", "[/z]"):
+        assert words in r.output, words

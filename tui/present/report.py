@@ -64,7 +64,10 @@ def phases_table(p: PassResult, cache_hit: bool = False) -> Table:
     table.add_column("what it does here")
     for ph in p.phases:
         table.add_row(
-            ph.name, ms(ph.seconds), ph.error if not ph.ok else ph.note, style=None if ph.ok else "red"
+            Text(ph.name),
+            ms(ph.seconds),
+            Text(ph.error if not ph.ok else ph.note),
+            style=None if ph.ok else "red",
         )
     if p.phases:
         table.add_row("total", ms(sum(ph.seconds for ph in p.phases)), "", style="bold")
@@ -121,11 +124,12 @@ def plans_table(p: PassResult) -> Table:
         err = sci(plan.max_abs_error)
         if plan.matches is False:
             err = f"[red]{err} FAIL[/red]"
-        notes = ", ".join(plan.behavior_notes) if plan.built else f"[red]{plan.build_error}[/red]"
+        # what a result file says is shown as written, never read as markup
+        notes = Text(", ".join(plan.behavior_notes)) if plan.built else Text(plan.build_error, style="red")
         table.add_row(
-            str(plan.index), mark, plan.name, plan_source_short(plan.source),
+            str(plan.index), mark, Text(plan.name), plan_source_short(plan.source),
             "-" if plan.engine_id is None else str(plan.engine_id),
-            " ".join(f"{k}={v}" for k, v in plan.knobs.items()),
+            Text(" ".join(f"{k}={v}" for k, v in plan.knobs.items())),
             "-" if plan.workspace_bytes is None else format_bytes(plan.workspace_bytes),
             ms(plan.build_seconds), plan_time(plan.timing),
             f"{plan.tflops:.1f}" if plan.tflops else "-", err, notes,
@@ -154,12 +158,12 @@ def checks_table(p: PassResult) -> Table:
             if m is not None and not m.passed:
                 verdict = f"[red]{verdict}[/red]"
             cells = (sci(m.max_abs), sci(m.max_rel), sci(m.mean_abs), str(m.nonfinite)) if m else ("-",) * 4
-            table.add_row(c.output if j == 0 else "", who, f"{c.atol:.2e}" if j == 0 else "",
+            table.add_row(Text(c.output) if j == 0 else "", Text(who), f"{c.atol:.2e}" if j == 0 else "",
                           f"{c.rtol:g}" if j == 0 else "", *cells, verdict,
                           end_section=j == len(rows) - 1 and i < len(p.checks) - 1)  # fmt: skip
     caption = [f"{name}: {what}" for name, what in p.peers.items()] + list(p.notes)
     if caption:
-        table.caption = "; ".join(caption)
+        table.caption = Text("; ".join(caption))
     return table
 
 
@@ -181,7 +185,7 @@ def peers_table(p: PassResult) -> Table | Text:
         if peer.timing_method:
             what.append(f"; timed by {peer.timing_method}", style="dim")
         table.add_row(
-            peer.name,
+            Text(peer.name),
             plan_time(peer.timing),
             f"{peer.tflops:.1f}" if peer.tflops else "-",
             multiple(speed),
@@ -329,5 +333,5 @@ def environment_table(env: Environment) -> Table:
     table.add_column("what")
     table.add_column("value")
     for key, value in describe(env):
-        table.add_row(key, value or "-", style="yellow" if key == "GPU unavailable" else None)
+        table.add_row(key, Text(value or "-"), style="yellow" if key == "GPU unavailable" else None)
     return table
