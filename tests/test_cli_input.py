@@ -72,4 +72,37 @@ def test_check_without_a_gpu_still_asks_cudnn_about_every_case_and_fails(cpu_eng
 @pytest.mark.parametrize("seed", ["-1", str(2**63), str(2**70)])
 def test_the_inputs_seed_is_bounded_like_an_int64(seed):
     out = invoke("run", "--seed", seed)
-    assert out.exit_code == 2 and "'--seed'" in out.output and "Traceback" not in out.output
+    assert out.exit_code == 2 and "Traceback" not in out.output
+    assert out.output == f"error: --seed: seed must be a whole number from 0 to {2**63 - 1} (got {seed})\n"
+
+
+@pytest.mark.parametrize("command", ["run", "check", "sweep"])
+@pytest.mark.parametrize("replays", ["0", "-3", "10001", str(2**64)])
+def test_every_integer_option_is_bounded_said_on_one_line_naming_it(cpu_engine, command, replays):
+    """`--replays 18446744073709551616` was accepted without a word."""
+    out = invoke(command, "--replays", replays, *(("--vary", "b=1,2") if command == "sweep" else ()))
+    assert out.exit_code == 2 and cpu_engine.requests == []
+    assert out.output == f"error: --replays: replays must be a whole number from 1 to 10000 (got {replays})\n"
+
+
+def test_the_bounds_hold_for_a_run_that_bypasses_the_cli_too():
+    from tui.model.options import RunOptions
+
+    too_many = RunOptions().with_timing(replays=2**64)
+    assert [(e.field, e.message) for e in too_many.problems()] == [
+        ("replays", f"replays must be a whole number from 1 to 10000 (got {2**64})")
+    ]
+    assert RunOptions().with_timing(replays=10_000).problems() == []
+
+
+@pytest.mark.parametrize("peers", ["all,flash", "flash, ALL", "all,all"])
+def test_all_peers_stands_alone(cpu_engine, peers):
+    """`--peers all,flash` said "unknown peer all"."""
+    out = invoke("run", "--peers", peers)
+    assert out.exit_code == 2 and cpu_engine.requests == []
+    (line,) = out.output.splitlines()
+    assert (
+        line.startswith("error: --peers: all stands alone (every peer), not in a list")
+        and repr(peers) in line
+    )
+    assert "unknown peer" not in line

@@ -243,3 +243,14 @@ def test_the_config_class_needs_only_the_standard_library_and_plain_constants():
         stdlib = inspect.ismodule(value) and value.__name__ in sys.stdlib_module_names
         helper = value in (dataclasses.field, dataclasses.dataclass, typing.Any)
         assert stdlib or helper or _plain(value), name
+
+
+def test_a_page_longer_than_the_longest_sequence_is_refused_naming_the_largest_useful_size():
+    """A 4M-token page for a 1,024-token problem read as 48 GiB of I/O without a word."""
+    errors = validate(SdpaConfig(s_q=1024, s_kv=1024, page_size=4194304))
+    assert [(e.field, e.message) for e in errors] == [
+        ("page_size", "a page of 4194304 tokens is longer than the longest sequence it holds (s_kv 1024): "
+                      "at most 1024 is of use")
+    ]  # fmt: skip
+    assert validate(SdpaConfig(s_q=1, s_kv=1024, causal="bottom_right", page_size=1024)) == []
+    assert [e.field for e in validate(SdpaConfig(s_kv=0, page_size=64))] == ["s_kv"]  # said once, at s_kv

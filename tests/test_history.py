@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -313,3 +315,129 @@ def test_threads_that_make_a_new_history_at_once_each_find_it_made(tmp_path):
         assert failures == []
         with History(path) as history:
             assert history.count() == 4
+
+
+def test_a_limit_or_an_id_past_sqlites_integers_lists_all_or_finds_no_run(data_dir):
+    """`history --limit 99999999999999999999` raised OverflowError from SQLite, as did `load` of an
+    id past SQLite's integers."""
+    with History(data_dir / FILE_NAME) as history:
+        history.record_many([(RECORDED, "gpt2-seed", "run")] * 3)
+        assert [r.id for r in history.runs(limit=2**64)] == [3, 2, 1]
+        assert history.runs(limit=2**64, offset=2**64) == [] and len(history.runs(limit=-5, offset=-5)) == 0
+        for run_id in (2**63, -(2**63) - 1, 10**400):
+            with pytest.raises(KeyError, match=f"no run {run_id} in the history"):
+                history.load(run_id)
+        assert history.count(s_q=2**64) == 0 and history.runs(preset="\udcff") == []  # no row holds these
+    out = invoke("history", "--limit", "99999999999999999999")
+    assert out.exit_code == 0 and "the newest 3 of 3 runs" in out.output, out.output
+
+
+def test_rows_with_wrong_typed_columns_are_listed_as_unreadable(data_dir):
+    """`recorded_at='yesterday'` (another tool's, an old version's) crashed `history`."""
+    path = data_dir / FILE_NAME
+    with History(path) as history:
+        history.record_many([(RECORDED, "gpt2-seed", "run")] * 4)
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE runs SET recorded_at = 'yesterday' WHERE id = 1")
+        conn.execute("UPDATE runs SET kernel_us = 'fast', status = NULL WHERE id = 2")
+        conn.execute("UPDATE runs SET label = CAST(x'ff00' AS TEXT), recorded_at = 1e300 WHERE id = 3")
+    conn.close()
+    with History(path) as history:
+        newest, third, second, first = history.runs()
+        assert newest.status == STATUS_OK and newest.when != "?"
+        assert [r.status for r in (third, second, first)] == ["unreadable"] * 3
+        assert (
+            first.message == "this row cannot be read: its recorded_at is 'yesterday'" and first.when == "?"
+        )
+        assert (first.label, first.preset) == (RECORDED.config.label(), "gpt2-seed")  # what reads, kept
+        assert (
+            second.message == "this row cannot be read: its kernel_us is 'fast'" and second.kernel_us is None
+        )
+        assert third.label == "" and third.when == "?"
+        assert history.load(1) == RECORDED  # the whole result is intact
+    listed = invoke("history")
+    assert listed.exit_code == 0 and listed.output.count("unreadable") == 3, listed.output
+    rows = json.loads(invoke("history", "--json").output)
+    assert [r["status"] for r in rows] == ["ok", "unreadable", "unreadable", "unreadable"]
+
+
+def test_a_column_another_tool_wrote_is_shown_as_text_never_read_as_markup(data_dir):
+    """A regime of '[/]' (found by tests/test_fuzz_history.py) raised MarkupError from `history`."""
+    with History(data_dir / FILE_NAME) as history:
+        history.record(RECORDED, "gpt2-seed")
+    with sqlite3.connect(data_dir / FILE_NAME) as conn:
+        conn.execute("UPDATE runs SET regime = '[/]', gpu = '[bold]x', label = '[/x]'")
+    conn.close()
+    out = invoke("history")
+    assert out.exit_code == 0 and "[/]" in out.output and "[bold]x" in out.output, out.output
+
+
+def test_a_preset_without_runs_says_so_and_names_the_presets_that_have_them(data_dir):
+    """`history --preset nonexistent` said "no runs kept yet" when runs were kept."""
+    with History(data_dir / FILE_NAME) as history:
+        history.record_many(
+            [(RECORDED, name, "run") for name in ("bert-base", None, "gpt2-seed", "bert-base")]
+        )
+    out = invoke("history", "--preset", "nonexistent")
+    assert out.exit_code == 0 and out.output == (
+        f"none of the 4 runs kept in {data_dir / FILE_NAME} came from preset 'nonexistent'; "
+        "runs came from the presets bert-base, gpt2-seed\n"
+    )  # fmt: skip
+    out = invoke("history", "--preset", "gpt2-seed", "--status", "mismatch")
+    assert "came from preset 'gpt2-seed' and ended mismatch" in out.output
+    assert "none of the 4 runs kept" in invoke("history", "--status", "mismatch").output
+    with History(data_dir / FILE_NAME) as history:
+        history.record_many([(RECORDED, f"p{i}", "run") for i in range(7)])
+        assert history.presets(3) == ["p6", "p5", "p4"]
+    assert "the presets p6, p5, p4, p3, p2, ...\n" in invoke("history", "--preset", "[/x]").output
+
+
+def _unprivileged(folder) -> list[str]:
+    """What runs a command without the rights to write a read-only `folder`: nothing more for a
+    user, setpriv without the override of file modes for root; skipped where neither holds."""
+    prefix = []
+    if os.geteuid() == 0:
+        if not shutil.which("setpriv"):
+            pytest.skip("root without setpriv: a read-only folder stays writable")
+        caps = "-dac_override,-dac_read_search,-fowner"
+        prefix = ["setpriv", "--bounding-set", caps, "--inh-caps", caps]
+    probe = subprocess.run([*prefix, sys.executable, "-c", f"open({str(folder / 'probe')!r}, 'w')"],
+                           capture_output=True, timeout=120)  # fmt: skip
+    if probe.returncode == 0:
+        pytest.skip("this file system lets a read-only folder be written")
+    return prefix
+
+
+def test_a_read_only_history_is_still_read_and_a_run_says_it_is_not_kept(tmp_path):
+    """On a read-only folder `history` said "unable to open database file" (WAL needs its -shm)
+    though the database was intact; a run there warns once, and the database stays whole."""
+    folder = tmp_path / "data"
+    with History(folder / FILE_NAME) as history:
+        history.record_many([(RECORDED, "gpt2-seed", "run"), (TRAINING, None, "run")])
+    before = (folder / FILE_NAME).read_bytes()
+    folder.chmod(0o555)
+    try:
+        prefix = _unprivileged(folder)
+        script = (
+            "import sys; sys.path.insert(0, 'tests')\nfrom fakes import RECORDED\n"
+            "from tui.cli.main import main\nfrom tui.store.history import record\n"
+            "record(RECORDED)\nmain(sys.argv[1:])\n"
+        )
+
+        def cli(*args: str) -> subprocess.CompletedProcess:
+            env = {**os.environ, DATA_DIR_ENV: str(folder)}
+            return subprocess.run([*prefix, sys.executable, "-c", script, *args], capture_output=True,
+                                  text=True, env=env, timeout=120)  # fmt: skip
+
+        listed = cli("history", "--json")
+        assert listed.returncode == 0, listed.stderr
+        assert [r["id"] for r in json.loads(listed.stdout)] == [2, 1]
+        (warning,) = listed.stderr.splitlines()
+        assert warning.startswith("warning: run not kept in the history: ") and str(folder) in warning
+        shown = cli("show", "2", "--json")
+        assert shown.returncode == 0 and json.loads(shown.stdout)["config"]["backward"] is True, shown.stderr
+    finally:
+        folder.chmod(0o755)
+    assert (folder / FILE_NAME).read_bytes() == before
+    with History(folder / FILE_NAME) as history:
+        assert history.count() == 2

@@ -18,10 +18,12 @@ from rich.table import Table
 from rich.text import Text
 
 from ..model import results, statuses
+from ..model.fields import quote
 from ..present.comparison import comparison_renderables, environment_words
 from .common import EXIT_FAIL, fail_usage, terminal
 
 STATUSES = tuple(v for k, v in vars(statuses).items() if k.startswith("STATUS_"))
+FEW_PRESETS = 5  # the presets named when none of the runs came from the one asked for
 
 
 def history_options(baselines: bool = False):
@@ -165,9 +167,10 @@ def history(as_json: bool, preset: str | None, status: str | None, limit: int) -
     from ..store.history import History, HistoryError
 
     try:
-        with History() as store:
+        with History(read_only=True) as store:  # a list needs no write: a read-only disk still lists
             rows = store.runs(limit=limit, preset=preset, status=status)
             total = store.count(preset=preset, status=status)
+            none_found = "" if rows else none_found_words(store, preset, status)
     except HistoryError as exc:
         terminal(stderr=True).print(f"[red]error:[/red] cannot read the history {escape(str(exc))}")
         sys.exit(EXIT_FAIL)
@@ -176,9 +179,25 @@ def history(as_json: bool, preset: str | None, status: str | None, limit: int) -
         return
     console = terminal()
     if not rows:
-        console.print(f"no runs kept yet in {escape(str(store.path))}", soft_wrap=True)
+        console.print(none_found, markup=False, soft_wrap=True)
         return
     console.print(history_table(rows, f"History: the newest {len(rows)} of {total} runs ({store.path})"))
+
+
+def none_found_words(store, preset: str | None, status: str | None) -> str:
+    """Why the list is empty: nothing kept yet, or none of the runs kept matches (then the presets
+    that have runs, a few)."""
+    kept = store.count()
+    if not kept:
+        return f"no runs kept yet in {store.path}"
+    wanted = [w for w in (preset is not None and f"came from preset {quote(preset)}",
+                          status and f"ended {status}") if w]  # fmt: skip
+    words = f"none of the {kept} runs kept in {store.path} {' and '.join(wanted)}"
+    if preset is not None:
+        names = store.presets(FEW_PRESETS + 1)
+        some = ", ".join(names[:FEW_PRESETS]) + (", ..." if len(names) > FEW_PRESETS else "")
+        words += f"; runs came from the presets {some}" if names else "; no run came from a preset"
+    return words
 
 
 def history_table(rows, title: str) -> Table:
@@ -195,7 +214,7 @@ def history_table(rows, title: str) -> Table:
         kernel = us(r.kernel_us) + (f" {r.regime}" if r.kernel_us is not None and r.regime else "")
         run = Text.assemble((f"{r.preset}: ", "bold") if r.preset else "", r.label)
         where = ", ".join(w for w in (r.gpu, r.cudnn and f"cuDNN {r.cudnn}") if w) or "-"
-        table.add_row(str(r.id), r.when[:16], run, Text(r.status, style=status_style(r.status)), kernel,
+        table.add_row(str(r.id), r.when[:16], run, Text(r.status, style=status_style(r.status)), Text(kernel),
                       Text(where))  # fmt: skip
     return table
 

@@ -8,9 +8,9 @@ from typing import Any
 import click
 
 from ..engine.peers import parse_peers
-from ..model.config import SEED_MAX, ConfigError, FieldError, SdpaConfig
-from ..model.fields import FIELD, FIELDS, SHORTHANDS, Choice, Field, Switch, from_entries
-from ..model.options import OPTION, Option, RunOptions, options_from
+from ..model.config import ConfigError, FieldError, SdpaConfig
+from ..model.fields import FIELD, FIELDS, SHORTHANDS, Choice, Field, Switch, from_entries, quote
+from ..model.options import OPTION, PEER_KEYS, Option, RunOptions, options_from
 from ..model.statuses import REGIME_BURST
 from ..model.validation import validate
 from .common import fail_usage, preset_config
@@ -87,9 +87,6 @@ def preset_regimes() -> dict[str, str]:
 
 
 # ---- the run options (model/options.py declares them), as each command takes them ---------
-_INT_TYPES = {"seed": click.IntRange(0, SEED_MAX)}  # the int options with a range of their own
-
-
 def _run_option(option: Option):
     """The click option of a declared run option; its parameter is the option's name."""
     kw: dict[str, Any] = {"help": option.help}
@@ -97,7 +94,7 @@ def _run_option(option: Option):
         both = "/" in option.flag  # --x/--no-x; a lone flag (--run-anyway) is only ever given
         kw.update(default=option.default, **({"show_default": True} if both else {"is_flag": True}))
     elif option.kind == "int":
-        kw.update(default=option.default, show_default=True, type=_INT_TYPES.get(option.name, click.INT))
+        kw.update(default=option.default, show_default=True, type=click.INT, callback=_within(option))
     elif option.kind == "choice":  # None: the command's default (the preset's regime)
         kw.update(default=None, type=click.Choice(option.choices, case_sensitive=False))
     else:  # peers
@@ -130,14 +127,27 @@ def regime_of(values: dict[str, Any], regimes: dict[str, str] | None = None) -> 
 
 def run_options(values: dict[str, Any], **given: Any) -> RunOptions:
     """The run options of a command's values (its parameters, by option name), `given` over them."""
-    if values["replays"] < 1:
-        fail_usage([f"--replays: must be at least 1 (got {values['replays']})"])
     return options_from({**values, **given})
+
+
+def _within(option: Option):
+    """An int option's check, as click parses it: a value past its bounds exits 2 on one line."""
+
+    def check(_ctx: click.Context, _param: click.Parameter, value: int) -> int:
+        if problem := option.problem(value):
+            fail_usage([f"{option.flag}: {problem}"])
+        return value
+
+    return check
 
 
 def _parse_peers(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[str, ...]:
     if not value:
         return ()
+    words = [w.strip().lower() for w in value.split(",") if w.strip()]
+    if "all" in words and len(words) > 1:
+        fail_usage([f"--peers: all stands alone (every peer), not in a list: give all, or names of "
+                    f"{', '.join(PEER_KEYS)} (got {quote(value)})"])  # fmt: skip
     try:
         return parse_peers(value)
     except ValueError as exc:

@@ -7,6 +7,7 @@ engine's measurement code."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +17,7 @@ from .statuses import REGIME_BURST, REGIMES
 
 # The peers a run may time beside cuDNN, in the order they are shown (engine/peers.py adapts each).
 PEER_KEYS = ("flash", "efficient", "cudnn", "math", "flex", "fa3", "flashinfer")
+MAX_REPLAYS = 10_000  # at the 2 ms a replay aims for, 20 s of timing: more only waits longer
 
 
 @dataclass(frozen=True)
@@ -46,12 +48,13 @@ class RunOptions:
     plan_cache: bool = True  # load plans built before from the plan cache on disk, and add new ones
 
     def problems(self) -> list[FieldError]:
-        """What a run cannot take, said at the option: a seed torch's generator cannot hold."""
-        problems = []
-        seed = self.seed
-        if not (isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed <= SEED_MAX):
-            words = f"the seed must be a whole number from 0 to {SEED_MAX} (got {quote(seed)})"
-            problems.append(FieldError("seed", words))
+        """What a run cannot take, said at the option: a seed torch's generator cannot hold, a
+        count of replays past any use."""
+        problems = [
+            FieldError(o.name, words)
+            for o in OPTIONS
+            if o.bounds and (words := o.problem(getattr(self.timing if o.timing else self, o.name)))
+        ]
         unknown = [quote(p) for p in self.peers if p not in PEER_KEYS]
         if unknown:
             problems.append(
@@ -89,10 +92,18 @@ class Option:
     tip: str = ""  # the form's tooltip
     timing: bool = False
     choices: tuple[str, ...] = ()
+    bounds: tuple[int, int] | None = None  # an int option's lowest and highest values
 
     @property
     def default(self) -> Any:
         return getattr(TimingOptions() if self.timing else RunOptions(), self.name)
+
+    def problem(self, value: Any) -> str:
+        """Why an int option cannot take `value`; '' when it can."""
+        low, high = self.bounds or (-math.inf, math.inf)
+        if isinstance(value, int) and not isinstance(value, bool) and low <= value <= high:
+            return ""
+        return f"{self.name} must be a whole number from {low} to {high} (got {quote(value)})"
 
 
 REGIME_HELP = (
@@ -139,8 +150,15 @@ OPTIONS: tuple[Option, ...] = (
         form="run known issues anyway",
         tip="a configuration that matches a known issue (it may crash cuDNN) runs only when ticked",
     ),  # fmt: skip
-    Option("replays", "--replays", "timed replays of the CUDA graph", "int", timing=True),
-    Option("seed", "--seed", "random seed of the inputs (0 to 2**63-1)", "int"),
+    Option(
+        "replays",
+        "--replays",
+        f"timed replays of the CUDA graph (1 to {MAX_REPLAYS})",
+        "int",
+        timing=True,
+        bounds=(1, MAX_REPLAYS),
+    ),  # fmt: skip
+    Option("seed", "--seed", "random seed of the inputs (0 to 2**63-1)", "int", bounds=(0, SEED_MAX)),
     Option(
         "plan_cache",
         "--cache/--no-cache",

@@ -80,6 +80,17 @@ def lengths_pair(config: SdpaConfig, bad: set[str]) -> Iterator[FieldError]:
         yield FieldError(missing, "padding needs both query and key/value lengths (use 'full' for one side)")
 
 
+def pages_fit(config: SdpaConfig, bad: set[str]) -> Iterator[FieldError]:
+    """A page past the longest sequence it holds is padding that every read of the cache moves."""
+    if config.page_size is None or {"page_size", "s_kv"} & bad or config.page_size <= config.s_kv:
+        return
+    yield FieldError(
+        "page_size",
+        f"a page of {config.page_size} tokens is longer than the longest sequence it holds (s_kv "
+        f"{config.s_kv}): at most {config.s_kv} is of use",
+    )
+
+
 def out_dtype_for_fp8(config: SdpaConfig, bad: set[str]) -> Iterator[FieldError]:
     """fp16 and bf16 attention writes O in its inputs' dtype; only FP8 may choose."""
     if {"dtype", "out_dtype"} & bad or config.fp8 or config.o_dtype == config.dtype:
@@ -116,6 +127,7 @@ RULES: tuple[Rule, ...] = (
     window_fits,
     lengths_fit,
     lengths_pair,
+    pages_fit,
     out_dtype_for_fp8,
     deterministic_needs_backward,
 )

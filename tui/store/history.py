@@ -5,7 +5,9 @@ A row a run: the columns the list filters on, indexed, and the whole RunResult a
 (zlib-compressed; read back through RunResult.from_json, so rows written under an older result
 schema still load). WAL mode and one transaction a run: a crash mid-write loses at most that
 run, never an earlier one. Writing history never fails a run: `record` says in one line why it
-could not, and returns None.
+could not, and returns None. Reading never needs to write: where the folder or the disk cannot take
+a write (read-only, full), the history is read through a read-only connection. A row another tool
+(or an older version) wrote with a column of the wrong type is listed as unreadable.
 
 Headless (no Textual): the CLI writes and reads it here, and so will the dashboard.
 """
@@ -13,6 +15,7 @@ Headless (no Textual): the CLI writes and reads it here, and so will the dashboa
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import sqlite3
 import sys
@@ -41,6 +44,12 @@ SEARCHED = ("label", "preset", "status", "gpu", "cudnn", "frontend")  # what `se
 # rows (a result each) with six; char(31) between the fields, so a search never spans two
 SEARCHED_SQL = " || char(31) || ".join(f"coalesce({name}, '')" for name in SEARCHED)
 _SQL_TYPES = {"int": "INTEGER", "bool": "INTEGER", "float": "REAL", "float | None": "REAL"}  # else TEXT
+# what a column of each declared type may hold as SQLite gives it back (NULL text reads as '')
+_READ_TYPES = {"int": (int,), "bool": (int,), "float": (int, float), "float | None": (int, float, type(None)),
+               "str": (str, type(None)), "str | None": (str, type(None))}  # fmt: skip
+_EMPTY = {"int": 0, "bool": False, "float": 0.0, "str": ""}  # an unreadable column's value (else None)
+SQL_INT_MAX = (1 << 63) - 1  # the largest integer SQLite holds
+UNREADABLE = "unreadable"  # the status of a row whose columns hold values of the wrong type
 
 
 class HistoryError(Exception):
@@ -81,8 +90,9 @@ class HistoryRow:
 
     @property
     def when(self) -> str:
-        """Local time, to the second: how a person finds a run again."""
-        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.recorded_at))
+        """Local time, to the second: how a person finds a run again ('?' where it is no time)."""
+        shown = _local_time(self.recorded_at)
+        return time.strftime("%Y-%m-%d %H:%M:%S", shown) if shown else "?"
 
     def to_dict(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self), "when": self.when}
@@ -140,9 +150,11 @@ class History:
     when first used and usable from any thread, one call at a time (a dashboard's worker); a
     write is one transaction. Another process may write meanwhile: WAL lets readers go on."""
 
-    def __init__(self, path: Path | str | None = None) -> None:
+    def __init__(self, path: Path | str | None = None, read_only: bool = False) -> None:
         self.path = Path(path) if path is not None else default_path()
+        self.read_only = read_only  # only read: never make the folder, the file or its WAL
         self._conn: sqlite3.Connection | None = None
+        self._reader: sqlite3.Connection | None = None  # read-only, where the writer cannot open
 
     def __enter__(self) -> History:
         return self
@@ -151,14 +163,16 @@ class History:
         self.close()
 
     def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        for conn in (self._conn, self._reader):
+            if conn is not None:
+                conn.close()
+        self._conn = self._reader = None
 
     def _connect(self) -> sqlite3.Connection:
         if self._conn is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(self.path, timeout=BUSY_S, check_same_thread=False)
+            conn.text_factory = _text
             try:
                 _prepare(conn)
             except BaseException:
@@ -166,6 +180,20 @@ class History:
                 raise
             self._conn = conn
         return self._conn
+
+    def _read_connection(self) -> sqlite3.Connection:
+        """The writer's connection where it opens, else a read-only one (a read-only or full disk)."""
+        if self._conn is not None:
+            return self._conn
+        if self._reader is not None:
+            return self._reader
+        if not self.read_only:
+            try:
+                return self._connect()
+            except (sqlite3.Error, OSError):
+                pass  # read what is there without writing
+        self._reader = _open_read_only(self.path)
+        return self._reader
 
     def _failed(self, exc: Exception) -> HistoryError:
         return HistoryError(f"{self.path}: {getattr(exc, 'strerror', None) or exc}")
@@ -189,6 +217,7 @@ class History:
         """Newest first. `where`: a column of FILTERS and the value it must equal (None: any);
         `search`: text found in the label, preset, status, GPU or versions."""
         source, sql, args = self._where(search, where)
+        limit, offset = _count_of(limit), _count_of(offset)
         select, page = f"SELECT id, {', '.join(COLUMN_NAMES)} FROM runs", "ORDER BY id DESC LIMIT ? OFFSET ?"
         if source != "runs":  # the page's ids from the search's index, then only their rows
             query = f"{select} WHERE id IN (SELECT id FROM {source}{sql} {page}) ORDER BY id DESC"
@@ -202,6 +231,14 @@ class History:
         found = self._read(f"SELECT COUNT(*) FROM {source}{sql}", args)
         return int(found[0][0]) if found else 0
 
+    def presets(self, limit: int = 5) -> list[str]:
+        """The presets that runs came from, the most recently run first."""
+        found = self._read(
+            "SELECT preset FROM runs WHERE preset IS NOT NULL GROUP BY preset ORDER BY max(id) DESC LIMIT ?",
+            (_count_of(limit),),
+        )
+        return [str(name) for (name,) in found]
+
     def load(self, run_id: int) -> RunResult:
         """The whole result of run `run_id`; KeyError when there is none."""
         found = self._read("SELECT result FROM runs WHERE id = ?", (run_id,))
@@ -210,8 +247,10 @@ class History:
         data = found[0][0]
         try:
             text = zlib.decompress(data).decode("utf-8") if isinstance(data, bytes) else data
+            if not isinstance(text, str):
+                raise TypeError(f"its result is {type(text).__name__}, not JSON")
             return RunResult.from_json(text)
-        except (zlib.error, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+        except (zlib.error, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise HistoryError(f"{self.path}: run {run_id} cannot be read: {exc}") from exc
 
     @staticmethod
@@ -233,9 +272,52 @@ class History:
         if not self.path.exists() and self._conn is None:
             return []  # nothing recorded yet: no file made just to say so
         try:
-            return self._connect().execute(sql, args).fetchall()
+            return self._read_connection().execute(sql, args).fetchall()
+        except (OverflowError, UnicodeEncodeError):
+            return []  # a value no row holds: an integer past SQLite's, text that is no UTF-8
         except (sqlite3.Error, OSError) as exc:
             raise self._failed(exc) from exc
+
+
+def _open_read_only(path: Path) -> sqlite3.Connection:
+    """A connection that never writes: read-only, and where not even WAL's shared-memory file can
+    be made (a read-only folder, a full disk), immutable: the file as it lies."""
+    for extra in ("", "&immutable=1"):
+        conn = sqlite3.connect(
+            f"{path.absolute().as_uri()}?mode=ro{extra}", uri=True, check_same_thread=False
+        )
+        conn.text_factory = _text
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return conn
+        except sqlite3.Error:
+            conn.close()
+            if extra:
+                raise
+    raise AssertionError  # unreachable: the immutable attempt returns or raises
+
+
+def _count_of(n: int) -> int:
+    """A LIMIT or OFFSET of any int, as SQLite takes it: none below 0, all there are above its integers."""
+    return min(max(n, 0), SQL_INT_MAX)
+
+
+def _text(data: bytes) -> str | bytes:
+    """A text column as str; bytes where it is no UTF-8, so that its row reads as unreadable."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data
+
+
+def _local_time(seconds: object) -> time.struct_time | None:
+    """`seconds` since the epoch as local time; None where it is no time of a run."""
+    if not isinstance(seconds, int | float) or not math.isfinite(seconds) or seconds <= 0:
+        return None
+    try:
+        return time.localtime(seconds)
+    except (OverflowError, OSError, ValueError):
+        return None
 
 
 def stored_result(result: RunResult) -> bytes:
@@ -248,9 +330,26 @@ def _insert_values(result: RunResult, preset: str | None, source: str) -> tuple:
     return (*(values[name] for name in COLUMN_NAMES), stored_result(result))
 
 
+_ROW_TYPES = {f.name: str(f.type) for f in dataclasses.fields(HistoryRow)}
+
+
 def _row(r: tuple) -> HistoryRow:
-    values = dict(zip(("id", *COLUMN_NAMES), r, strict=True))
-    return HistoryRow(**{**values, "backward": bool(values["backward"])})
+    """A row as the list shows it; one whose columns hold the wrong types, as unreadable: the
+    columns that read, and the first one that does not named in its message."""
+    stored = dict(zip(("id", *COLUMN_NAMES), r, strict=True))
+    wrong = [name for name, kind in _ROW_TYPES.items() if not isinstance(stored[name], _READ_TYPES[kind])]
+    if "recorded_at" not in wrong and _local_time(stored["recorded_at"]) is None:
+        wrong.append("recorded_at")
+    values = {
+        name: "" if value is None and _ROW_TYPES[name] == "str" else value for name, value in stored.items()
+    }
+    values.update({name: _EMPTY.get(_ROW_TYPES[name]) for name in wrong})
+    row = HistoryRow(**{**values, "backward": bool(values["backward"])})
+    if not wrong:
+        return row
+    shown = repr(stored[wrong[0]])
+    words = f"this row cannot be read: its {wrong[0]} is {shown if len(shown) <= 40 else shown[:37] + '...'}"
+    return dataclasses.replace(row, status=UNREADABLE, message=words)
 
 
 _PREPARING = threading.Lock()  # one thread of this process prepares a file at a time
