@@ -433,7 +433,7 @@ class TestTheFormWithoutAnEngine:
         await pilot.pause()
         text = target.read_text()
         compile(text, str(target), "exec")
-        assert "\nCONFIG = SdpaConfig(b=1, h_q=2, h_kv=2, s_q=64, s_kv=64)\n" in text
+        assert "\nB, H_Q, H_KV, S_Q, S_KV, D_QK, D_V = 1, 2, 2, 64, 64, 64, 64\n" in text  # its sizes
         assert any(str(target) in str(n.message) for n in app._notifications)
 
     async def test_mask_fields_reach_the_config_and_the_mask_view(self, form_app):
@@ -564,7 +564,13 @@ def user_presets(tmp_path, monkeypatch):
 @pytest.mark.asyncio
 async def test_a_gpu_training_step_fills_a_table_a_pass_then_every_pane_draws_a_forward():
     """Real GPU RunResults, recorded on the H200 with `run --json`: the Llama-3-8B training step,
-    then the seed's forward after it."""
+    then the seed's forward after it; then, in the same app (a start is most of such a test's
+    time), what was test_each_plan_says_where_it_comes_from_in_a_column_and_in_full_in_its_detail:
+    the seed's recording with its last plan as heuristic mode OPENSOURCE gives it (left to the
+    backend's heuristics) and the one before it from an open-source engine: the short column says
+    which, a selected plan's detail says it in full."""
+    from tui.model.results import PLAN_SOURCES
+
     result = TRAINING  # llama3-8b-train, recorded on the H200
     fwd, b = result.passes
     app = make_app(result.config, start_engine=False)
@@ -625,6 +631,25 @@ async def test_a_gpu_training_step_fills_a_table_a_pass_then_every_pane_draws_a_
         await show_pane(pilot, "environment")
         assert "NVIDIA H200" in [str(app.query_one("#environment").get_row_at(i)[1]) for i in range(3)]
 
+        # each plan says where it comes from, in a column and in full in its detail
+        sources = {len(fwd.plans) - 1: PLAN_SOURCES[2], len(fwd.plans) - 2: PLAN_SOURCES[1]}
+        plans = tuple(dataclasses.replace(p, source=sources.get(p.index, p.source)) for p in fwd.plans)
+        result = dataclasses.replace(RECORDED, passes=(dataclasses.replace(fwd, plans=plans),))
+        await show_pane(pilot, "plans")
+        app.show_result(result)
+        await pilot.pause()
+        table = app.query_one("#plans-forward")
+        at = [str(c.label) for c in table.columns.values()].index("from")
+        column = [str(table.get_row_at(i)[at]) for i in range(table.row_count)]
+        assert column == ["backend"] * (len(plans) - 2) + ["open-source", "delegated"], column
+        detail = app.query_one("#plan-detail")
+        assert "from backend: an engine of the cuDNN backend library" in str(detail.render())  # the pick
+        table.focus()
+        table.move_cursor(row=0)
+        await pilot.press(*["down"] * (len(plans) - 1))
+        await wait_for(pilot, lambda: str(detail.render()).startswith(f"forward plan {len(plans) - 1}"))
+        assert "from delegated: left to the backend's heuristics" in str(detail.render())
+
 
 @pytest.mark.asyncio
 async def test_an_fp8_result_shows_the_scaling_block():
@@ -668,30 +693,3 @@ async def test_the_form_says_each_change_once():
         await set_field(pilot, app, "h_kv", "4")
         await wait_for(pilot, lambda: heard[-1].config is not None)
         assert [m.config for m in heard[2:]] == [None, preset.replace(h_kv=4)] and "h_kv" in heard[2].errors
-
-
-@pytest.mark.asyncio
-async def test_each_plan_says_where_it_comes_from_in_a_column_and_in_full_in_its_detail():
-    """The seed's recording with its last plan as heuristic mode OPENSOURCE gives it (left to the
-    backend's heuristics) and the one before it from an open-source engine: the short column says
-    which, a selected plan's detail says it in full."""
-    from tui.model.results import PLAN_SOURCES
-
-    fwd = RECORDED.forward
-    sources = {len(fwd.plans) - 1: PLAN_SOURCES[2], len(fwd.plans) - 2: PLAN_SOURCES[1]}
-    plans = tuple(dataclasses.replace(p, source=sources.get(p.index, p.source)) for p in fwd.plans)
-    result = dataclasses.replace(RECORDED, passes=(dataclasses.replace(fwd, plans=plans),))
-    app = make_app(result.config, start_engine=False)
-    async with app.run_test(size=(120, 40)) as pilot:
-        app.show_result(result)
-        await pilot.pause()
-        table = app.query_one("#plans-forward")
-        at = [str(c.label) for c in table.columns.values()].index("from")
-        column = [str(table.get_row_at(i)[at]) for i in range(table.row_count)]
-        assert column == ["backend"] * (len(plans) - 2) + ["open-source", "delegated"]
-        detail = app.query_one("#plan-detail")
-        assert "from backend: an engine of the cuDNN backend library" in str(detail.render())  # the pick
-        table.focus()
-        await pilot.press(*["down"] * (len(plans) - 1))
-        await wait_for(pilot, lambda: str(detail.render()).startswith(f"forward plan {len(plans) - 1}"))
-        assert "from delegated: left to the backend's heuristics" in str(detail.render())

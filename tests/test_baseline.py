@@ -178,7 +178,7 @@ def test_an_unreadable_baseline_exits_2_before_anything_runs(tmp_path, monkeypat
         path.write_text(content)
     fake = answering(monkeypatch)
     out = check("--baseline", str(path))
-    assert out.exit_code == 2 and out.output.startswith("error: --baseline: ") and needle in out.output
+    assert out.exit_code == 2 and out.output.startswith("Error: --baseline: ") and needle in out.output
     assert out.output.count("\n") == 1 and fake.requests == []
     with pytest.raises(BaselineError):
         read_baseline(str(path))
@@ -266,7 +266,7 @@ def test_a_baseline_of_the_wrong_shape_exits_2_naming_it(tmp_path, monkeypatch, 
     path.write_text(content)
     fake = answering(monkeypatch)
     out = check("--baseline", str(path))
-    assert out.exit_code == 2 and out.output.startswith(f"error: --baseline: {path}") and needle in out.output
+    assert out.exit_code == 2 and out.output.startswith(f"Error: --baseline: {path}") and needle in out.output
     assert out.output.count("\n") == 1 and "Traceback" not in out.output and fake.requests == []
 
 
@@ -281,7 +281,7 @@ def test_a_baseline_that_is_a_fifo_or_a_device_is_refused_unread(tmp_path, monke
     assert (
         out.exit_code == 2
         and out.output
-        == f"error: --baseline: cannot read {fifo}: not a regular file (a FIFO); only files are read\n"
+        == f"Error: --baseline: cannot read {fifo}: not a regular file (a FIFO); only files are read\n"
     )
     out = check("--baseline", "/dev/zero")  # reading it would never end
     assert (

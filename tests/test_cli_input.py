@@ -73,7 +73,7 @@ def test_check_without_a_gpu_still_asks_cudnn_about_every_case_and_fails(cpu_eng
 def test_the_inputs_seed_is_bounded_like_an_int64(seed):
     out = invoke("run", "--seed", seed)
     assert out.exit_code == 2 and "Traceback" not in out.output
-    assert out.output == f"error: --seed: seed must be a whole number from 0 to {2**63 - 1} (got {seed})\n"
+    assert out.output == f"Error: --seed: seed must be a whole number from 0 to {2**63 - 1} (got {seed})\n"
 
 
 @pytest.mark.parametrize("command", ["run", "check", "sweep"])
@@ -82,7 +82,7 @@ def test_every_integer_option_is_bounded_said_on_one_line_naming_it(cpu_engine, 
     """`--replays 18446744073709551616` was accepted without a word."""
     out = invoke(command, "--replays", replays, *(("--vary", "b=1,2") if command == "sweep" else ()))
     assert out.exit_code == 2 and cpu_engine.requests == []
-    assert out.output == f"error: --replays: replays must be a whole number from 1 to 10000 (got {replays})\n"
+    assert out.output == f"Error: --replays: replays must be a whole number from 1 to 10000 (got {replays})\n"
 
 
 def test_the_bounds_hold_for_a_run_that_bypasses_the_cli_too():
@@ -102,7 +102,7 @@ def test_all_peers_stands_alone(cpu_engine, peers):
     assert out.exit_code == 2 and cpu_engine.requests == []
     (line,) = out.output.splitlines()
     assert (
-        line.startswith("error: --peers: all stands alone (every peer), not in a list")
+        line.startswith("Error: --peers: all stands alone (every peer), not in a list")
         and repr(peers) in line
     )
     assert "unknown peer" not in line

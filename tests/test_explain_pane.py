@@ -52,6 +52,11 @@ def explained(app, config: SdpaConfig):
 
 @pytest.mark.asyncio
 async def test_a_refused_run_points_to_the_pane_which_asks_once_shown_and_draws_the_grid():
+    """A refused run's status line points to the pane, which asks once shown and draws the grid;
+    then, in the same app (a start is most of such a test's time), what was
+    test_enter_on_a_nearest_configuration_puts_its_edit_into_the_form_and_keeps_the_rest: F6 from a
+    field lands on the nearest configurations; Enter on the second (head dims 72) sets d_qk and d_v
+    and nothing else: the batch the user typed since, the peers ticked, stay."""
     fake = FakeEngine(refused())
     app = make_app(D65, client=fake)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -86,15 +91,7 @@ async def test_a_refused_run_points_to_the_pane_which_asks_once_shown_and_draws_
         await wait_for(pilot, lambda: app.query_one("#tabs").active == "tab-explain")
         assert fake.explained == [D65]
 
-
-@pytest.mark.asyncio
-async def test_enter_on_a_nearest_configuration_puts_its_edit_into_the_form_and_keeps_the_rest():
-    """F6 from a field lands on the nearest configurations; Enter on the second (head dims 72)
-    sets d_qk and d_v and nothing else: the batch the user typed since, the peers ticked, stay."""
-    fake = FakeEngine(refused())
-    app = make_app(D65, client=fake)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.result is not None and not fake.busy)
+        # Enter on a nearest configuration puts its edit into the form and keeps the rest
         app.form.load_options(RunOptions(peers=("flash",), timing=TimingOptions(l2_flush=True)))
         await pilot.press("alt+0")
         await wait_for(pilot, explained(app, D65))

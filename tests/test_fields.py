@@ -16,6 +16,8 @@ from tui.model.fields import (
     FIELD,
     FIELDS,
     GROUPS,
+    OPEN_SECTIONS,
+    SECTIONS,
     SHORTHANDS,
     Choice,
     Field,
@@ -271,10 +273,10 @@ async def test_each_fields_problem_shows_right_below_it_and_goes_when_fixed():
         form = app.query_one(ConfigForm)
         form.show_errors({f.name: f"problem of {f.name}" for f in FIELDS})
         await pilot.pause()
-        children = list(form.children)
         for f in FIELDS:
             line = form.query_one(f"#err-{f.name}")
             assert str(line.render()) == f"problem of {f.name}" and line.has_class("-visible")
+            children = list(line.parent.children)  # the field's section
             above = children[children.index(line) - 1]
             assert above.id in (f.form_id, f"row-{f.name}")  # right below the field's widgets
         form.show_errors({"b": "must be a whole number"})
@@ -285,3 +287,30 @@ async def test_each_fields_problem_shows_right_below_it_and_goes_when_fixed():
         await pilot.pause()
         assert not form.query_one("#err-b").has_class("-visible")
         assert str(form.query_one("#err-b-memory").render()) == "needs 3 GB"
+
+
+@pytest.mark.asyncio
+async def test_the_forms_sections_fold_and_a_field_reached_opens_its_own():
+    """Shape and masks open at first, the rest folded; a field focused (by its name, as F6 back to the
+    form or a key does, or by any other path) or showing a problem opens its section."""
+    from textual.widgets import Collapsible
+
+    app = FormApp()
+    async with app.run_test(size=(60, 40)) as pilot:
+        form = app.query_one(ConfigForm)
+        sections = {s.id.removeprefix("section-"): s for s in form.query(Collapsible)}
+        assert list(sections) == list(SECTIONS)
+        assert [name for name, s in sections.items() if not s.collapsed] == list(OPEN_SECTIONS)
+        assert all(FIELD[f.name].group in sections for f in FIELDS)
+        form.focus_field("page_size")
+        await pilot.pause()
+        assert app.focused is form.query_one("#f-page_size") and not sections["inference"].collapsed
+        form.focus_field("heuristics")  # a row of ticks: its first
+        await pilot.pause()
+        assert app.focused is form.query_one("#f-heur-A") and not sections["timing"].collapsed
+        form.query_one("#f-peer-flash").focus()  # any path to a field
+        await pilot.pause()
+        assert not sections["peers"].collapsed
+        form.show_errors({"dropout_seed": "dropout seed must be at least 0 (got -1)"})
+        await pilot.pause()
+        assert not sections["precision"].collapsed and form.query_one("#err-dropout_seed").region.height

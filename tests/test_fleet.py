@@ -97,7 +97,7 @@ def test_a_failed_case_on_one_gpu_fails_the_check(monkeypatch):
 def test_bad_gpus_exit_2_naming_the_option(monkeypatch, text, needle):
     simulated(monkeypatch, {})
     out = check("--gpus", text)
-    assert out.exit_code == 2 and out.output.startswith("error: --gpus: ") and needle in out.output
+    assert out.exit_code == 2 and out.output.startswith("Error: --gpus: ") and needle in out.output
 
 
 def test_an_engine_process_sees_only_its_gpu():

@@ -262,10 +262,10 @@ def test_compare_takes_ids_and_files_and_prints_the_change(data_dir, monkeypatch
 @pytest.mark.parametrize(
     "args,needle",
     [
-        (["show", "7"], "error: show: no run 7 in the history"),
-        (["compare", "1", "7"], "error: compare B: no run 7 in the history"),
-        (["compare", "missing.json", "1"], "error: compare A: cannot read missing.json"),
-        (["compare", "1", "not-a-result.json"], "error: compare B: not-a-result.json is not a saved result"),
+        (["show", "7"], "Error: show: no run 7 in the history"),
+        (["compare", "1", "7"], "Error: compare B: no run 7 in the history"),
+        (["compare", "missing.json", "1"], "Error: compare A: cannot read missing.json"),
+        (["compare", "1", "not-a-result.json"], "Error: compare B: not-a-result.json is not a saved result"),
     ],
 )
 def test_bad_ids_and_files_exit_2_on_one_line_naming_them(data_dir, monkeypatch, tmp_path, args, needle):

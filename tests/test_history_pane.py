@@ -94,25 +94,6 @@ async def test_a_run_kept_while_the_pane_is_being_made_is_listed(monkeypatch):
 
 
 @pytest.mark.asyncio
-async def test_the_filter_narrows_the_list_as_you_type():
-    with History() as history:
-        history.record_many([(RECORDED, "seed", "run"), (TRAINING, "llama3-8b-train", "check"),
-                             (RECORDED, None, "run")])  # fmt: skip
-    app = make_app(SMALL, client=FakeEngine(relabelled(RECORDED)), start_engine=False)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await show_history(app, pilot)
-        await wait_for(pilot, lambda: shown_ids(app) == [3, 2, 1])
-        app.query_one("#history-filter", Input).focus()
-        await pilot.press(*"llama")
-        await wait_for(pilot, lambda: shown_ids(app) == [2] and not pane(app).filter_pending)
-        assert pane(app).total == 1 and "matching “llama”" in str(app.query_one("#history-note").render())
-        await pilot.press(*"-nothing")
-        await wait_for(pilot, lambda: shown_ids(app) == [] and not pane(app).filter_pending)
-        app.query_one("#history-filter", Input).value = ""
-        await wait_for(pilot, lambda: shown_ids(app) == [3, 2, 1] and not pane(app).filter_pending)
-
-
-@pytest.mark.asyncio
 async def test_enter_reopens_a_run_into_the_panes_and_nothing_runs():
     with History() as history:
         kept = history.record(TRAINING, "llama3-8b-train", "check")
@@ -133,25 +114,6 @@ async def test_enter_reopens_a_run_into_the_panes_and_nothing_runs():
         assert TRAINING.config.label() in str(app.query_one("#summary").render())
         with History() as history:
             assert history.count() == 3  # and not kept again
-
-
-@pytest.mark.asyncio
-async def test_two_marked_runs_compare_with_the_change_in_percent():
-    with History() as history:
-        history.record_many([(RECORDED, "seed", "run"), (slowed(RECORDED, 1.25), "seed", "run"),
-                             (TRAINING, None, "run")])  # fmt: skip
-    app = make_app(SMALL, client=FakeEngine(relabelled(RECORDED)), start_engine=False)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await show_history(app, pilot)
-        await wait_for(pilot, lambda: shown_ids(app) == [3, 2, 1])
-        table = app.query_one("#history-table")
-        table.focus()
-        table.move_cursor(row=1)
-        await pilot.press("space", "down", "space", "c")
-        await wait_for(pilot, lambda: pane(app).has_class("-comparing"))
-        assert pane(app).marked == [2, 1]
-        shown = rendered(app.query_one("#history-comparison", Static).content)
-        assert "A #1" in shown and "B #2" in shown and "+25.0%" in shown
 
 
 @pytest.mark.asyncio
@@ -195,14 +157,24 @@ async def test_a_saved_result_opened_is_not_kept_again():
             assert history.count() == 1
 
 
-async def test_a_key_typed_in_the_filter_or_a_form_field_asks_for_no_layout_of_the_screen():
-    """An Input's text sets its virtual size, which Textual counts as a layout change: every key
-    re-laid the whole screen out, a third of the filter's answer to a key. The fields of the main
-    screen repaint themselves only; what typing into them starts (a filter, a run) is its own."""
-    app = make_app(SdpaConfig(), start_engine=False)
+@pytest.mark.asyncio
+async def test_keys_in_the_filter_lay_nothing_out_the_filter_narrows_and_two_marked_runs_compare():
+    """One start without an engine over four kept runs, the checks of what were these tests:
+    - test_a_key_typed_in_the_filter_or_a_form_field_asks_for_no_layout_of_the_screen: an Input's
+      text sets its virtual size, which Textual counts as a layout change: every key re-laid the
+      whole screen out, a third of the filter's answer to a key. The fields of the main screen
+      repaint themselves only; what typing into them starts (a filter, a run) is its own;
+    - test_the_filter_narrows_the_list_as_you_type;
+    - test_two_marked_runs_compare_with_the_change_in_percent."""
+    with History() as history:
+        history.record_many([(RECORDED, "seed", "run"), (slowed(RECORDED, 1.25), "seed", "run"),
+                             (TRAINING, "llama3-8b-train", "check"), (RECORDED, None, "run")])  # fmt: skip
+    app = make_app(SMALL, client=FakeEngine(relabelled(RECORDED)), start_engine=False)
     async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.press("f2")
-        await wait_for(pilot, lambda: app.query_one("#tabs").active == "tab-history")
+        await show_history(app, pilot)
+        await wait_for(pilot, lambda: shown_ids(app) == [4, 3, 2, 1])
+
+        # a key typed in the filter or a form field asks for no layout of the screen
         for selector in ("#history-filter", "#f-b"):
             field = app.query_one(selector, Input)
             field.focus()
@@ -217,6 +189,29 @@ async def test_a_key_typed_in_the_filter_or_a_form_field_asks_for_no_layout_of_t
             field.refresh = watched
             await pilot.press("7")
             assert field.value.endswith("7") and asked and not any(asked), (selector, asked)
+            del field.refresh
+            field.value = field.value[:-1]  # as it was, for the checks below
+
+        # the filter narrows the list as you type
+        await wait_for(pilot, lambda: shown_ids(app) == [4, 3, 2, 1] and not pane(app).filter_pending)
+        app.query_one("#history-filter", Input).focus()
+        await pilot.press(*"llama")
+        await wait_for(pilot, lambda: shown_ids(app) == [3] and not pane(app).filter_pending)
+        assert pane(app).total == 1 and "matching “llama”" in str(app.query_one("#history-note").render())
+        await pilot.press(*"-nothing")
+        await wait_for(pilot, lambda: shown_ids(app) == [] and not pane(app).filter_pending)
+        app.query_one("#history-filter", Input).value = ""
+        await wait_for(pilot, lambda: shown_ids(app) == [4, 3, 2, 1] and not pane(app).filter_pending)
+
+        # two marked runs compare with the change in percent
+        table = app.query_one("#history-table")
+        table.focus()
+        table.move_cursor(row=2)
+        await pilot.press("space", "down", "space", "c")
+        await wait_for(pilot, lambda: pane(app).has_class("-comparing"))
+        assert pane(app).marked == [2, 1], "the runs marked"
+        shown = rendered(app.query_one("#history-comparison", Static).content)
+        assert "A #1" in shown and "B #2" in shown and "+25.0%" in shown, shown
 
 
 def test_the_pane_and_the_cli_say_when_a_run_was_kept_in_the_same_words():

@@ -176,7 +176,7 @@ def test_the_cli_names_a_bad_peer_on_one_line():
     from tui.cli.main import main
 
     out = CliRunner().invoke(main, ["run", "--peers", "flash,[/x]"])
-    assert out.exit_code == 2 and out.output.strip().startswith("error: --peers: unknown peer [/x]")
+    assert out.exit_code == 2 and out.output.strip().startswith("Error: --peers: unknown peer [/x]")
     assert len(out.output.strip().splitlines()) == 1
 
 

@@ -230,7 +230,7 @@ def test_a_run_whose_export_fails_is_kept_in_the_history_and_says_so(tmp_path, e
     assert result.exit_code == 1, result.output
     assert "Traceback" not in result.output and isinstance(result.exception, SystemExit)
     said = [line for line in result.output.splitlines() if "--save-script" in line]
-    assert said == [f"error: --save-script: cannot write {script}: No space left on device"]
+    assert said == [f"Error: --save-script: cannot write {script}: No space left on device"]
     assert not script.exists()
     with History() as history:
         assert history.count() == before + 1  # the run was kept before the export failed

@@ -145,8 +145,9 @@ def test_a_search_that_could_not_run_says_why_and_exits_1(monkeypatch):
 def test_the_script_of_a_pinned_configuration_rebuilds_that_plan():
     pinned = script(SdpaConfig(s_q=1, s_kv=4096, plan="1 KERNEL_CFG=27"))
     compile(pinned, "repro.py", "exec")
-    assert "ws = build_pinned_plan(g)" in pinned and "def append_plan(" in pinned
-    assert "build_pinned_plan" not in script(SdpaConfig())
+    assert "graph.create_execution_plan(1, {cudnn.knob_type.KERNEL_CFG: 27})" in pinned
+    assert "graph.build_plan_at_index(graph.get_execution_plan_count() - 1)" in pinned
+    assert "create_execution_plan(" not in script(SdpaConfig()).replace("create_execution_plans(", "")
 
 
 def test_the_per_preset_table_gives_the_gains_span_over_the_places_of_the_inputs():
@@ -174,7 +175,7 @@ def test_an_export_the_disk_cuts_short_is_said_in_one_line_and_leaves_no_cut_fil
     assert r.exit_code == 1, r.output
     assert "Traceback" not in r.output and isinstance(r.exception, SystemExit)
     assert [line for line in r.output.splitlines() if option in line] == [
-        f"error: {option}: cannot write {path}: No space left on device"
+        f"Error: {option}: cannot write {path}: No space left on device"
     ]
     assert path.read_text() == "an earlier search's" and [p.name for p in tmp_path.iterdir()] == ["found.out"]
 
@@ -208,6 +209,6 @@ def test_under_a_file_size_limit_no_export_is_cut(tmp_path):
     assert done.returncode == 0, done.stderr
     code, *said = done.stdout.splitlines()
     assert code == "1" and "Traceback" not in done.stdout
-    assert f"error: --save-json: cannot write {found}: File too large" in said
+    assert f"Error: --save-json: cannot write {found}: File too large" in said
     assert f"wrote {rows}" in said  # the CSV is smaller than the limit
     assert not found.exists() and rows.read_text().startswith("preset,plan,")

@@ -34,6 +34,10 @@ def drawn(app, selector: str) -> str:
 
 
 def rows(table) -> list[list[str]]:
+    """Each row's cells, those of the columns a narrow pane leaves out too."""
+    every = getattr(table, "every_row", None)
+    if every is not None:
+        return [[str(c) for c in row] for row in every]
     return [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
 
 
@@ -79,6 +83,12 @@ async def searched_once(pilot, fake: FakeEngine) -> SearchResult:
 
 @pytest.mark.asyncio
 async def test_a_search_says_each_candidate_then_the_pick_the_best_the_counts_the_chart_and_table():
+    """One start, several searches in turn (a start is most of such a test's time): this test's
+    own checks, then those of what were test_a_bad_budget_is_said_at_the_field_and_nothing_is_asked,
+    test_form_edits_wait_for_the_search_and_run_when_it_ends and
+    test_the_best_found_runs_in_a_fresh_process_and_the_pane_gives_both_figures."""
+    from test_knob_search import fresh_run
+
     async with dashboard() as (app, pilot, fake):
         await ready(pilot, fake)
         fake.hold()  # the search pauses at its first candidate
@@ -124,6 +134,52 @@ async def test_a_search_says_each_candidate_then_the_pick_the_best_the_counts_th
         assert table[0][1:] == ["eng1_k24=30", "searched", "130.00 µs", "1", "5.00e-01", "check failed"]
         assert table[2][3] == "146.00 µs" and table[2][6] == "built"
 
+        # a bad budget is said at the field and nothing is asked
+        await wait_for(pilot, lambda: not fake.busy)
+        searches, before = len(fake.searches), pane(app).result
+        await start(pilot, "soon")
+        error = app.query_one("#search-budget-error")
+        await wait_for(pilot, lambda: error.display)
+        assert "a budget is a positive duration such as 60s, 2m or 90 (got 'soon')" in text(
+            app, "#search-budget-error"
+        )
+        assert app.query_one("#search-budget").has_class("-invalid") and len(fake.searches) == searches
+        await start(pilot, "2m")
+        await wait_for(pilot, lambda: pane(app).result is not before and not fake.busy)
+        assert not error.display and fake.searches[-1][1].budget_s == 120.0, "the budget fixed"
+
+        # form edits wait for the search and run when it ends
+        before = pane(app).result
+        fake.hold()
+        await start(pilot)
+        await wait_for(pilot, lambda: "candidate 1," in text(app, "#search-status"))
+        runs = len(fake.requests)
+        app.form.load(SEED.replace(b=2))
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: app.form.read()[0] == SEED.replace(b=2) and not app.run_pending)
+        assert len(fake.requests) == runs and app.scheduler.run_after, "an edit took the engine"
+        fake.release()
+        await wait_for(pilot, lambda: pane(app).result is not before and app.result.config.b == 2)
+        # the best found ran first, pinned, in the engine process that follows the search's; then the form
+        asked = [config for config, _ in fake.requests[runs:]]
+        assert asked == [SEED.replace(plan="1 KERNEL_CFG=27"), SEED.replace(b=2)]
+        assert pane(app).result.status == "ok" and pane(app).result.fresh is not None
+
+        # the best found runs in a fresh process and the pane gives both figures
+        app.form.load(SEED)
+        await wait_for(pilot, lambda: app.result.config == SEED and not fake.busy and not app.run_pending)
+        before = pane(app).result
+        fake.then(lambda reply, config, _options: reply.result(fresh_run(config)))
+        await start(pilot)
+        await wait_for(pilot, lambda: pane(app).result is not before and pane(app).result.fresh is not None)
+        summary = drawn(app, "#search-summary")
+        assert "best found 146.20 µs 1 KERNEL_CFG=27 eng1_k24=27 gain +11.3% against the pick" in summary
+        assert (
+            "fresh process as a pinned run reads it: 1 KERNEL_CFG=27 155.00 µs, pick 163.50 µs: +5.2%"
+            in summary
+        ), summary
+        assert app.search_result.fresh.best_us == 155.0 and "knob search" not in text(app, "#status")
+
 
 @pytest.mark.asyncio
 async def test_esc_stops_the_search_at_its_next_candidate_keeping_what_it_found():
@@ -147,22 +203,6 @@ async def test_esc_stops_the_search_at_its_next_candidate_keeping_what_it_found(
         assert "candidates 27 tried, 24 built, 3 failed to build, 0 failed the check" in summary
         assert app.query_one("#search-chart").display and len(rows(app.query_one("#search-table"))) == 12
         assert not app.query_one("#search-start").disabled and app.query_one("#search-cancel").disabled
-
-
-@pytest.mark.asyncio
-async def test_a_bad_budget_is_said_at_the_field_and_nothing_is_asked():
-    async with dashboard() as (app, pilot, fake):
-        await ready(pilot, fake)
-        await start(pilot, "soon")
-        error = app.query_one("#search-budget-error")
-        await wait_for(pilot, lambda: error.display)
-        assert "a budget is a positive duration such as 60s, 2m or 90 (got 'soon')" in text(
-            app, "#search-budget-error"
-        )
-        assert app.query_one("#search-budget").has_class("-invalid") and fake.searches == []
-        await start(pilot, "2m")
-        await wait_for(pilot, lambda: pane(app).result is not None)
-        assert not error.display and fake.searches[0][1].budget_s == 120.0
 
 
 @pytest.mark.asyncio
@@ -210,44 +250,6 @@ async def test_the_plans_pane_lists_the_finds_after_the_heuristics_plans_for_tha
         app.form.load(SEED.replace(b=2))  # another configuration: the finds are not its own
         await wait_for(pilot, lambda: app.result.config.b == 2)
         assert len(rows(plans)) == 6
-
-
-@pytest.mark.asyncio
-async def test_form_edits_wait_for_the_search_and_run_when_it_ends():
-    async with dashboard() as (app, pilot, fake):
-        await ready(pilot, fake)
-        fake.hold()
-        await start(pilot)
-        await wait_for(pilot, lambda: "candidate 1," in text(app, "#search-status"))
-        runs = len(fake.requests)
-        app.form.load(SEED.replace(b=2))
-        await pilot.press("ctrl+r")
-        await wait_for(pilot, lambda: app.form.read()[0] == SEED.replace(b=2) and not app.run_pending)
-        assert len(fake.requests) == runs and app.scheduler.run_after  # nothing took the engine
-        fake.release()
-        await wait_for(pilot, lambda: pane(app).result is not None and app.result.config.b == 2)
-        # the best found ran first, pinned, in the engine process that follows the search's; then the form
-        asked = [config for config, _ in fake.requests[runs:]]
-        assert asked == [SEED.replace(plan="1 KERNEL_CFG=27"), SEED.replace(b=2)]
-        assert pane(app).result.status == "ok" and pane(app).result.fresh is not None
-
-
-@pytest.mark.asyncio
-async def test_the_best_found_runs_in_a_fresh_process_and_the_pane_gives_both_figures():
-    from test_knob_search import fresh_run
-
-    async with dashboard() as (app, pilot, fake):
-        await ready(pilot, fake)
-        fake.then(lambda reply, config, _options: reply.result(fresh_run(config)))
-        await start(pilot)
-        await wait_for(pilot, lambda: pane(app).result is not None and pane(app).result.fresh is not None)
-        summary = drawn(app, "#search-summary")
-        assert "best found 146.20 µs 1 KERNEL_CFG=27 eng1_k24=27 gain +11.3% against the pick" in summary
-        assert (
-            "fresh process as a pinned run reads it: 1 KERNEL_CFG=27 155.00 µs, pick 163.50 µs: +5.2%"
-            in summary
-        )
-        assert app.search_result.fresh.best_us == 155.0 and "knob search" not in text(app, "#status")
 
 
 @pytest.mark.asyncio

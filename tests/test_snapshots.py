@@ -125,11 +125,15 @@ async def field_fixed(pilot) -> None:
     await wait_for(pilot, lambda: pilot.app.status.state.phase is Phase.DONE)
 
 
+RESULT_TABS = ("plans", "phases", "accuracy", "latency", "environment", "mask", "graph")  # the seed's
+SIZES = {"120x40": (120, 40), "80x24": (80, 24)}
+
+
 @pytest.fixture(scope="module")
 def recorded_screens() -> dict[str, str]:
     """Every screen the tests below compare, of one app (a start-up each would be most of their
     time): before any result, the help and a padded batch's mask; then the seed's recording on
-    each pane, with a field error, and at 80x24."""
+    each pane of a result at 120x40, with a field error, and each again at 80x24."""
 
     async def take() -> dict[str, str]:
         app = recorded_app()
@@ -139,24 +143,20 @@ def recorded_screens() -> dict[str, str]:
             shots["padded-mask"] = await screenshot(pilot, padded_mask)
             await mask_closed(pilot)
             await show_recorded(pilot)
-            tabs = ["plans", "phases", "accuracy", "latency", "environment", "mask"]
-            shots |= {tab: await screenshot(pilot, pane(tab)) for tab in tabs}
+            shots |= {f"{tab}-120x40": await screenshot(pilot, pane(tab)) for tab in RESULT_TABS}
             shots["stale"] = await screenshot(pilot, field_error)  # on the Plans pane
             await field_fixed(pilot)
-            shots["80x24"] = await screenshot(pilot, terminal(80, 24))
+            await terminal(80, 24)(pilot)
+            shots |= {f"{tab}-80x24": await screenshot(pilot, pane(tab)) for tab in RESULT_TABS}
         return shots
 
     return asyncio.run(take())
 
 
-def test_plans_pane(snapshot, recorded_screens):
-    shots = {"120x40": recorded_screens["plans"], "80x24": recorded_screens["80x24"]}
-    assert mismatched(snapshot, shots) == []
-
-
-def test_other_panes(snapshot, recorded_screens):
-    tabs = ["phases", "accuracy", "latency", "environment", "mask"]
-    assert mismatched(snapshot, {tab: recorded_screens[tab] for tab in tabs}) == []
+def test_result_panes(snapshot, recorded_screens):
+    """The seed's recording on each pane that draws a result, at 120x40 and at 80x24."""
+    names = [f"{tab}-{size}" for size in SIZES for tab in RESULT_TABS]
+    assert mismatched(snapshot, {name: recorded_screens[name] for name in names}) == []
 
 
 def test_field_error_marks_results_stale(snapshot, recorded_screens):
@@ -192,7 +192,7 @@ async def test_peers_pane(snapshot):
 @pytest.mark.asyncio
 async def test_sweep_pane(snapshot, monkeypatch):
     """llama3-8b-prefill with every peer ticked, swept over s = 1024 ... 8192: each point answers
-    with the H200's recording of 8192 relabelled (so every line is flat), at 120x40."""
+    with the H200's recording of 8192 relabelled (so every line is flat), at 120x40 and 80x24."""
     monkeypatch.setattr(sweep_progress, "clock", lambda: 0.0)  # elapsed times read 0 s
     fake = FakeEngine(relabelled(PEERS))
     app = make_app(PEERS.config, client=fake)
@@ -204,9 +204,10 @@ async def test_sweep_pane(snapshot, monkeypatch):
         app.query_one("#sweep-vary-1", Input).focus()
         await pilot.press(*"s=1024..8192x2", "enter")
         await wait_for(pilot, lambda: bool(app.query_one("#sweep").progress.finished))
-        shot = await screenshot(pilot, pane("sweep"))
+        shots = {"120x40": await screenshot(pilot, pane("sweep"))}
+        shots["80x24"] = await screenshot(pilot, terminal(80, 24))
     fake.close()
-    assert snapshot.use_extension(SVGImageExtension) == shot
+    assert mismatched(snapshot, shots) == []
 
 
 @pytest.mark.asyncio
@@ -229,7 +230,7 @@ async def test_mask_of_a_paged_prefill_batch_at_80x24(snapshot):
 async def test_explain_pane(snapshot):
     """The seed's shape with head dims of 65, refused: the status line points to the pane, which
     shows the explanation recorded without a GPU (validate() refuses every cell; head dims 64, 72
-    and 128 pass it), the first nearest configuration highlighted, at 120x40."""
+    and 128 pass it), the first nearest configuration highlighted, at 120x40 and 80x24."""
     fake = FakeEngine(refused())
     app = make_app(EXPLAINED_D65.config, client=fake)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -246,15 +247,16 @@ async def test_explain_pane(snapshot):
                 and cells.size.height > cells.row_count > 0  # the grid filled and laid out
             ),
         )
-        shot = await screenshot(pilot, pane("explain"))
+        shots = {"120x40": await screenshot(pilot, pane("explain"))}
+        shots["80x24"] = await screenshot(pilot, terminal(80, 24))
     fake.close()
-    assert snapshot.use_extension(SVGImageExtension) == shot
+    assert mismatched(snapshot, shots) == []
 
 
 @pytest.mark.asyncio
 async def test_history_pane(snapshot, tmp_path, monkeypatch):
     """Three kept runs (the seed, the seed 25% slower, a training step) at a fixed time in UTC, the
-    two seeds marked and compared, at 120x40."""
+    two seeds marked and compared, at 120x40 and 80x24."""
     monkeypatch.setenv("SDPA_EXPLORER_DATA_DIR", str(tmp_path))
     monkeypatch.setenv("TZ", "UTC")
     time.tzset()
@@ -274,10 +276,11 @@ async def test_history_pane(snapshot, tmp_path, monkeypatch):
         table.move_cursor(row=1)
         await pilot.press("space", "down", "space", "c")
         await wait_for(pilot, lambda: history_pane.has_class("-comparing"))
-        shot = await screenshot(pilot, pane("history"))
+        shots = {"120x40": await screenshot(pilot, pane("history"))}
+        shots["80x24"] = await screenshot(pilot, terminal(80, 24))
     monkeypatch.delenv("TZ")
     time.tzset()
-    assert snapshot.use_extension(SVGImageExtension) == shot
+    assert mismatched(snapshot, shots) == []
 
 
 @pytest.mark.asyncio

@@ -415,7 +415,7 @@ def test_a_disk_that_fills_mid_sweep_stops_it_with_whole_lines_and_the_resume_co
     assert r.exit_code == 1, r.output
     assert "Traceback" not in r.output and "Exception in thread" not in r.output
     (said,) = [line for line in r.output.splitlines() if "--out" in line]
-    assert said.startswith(f"error: --out: cannot write {out}: No space left on device; stopped with 2 of 4 "
+    assert said.startswith(f"Error: --out: cannot write {out}: No space left on device; stopped with 2 of 4 "
                            f"points kept in it; go on with: main sweep ")  # fmt: skip
     assert [row["varied"]["s"] for row in lines(out)] == [64, 128]  # whole lines only
     assert out.read_text().endswith("\n") and not table.exists() and len(fake.requests) == 3
@@ -451,7 +451,7 @@ def test_merge_refuses_a_fifo_or_a_device_unread(tmp_path):
     assert (
         r.exit_code == 2
         and r.output
-        == f"error: merge: cannot read {fifo}: not a regular file (a FIFO); only files are read\n"
+        == f"Error: merge: cannot read {fifo}: not a regular file (a FIFO); only files are read\n"
     )
     r = invoke("merge", "/dev/zero")  # reading it would never end
     assert (
@@ -503,4 +503,4 @@ def test_merge_of_a_check_output_of_the_wrong_shape_exits_2_naming_it(tmp_path, 
     path.write_text(content)
     r = invoke("merge", path)
     assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
-    assert r.output.startswith(f"error: merge: {path} is not a check --json output: {words}"), r.output
+    assert r.output.startswith(f"Error: merge: {path} is not a check --json output: {words}"), r.output

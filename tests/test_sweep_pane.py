@@ -70,16 +70,43 @@ async def dashboard(config: SdpaConfig, fake: FakeEngine):
 
 
 @pytest.mark.asyncio
-async def test_points_run_one_at_a_time_arrive_as_rows_and_lines_and_leave_the_form_result_alone():
+async def test_a_bad_vary_is_said_then_points_run_one_at_a_time_as_rows_and_lines_and_leave_the_form_alone():
+    """One start (a start is most of such a test's time): the checks of what were
+    test_a_bad_vary_is_said_under_its_input_naming_it_and_nothing_starts, then those of
+    test_points_run_one_at_a_time_arrive_as_rows_and_lines_and_leave_the_form_result_alone."""
     fake = FakeEngine(relabelled(PEERS))
     async with dashboard(PEERS.config, fake) as pilot:
         app = pilot.app
+        # a bad vary is said under its input, naming it, and nothing starts
+        cases = [
+            ("s=1024..32768x2", "q=1,2", 2, "--vary q: unknown field"),
+            ("s=4096..1024x2", "", 1, "--vary s: the range '4096..1024x2' runs backwards"),
+            ("d=64,65000", "", 1, "--vary d:"),
+            ("s=1024,2048", "s_q=1,2", 2, "--vary s_q: s_q is already varied by --vary s"),
+            ("", "", 1, "vary: give FIELD=VALUES"),
+        ]
+        for first, second, where, words in cases:
+            await sweep(pilot, first, second)
+            await wait_for(
+                pilot, lambda where=where: app.query_one(f"#sweep-error-{where}").has_class("-visible")
+            )
+            assert text(app, f"#sweep-error-{where}").startswith(words)
+            other = 3 - where
+            assert not app.query_one(f"#sweep-error-{other}").has_class("-visible")
+            assert not app.sweeps.running and len(fake.requests) == 1 and pane(app).rows == []
+        assert not app.query_one("#sweep-table").display  # no sweep yet: no table, no chart
+        await sweep(pilot, "s=1024,2048")  # fixed: the problem goes, the sweep runs
+        await wait_for(pilot, finished(app))
+        assert not app.query_one("#sweep-error-1").has_class("-visible") and len(pane(app).rows) == 2
+
+        # points run one at a time, arrive as rows and lines, and leave the form's result alone
         form_result = app.result
         await sweep(pilot, "s=1024,2048")
-        await wait_for(pilot, finished(app))
+        await wait_for(pilot, lambda: len(fake.requests) == 5 and finished(app)())
         base = PEERS.config
         points = [base.replace(s_q=s, s_kv=s) for s in (1024, 2048)]
-        assert [config for config, _ in fake.requests] == [base, *points]  # the form's run, then each point
+        # the form's run, the points of the sweep above, then each point
+        assert [config for config, _ in fake.requests] == [base, *points, *points]
         assert fake.overtaken == 0  # never a point asked for while another was unanswered
         assert all(options == fake.requests[0][1] for _, options in fake.requests)  # the form's options
         assert text(app, "#sweep-status").startswith("done: 2 of 2 points in ")
@@ -115,7 +142,7 @@ async def test_points_run_one_at_a_time_arrive_as_rows_and_lines_and_leave_the_f
 
         await sweep(pilot, "s=1024,2048", "d=64,128")  # two varies: a line per value of the second
         await wait_for(pilot, lambda: len(pane(app).rows) == 4 and finished(app)())
-        assert fake.overtaken == 0 and len(fake.requests) == 7
+        assert fake.overtaken == 0 and len(fake.requests) == 9
         assert [r["varied"] for r in pane(app).rows] == [
             {"s": s, "d": d} for s in (1024, 2048) for d in (64, 128)
         ]
@@ -131,33 +158,6 @@ async def test_points_run_one_at_a_time_arrive_as_rows_and_lines_and_leave_the_f
             ["2048", "64"],
             ["2048", "128"],
         ]
-
-
-@pytest.mark.asyncio
-async def test_a_bad_vary_is_said_under_its_input_naming_it_and_nothing_starts():
-    fake = FakeEngine(relabelled(PEERS))
-    async with dashboard(PEERS.config, fake) as pilot:
-        app = pilot.app
-        cases = [
-            ("s=1024..32768x2", "q=1,2", 2, "--vary q: unknown field"),
-            ("s=4096..1024x2", "", 1, "--vary s: the range '4096..1024x2' runs backwards"),
-            ("d=64,65000", "", 1, "--vary d:"),
-            ("s=1024,2048", "s_q=1,2", 2, "--vary s_q: s_q is already varied by --vary s"),
-            ("", "", 1, "vary: give FIELD=VALUES"),
-        ]
-        for first, second, where, words in cases:
-            await sweep(pilot, first, second)
-            await wait_for(
-                pilot, lambda where=where: app.query_one(f"#sweep-error-{where}").has_class("-visible")
-            )
-            assert text(app, f"#sweep-error-{where}").startswith(words)
-            other = 3 - where
-            assert not app.query_one(f"#sweep-error-{other}").has_class("-visible")
-            assert not app.sweeps.running and len(fake.requests) == 1 and pane(app).rows == []
-        assert not app.query_one("#sweep-table").display  # no sweep yet: no table, no chart
-        await sweep(pilot, "s=1024,2048")  # fixed: the problem goes, the sweep runs
-        await wait_for(pilot, finished(app))
-        assert not app.query_one("#sweep-error-1").has_class("-visible") and len(pane(app).rows) == 2
 
 
 @pytest.mark.asyncio

@@ -10,9 +10,9 @@ import json
 import time
 
 import click
-from rich.table import Table
 
 from ..model.config import format_bytes
+from ..present.tables import FIGURE, NAME, WORDS, FitTable
 from .common import terminal
 
 
@@ -57,7 +57,10 @@ def cache(clear: bool, as_json: bool) -> None:
         )
     if not entries:
         return
-    table = Table("graph", "plans", "size", "last used", "plan names")
+    table = FitTable(key_words="graph")
+    for col, kind in (("graph", NAME), ("plans", FIGURE), ("size", FIGURE), ("last used", FIGURE)):
+        table.add_column(col, kind, justify="left" if kind == NAME else "right")
+    table.add_column("plan names", WORDS, drop=0)  # wraps between names, or leaves for the lines below
     now = time.time()
     for e in entries:
         ago = now - e["last_used"]

@@ -13,17 +13,27 @@ from ..model.config import SdpaConfig
 from ..model.results import RunResult
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+ERROR = "Error:"  # click's own word for a usage error: the tool's refusals read alike
 
 
 def terminal(stderr: bool = False) -> Console:
     return Console(stderr=stderr, highlight=False)
 
 
+def error_markup(message: str) -> str:
+    """One error line as every command prints it (`message` is plain text, never markup)."""
+    return f"[red]{ERROR}[/red] {escape(message)}"
+
+
+def say_error(message: str) -> None:
+    """An error on standard error, on one line (never wrapped: scripts read them)."""
+    Console(stderr=True, highlight=False, soft_wrap=True).print(error_markup(message))
+
+
 def fail_usage(messages: list[str]) -> None:
-    """Bad input: each problem on one line (never wrapped: scripts read them), exit 2."""
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    """Bad input: each problem on one line, as click says its own usage errors, exit 2."""
     for m in messages:
-        err.print(f"[red]error:[/red] {escape(m)}")
+        say_error(m)
     sys.exit(EXIT_USAGE)
 
 
@@ -46,8 +56,7 @@ def save_exports(result, seed: int, paths: dict) -> bool:
         try:
             said = write_export(kind, path, result, seed)
         except OSError as exc:
-            why = escape(f"{path}: {exc.strerror or exc}")
-            err.print(f"[red]error:[/red] --save-{kind}: cannot write {why}")
+            say_error(f"--save-{kind}: cannot write {path}: {exc.strerror or exc}")
             saved = False
             continue
         err.print(escape(said))
@@ -82,16 +91,21 @@ def is_run_id(text: str) -> bool:
 
 def read_result(path: str, option: str):
     """A saved RunResult (any schema this version reads), or a kept run by its id (where no file
-    has that name); exit 2 naming the file when it is not one."""
+    has that name); exit 2 naming the file when it is not one (and, when it is not JSON at all,
+    what `option` reads)."""
     import os
 
     from ..model.config import ConfigError
-    from ..store.reading import ParseError, ReadError, read_json, shown_path
+    from ..store.reading import NotJson, NotText, ParseError, ReadError, read_json, shown_path
 
     if is_run_id(path) and not os.path.exists(path):
         return run_from_history(int(path), option)
     try:
         return RunResult.from_dict(read_json(path))
+    except (NotText, NotJson):  # a CSV, a picture: the parser's words would say nothing more
+        fail_usage([f"{option}: {shown_path(path)} is not a saved result (not JSON); {option.split()[0]} "
+                    f"reads the JSON that --save-json writes, or a run's id in the history "
+                    "(`sdpa-explorer history` lists them)"])  # fmt: skip
     except ReadError as exc:
         fail_usage([f"{option}: {exc}"])
     except ParseError as exc:

@@ -14,15 +14,15 @@ from typing import TYPE_CHECKING
 
 import click
 from rich.markup import escape
-from rich.table import Table
 from rich.text import Text
 
 from ..model.config import ConfigError, FieldError, SdpaConfig
-from ..model.fields import FIELDS, SHORTHANDS, from_entries
+from ..model.fields import FIELDS, from_entries
 from ..present.explain import cell_text, numbered, refusal_lines
+from ..present.tables import NAME, FitTable
 from . import common
-from .common import EXIT_FAIL, EXIT_OK, fail_usage, preset_config, terminal
-from .options import by_option, config_options
+from .common import EXIT_FAIL, EXIT_OK, fail_usage, terminal
+from .options import base_config, by_option, config_options, entered
 
 if TYPE_CHECKING:  # the engine's explain loads the graph code: only when the command runs
     from ..engine.explain import Explanation
@@ -31,29 +31,27 @@ if TYPE_CHECKING:  # the engine's explain loads the graph code: only when the co
 def config_for_explain(values: dict) -> SdpaConfig:
     """The options as `run` reads them, except that only a field's own problems (type, limits,
     choices) are bad input: the rules across fields are findings that explain reports."""
-    base = preset_config(values["preset"]) if values.get("preset") is not None else None
-    given = {n: values[s] for s, names in SHORTHANDS.items() if values.get(s) is not None for n in names}
-    given |= {f.name: values[f.name] for f in FIELDS if values.get(f.name) is not None}
+    given, options = entered(values)
     try:
-        config = from_entries(given, base)
+        config = from_entries(given, base_config(values))
     except ConfigError as exc:
-        fail_usage(by_option(exc.errors))
+        fail_usage(by_option(exc.errors, options))
     own = [FieldError(f.name, m) for f in FIELDS if (m := f.problem(getattr(config, f.name)))]
     if own:
-        fail_usage(by_option(own))
+        fail_usage(by_option(own, options))
     return config
 
 
-def cells_table(e: Explanation) -> Table:
+def cells_table(e: Explanation) -> FitTable:
     from ..engine.explain import REFUSED, SUPPORTED
 
     title = Text(f"explain {e.config.label()}: ")
     title.append(e.verdict, style={SUPPORTED: "green", REFUSED: "red"}.get(e.verdict, "yellow"))
-    table = Table(title=title, title_justify="left", caption="rows: implementation; columns: heuristic mode")
+    table = FitTable(title=title, caption="rows: implementation; columns: heuristic mode")
     numbers = numbered(e)
-    table.add_column("")
+    table.add_column("", NAME)
     for mode in e.modes:
-        table.add_column(mode)
+        table.add_column(mode, NAME)  # a cell wraps between its words, never inside one
     for impl in e.implementations:
         table.add_row(Text(impl), *(cell_text(e.cell(impl, mode), numbers) for mode in e.modes))
     return table

@@ -14,13 +14,14 @@ from typing import Any
 
 import click
 from rich.markup import escape
-from rich.table import Table
 from rich.text import Text
 
 from ..model import results, statuses
 from ..model.fields import quote
 from ..present.comparison import comparison_renderables, environment_words
+from ..present.tables import FIGURE, NAME, WORDS, FitTable
 from .common import EXIT_FAIL, fail_usage, terminal
+from .options import history_option
 
 STATUSES = tuple(v for k, v in vars(statuses).items() if k.startswith("STATUS_"))
 FEW_PRESETS = 5  # the presets named when none of the runs came from the one asked for
@@ -29,7 +30,7 @@ FEW_PRESETS = 5  # the presets named when none of the runs came from the one ask
 def history_options(baselines: bool = False):
     """--no-history (run, check) and, for check, --baseline and --save-baseline."""
     opts = [
-        click.option("--no-history", is_flag=True, help="do not keep the results in the history"),
+        history_option,  # declared with the run options (model/options.py)
     ]
     if baselines:
         opts += [
@@ -172,7 +173,7 @@ def history(as_json: bool, preset: str | None, status: str | None, limit: int) -
             total = store.count(preset=preset, status=status)
             none_found = "" if rows else none_found_words(store, preset, status)
     except HistoryError as exc:
-        terminal(stderr=True).print(f"[red]error:[/red] cannot read the history {escape(str(exc))}")
+        terminal(stderr=True).print(f"[red]Error:[/red] cannot read the history {escape(str(exc))}")
         sys.exit(EXIT_FAIL)
     if as_json:
         click.echo(json.dumps([r.to_dict() for r in rows], indent=2))
@@ -200,16 +201,16 @@ def none_found_words(store, preset: str | None, status: str | None) -> str:
     return words
 
 
-def history_table(rows, title: str) -> Table:
-    """A row a run; the configuration and the GPU wrap, the figures never do."""
+def history_table(rows, title: str) -> FitTable:
+    """A row a run; the configuration and the GPU wrap at their spaces, the figures never do."""
     from ..present.format import status_style, us
 
-    table = Table(title=Text(title), title_justify="left")
-    for name in ("id", "when", "preset: configuration", "status", "kernel", "GPU, cuDNN"):
-        wraps = name in ("preset: configuration", "GPU, cuDNN")
-        table.add_column(
-            name, justify="right" if name in ("id", "kernel") else "left", no_wrap=not wraps, overflow="fold"
-        )
+    table = FitTable(title=Text(title), key_words="run")
+    for name, kind in (("id", FIGURE), ("when", FIGURE), ("preset: configuration", NAME), ("status", NAME),
+                       ("kernel", FIGURE), ("GPU, cuDNN", WORDS)):  # fmt: skip
+        # the configuration wraps at its spaces; the GPU wraps too, or leaves for a line under the table
+        table.add_column(name, kind, justify="right" if name in ("id", "kernel") else "left",
+                         drop=0 if kind == WORDS else None)  # fmt: skip
     for r in rows:
         kernel = us(r.kernel_us) + (f" {r.regime}" if r.kernel_us is not None and r.regime else "")
         run = Text.assemble((f"{r.preset}: ", "bold") if r.preset else "", r.label)

@@ -58,25 +58,46 @@ def config_options(fn, preset: Any = None):
 
 def config_from_options(values: dict) -> SdpaConfig:
     """Options -> SdpaConfig: the preset (or the seed's configuration), then shorthands, then
-    fields. Any problem exits 2, each message naming its option."""
-    base = preset_config(values["preset"]) if values.get("preset") is not None else None
-    given: dict = {}
-    for short, names in SHORTHANDS.items():
-        if values.get(short) is not None:
-            given.update(dict.fromkeys(names, values[short]))
-    given.update({f.name: values[f.name] for f in FIELDS if values.get(f.name) is not None})
+    fields. Any problem exits 2, each message naming the option that gave the field."""
+    given, options = entered(values)
     try:
-        config = from_entries(given, base)
+        config = from_entries(given, base_config(values))
     except ConfigError as exc:
-        fail_usage(by_option(exc.errors))
+        fail_usage(by_option(exc.errors, options))
     errors = validate(config)
     if errors:
-        fail_usage(by_option(errors))
+        fail_usage(by_option(errors, options))
     return config
 
 
-def by_option(errors: list[FieldError]) -> list[str]:
-    return [f"{FIELD[e.field].option if e.field in FIELD else e.field}: {e.message}" for e in errors]
+def base_config(values: dict) -> SdpaConfig | None:
+    """The preset the options start from (None: the seed's configuration)."""
+    return preset_config(values["preset"]) if values.get("preset") is not None else None
+
+
+def entered(values: dict) -> tuple[dict, dict[str, str]]:
+    """The fields the options give (a shorthand's fields, then the fields' own options over them)
+    and, for each, the option the user typed for it: --s, where --s gave s_q and s_kv."""
+    given: dict = {}
+    options: dict[str, str] = {}
+    for short, names in SHORTHANDS.items():
+        if values.get(short) is not None:
+            given.update(dict.fromkeys(names, values[short]))
+            options.update(dict.fromkeys(names, f"--{short}"))
+    for f in FIELDS:
+        if values.get(f.name) is not None:
+            given[f.name], options[f.name] = values[f.name], f.option
+    return given, options
+
+
+def by_option(errors: list[FieldError], options: dict[str, str] | None = None) -> list[str]:
+    """Each problem as a line naming its option: the one typed for its field (`options`, as
+    entered() says), else the field's own."""
+    options = options or {}
+    return [
+        f"{options.get(e.field) or (FIELD[e.field].option if e.field in FIELD else e.field)}: {e.message}"
+        for e in errors
+    ]
 
 
 def preset_regimes() -> dict[str, str]:
@@ -111,10 +132,12 @@ def _run_options_of(*names: str):
     return add
 
 
-# the commands that measure (run, check, sweep); those that run plans (run, sweep); --peers
+# the commands that measure (run, check, sweep); those that run plans (run, sweep); --peers;
+# --no-history (run, check, sweep: each keeps what it measures in the run history)
 timing_options = _run_options_of("replays", "l2_flush", "regime", "seed", "run_anyway", "plan_cache")
 measure_options = _run_options_of("autotune", "check")
 peers_option = _run_options_of("peers")
+history_option = _run_options_of("no_history")
 
 
 def regime_of(values: dict[str, Any], regimes: dict[str, str] | None = None) -> str:

@@ -20,9 +20,9 @@ def presets(ctx: click.Context, as_json: bool) -> None:
     """List the presets (built-in and yours), and any preset file that does not load."""
     if ctx.invoked_subcommand is not None:
         return
-    from rich.table import Table
     from rich.text import Text
 
+    from ..present.tables import NAME, WORDS, FitTable
     from ..store.presets import listing, load_all, user_dir
     from ..store.reading import printable
 
@@ -30,9 +30,11 @@ def presets(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(listing(found, problems), indent=2))
         return
-    table = Table(title=Text(f"Presets (yours are in {printable(str(user_dir()))})"), title_justify="left")
-    for col in ("name", "from", "configuration", "description"):
-        table.add_column(col)
+    table = FitTable(title=Text(f"Presets (yours are in {printable(str(user_dir()))})"), key_words="preset")
+    for col in ("name", "from", "configuration", "description"):  # the description leaves first
+        table.add_column(
+            col, WORDS if col == "description" else NAME, drop=0 if col == "description" else None
+        )
     for p in sorted(found.values(), key=lambda p: (p.origin != "builtin", p.name)):
         origin = p.origin + (" (hides the built-in)" if p.shadows_builtin else "")
         table.add_row(Text(p.name), origin, p.config.label(), Text(p.description))  # text, not markup
@@ -60,7 +62,7 @@ def presets_save(name, description, force, **values) -> None:
         fail_usage([str(exc)])
     except OSError as exc:
         terminal(stderr=True).print(
-            f"[red]error:[/red] cannot save preset {escape(repr(name))}: {escape(str(exc))}"
+            f"[red]Error:[/red] cannot save preset {escape(repr(name))}: {escape(str(exc))}"
         )
         sys.exit(EXIT_FAIL)
     terminal().print(f"saved {config.label()} as {escape(str(path))}", soft_wrap=True)

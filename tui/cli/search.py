@@ -16,7 +16,6 @@ import sys
 
 import click
 from rich.markup import escape
-from rich.table import Table
 from rich.text import Text
 
 from ..model.search_results import CSV_COLUMNS, SearchOptions, SearchResult, parse_budget
@@ -40,8 +39,9 @@ from ..present.search import (
     time_words,
     wrong_lines,
 )
+from ..present.tables import FIGURE, NAME, FitTable
 from . import common
-from .common import EXIT_FAIL, EXIT_OK, check_export_paths, fail_usage, terminal
+from .common import EXIT_FAIL, EXIT_OK, check_export_paths, fail_usage, say_error, terminal
 from .options import config_from_options, config_options
 
 TOP = 12  # candidates the table of one search lists, fastest first
@@ -126,17 +126,17 @@ def _best_found(out: Text, r: SearchResult) -> None:
         out.append(f"{_lead('')}{FRESH_PROCESS}, {fresh_words(r)}\n", style=style)
 
 
-def candidates_table(r: SearchResult) -> Table:
+def candidates_table(r: SearchResult) -> FitTable:
     caption = (
         "time: kernel time (CUPTI, burst regime); where a plan's kernels overlap (o), the time per "
         "execution of a CUDA graph of them, since their durations add up to more than the GPU spends"
     )
-    table = Table(title=f"Fastest candidates (of {len(r.trials)})", title_justify="left", caption=caption,
-                  caption_justify="left")  # fmt: skip
-    for col, justify in (("plan", "left"), ("name", "left"), ("from", "left"), ("time", "right"),
-                         ("kernel time", "right"), ("kernels", "right"), ("max abs err", "right"),
-                         ("status", "left")):  # fmt: skip
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    table = FitTable(
+        title=f"Fastest candidates (of {len(r.trials)})", caption=caption, caption_justify="left"
+    )
+    for col, kind in (("plan", NAME), ("name", NAME), ("from", NAME), ("time", FIGURE), ("kernel time", FIGURE),
+                      ("kernels", FIGURE), ("max abs err", FIGURE), ("status", NAME)):  # fmt: skip
+        table.add_column(col, kind, drop=0 if col == "from" else None)
     timed = sorted((t for t in r.trials if t.time_us is not None), key=lambda t: t.time_us or 0)
     for t in timed[:TOP]:
         err = "-" if t.max_abs_error is None else f"{t.max_abs_error:.2e}"
@@ -145,25 +145,17 @@ def candidates_table(r: SearchResult) -> Table:
     return table
 
 
-def presets_table(results: list[SearchResult]) -> Table:
+def presets_table(results: list[SearchResult]) -> FitTable:
     """One row a preset: the heuristic's pick, the best found, the gain, the best peer."""
-    table = Table(title="Knob search per preset (kernel time, burst regime)", title_justify="left")
-    for col in (
-        "preset",
-        "heuristic's pick",
-        "µs",
-        "best found",
-        "µs",
-        "gain",
-        "fresh",
-        "best peer",
-        "µs",
-        "tried/built/wrong",
-        "s",
-    ):
-        tight = col in ("gain", "fresh")  # what the table is for: never folded
-        table.add_column(col, justify="right" if col in ("µs", "gain", "fresh", "s") else "left", no_wrap=tight,
-                         min_width=6 if tight else None)  # fmt: skip
+    table = FitTable(title="Knob search per preset (kernel time, burst regime)", key_words="preset")
+    # at a narrow width the count, the peer and the pick's name leave for the lines under the table
+    for col, kind, drop, below in (
+        ("preset", NAME, None, None), ("heuristic's pick", NAME, 4, None), ("µs", FIGURE, None, "pick µs"),
+        ("best found", NAME, None, None), ("µs", FIGURE, None, "best µs"), ("gain", FIGURE, None, None),
+        ("fresh", FIGURE, 5, None), ("best peer", NAME, 3, None), ("µs", FIGURE, 2, "best peer µs"),
+        ("tried built wrong", FIGURE, 1, "tried/built/wrong"), ("s", FIGURE, 0, "seconds"),
+    ):  # fmt: skip
+        table.add_column(col, kind, drop=drop, below=below)
     for r in results:
         if r.status != "ok":  # why, under the table
             table.add_row(r.preset, Text(r.status.upper(), style="red"), *[""] * 9)
@@ -299,8 +291,7 @@ def _save(
         try:
             atomic_write(path, text())
         except OSError as exc:
-            err.print(f"[red]error:[/red] {option}: cannot write {escape(path)}: {escape(exc.strerror or str(exc))}",
-                      soft_wrap=True)  # fmt: skip
+            say_error(f"{option}: cannot write {path}: {exc.strerror or exc}")
             saved = False
             continue
         err.print(f"wrote {escape(path)}", soft_wrap=True)

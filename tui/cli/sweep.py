@@ -41,10 +41,11 @@ from ..jobs.sweep import (
 from ..jobs.sweep_run import SweepRun
 from ..store.reading import SWEEP_ROW, ParseError, ReadError, read_check_output, read_json_lines
 from . import common
-from .common import EXIT_FAIL, EXIT_OK, fail_usage
+from .common import EXIT_FAIL, EXIT_OK, fail_usage, say_error
 from .options import (
     config_from_options,
     config_options,
+    history_option,
     measure_options,
     peers_option,
     regime_of,
@@ -130,7 +131,7 @@ def _write_csv(path: str | None, rows: list[dict]) -> None:
         try:
             atomic_write(path, csv_text(rows))
         except OSError as exc:
-            _err().print(f"[red]error:[/red] --csv: cannot write {escape(path)}: {escape(_why(exc))}")
+            say_error(f"--csv: cannot write {path}: {_why(exc)}")
             return
         _err().print(f"wrote {len(rows)} rows to {escape(path)}")
 
@@ -161,6 +162,7 @@ def _write_csv(path: str | None, rows: list[dict]) -> None:
 )
 @measure_options
 @peers_option
+@history_option
 @click.pass_context
 def sweep(
     ctx,
@@ -185,13 +187,13 @@ def sweep(
         _err().print(
             f"{len(mine) - len(todo)} of {len(mine)} points already in {escape(out)}; running {len(todo)}"
         )
-    rows, interrupted, unwritten = _run_points(todo, options, out, devices)
+    rows, interrupted, unwritten = _run_points(todo, options, out, devices, values.get("preset"))
     order = {p.key: p.index for p in mine}  # this grid's order (a resumed file may hold others)
     shown = sorted((r for r in earlier + rows if r["key"] in order), key=lambda r: order[r["key"]])
     if unwritten:  # --out could not take another line: what it holds is whole, and goes on later
-        _err().print(
-            f"[red]error:[/red] --out: cannot write {escape(out)}: {escape(unwritten)}; stopped with "
-            f"{len(shown)} of {len(mine)} points kept in it; go on with: {escape(resume_command(ctx))}"
+        say_error(
+            f"--out: cannot write {out}: {unwritten}; stopped with {len(shown)} of {len(mine)} points "
+            f"kept in it; go on with: {resume_command(ctx)}"
         )
         sys.exit(EXIT_FAIL)
     _write_csv(csv_path, earlier + rows)
@@ -241,12 +243,13 @@ def _checked_outputs(
 
 
 def _run_points(
-    points, options, out: str | None, gpus: list[int] | None = None
+    points, options, out: str | None, gpus: list[int] | None = None, preset: str | None = None
 ) -> tuple[list[dict], bool, str | None]:
     """The points through one engine session (or one a GPU, each taking the next point as it
-    finishes one), each row appended to `out` and flushed as it finishes; the rows kept, whether
-    Ctrl+C stopped the sweep (every finished point is kept; the running ones are dropped), and
-    why `out` could not take a row, which stops the sweep too (None: it took every one)."""
+    finishes one), each row appended to `out` and flushed as it finishes, then its run kept in the
+    history (unless --no-history); the rows kept, whether Ctrl+C stopped the sweep (every
+    finished point is kept; the running ones are dropped), and why `out` could not take a row,
+    which stops the sweep too (None: it took every one)."""
     if not points:
         return [], False, None
     from ..jobs.fleet import gpu_session
@@ -269,6 +272,7 @@ def _run_points(
     )  # fmt: skip
     task = progress.add_task("starting", total=len(points))
     down: list[str] = []
+    remember = None if options.no_history else _history_keeper(preset)
 
     def keep(point, result) -> None:
         with lock:  # one writer at a time, and none once stopped: a line is whole, never mixed
@@ -281,6 +285,8 @@ def _run_points(
                 stop.set()
                 run.stop()
                 return
+            if remember is not None:
+                remember(result)
             progress.advance(task)
 
     def work(open_session, name: str) -> None:
@@ -330,6 +336,21 @@ def _run_points(
     return run.rows, interrupted.is_set(), unwritten[0] if unwritten else None
 
 
+def _history_keeper(preset: str | None):
+    """Each point's run into the history, as `run` keeps its own; after one failure (a read-only
+    disk), one warning and no more tries: the history never fails a sweep."""
+    from ..store.history import record
+
+    keeping = [True]
+
+    def remember(result) -> None:
+        if keeping[0]:
+            kept = record(result, preset, source="sweep", warn=lambda line: _err().print(line, markup=False))
+            keeping[0] = kept is not None
+
+    return remember
+
+
 def _appender(sink):
     """A row appended to `sink` (a store.files.LineFile) as one JSON line."""
     return lambda row: sink.append(json.dumps(row) + "\n")
@@ -367,7 +388,7 @@ def merge(files, out, csv_path) -> None:
         try:
             atomic_write(out, "".join(json.dumps(r) + "\n" for r in merged))
         except OSError as exc:  # the file as it was: a full disk, or something not a file put there
-            _err().print(f"[red]error:[/red] --out: cannot write {escape(out)}: {escape(_why(exc))}")
+            say_error(f"--out: cannot write {out}: {_why(exc)}")
             sys.exit(EXIT_FAIL)
         _err().print(f"wrote {len(merged)} rows to {escape(out)}")
     _write_csv(csv_path, merged)

@@ -65,7 +65,7 @@ def cpu_pass(
         g = define_and_validate(config, backward=spec.kind == BACKWARD)
     except GraphBuildError as exc:
         return exc.result(**what)
-    result = PassResult(status=STATUS_CPU_ONLY, phases=tuple(g.phases), graph_json=g.json(), **what)
+    result = PassResult(status=STATUS_CPU_ONLY, phases=tuple(g.phases), graph_json=g.described, **what)
     if not check:
         return result
     return dataclasses.replace(result, **cpu_check(spec, config, seed, reason, progress))

@@ -94,6 +94,7 @@ class SdpaGraph:
     uids: dict[str, int] = field(default_factory=dict)  # what a loaded graph's tensors are, by name
     pinned_index: int | None = None  # the config's pinned plan (`plan`), when it built
     pin_error: str = ""  # why the pinned plan did not build
+    described: str = ""  # the JSON once validated: as declared, whether its plans are built or loaded
 
     @property
     def chosen(self) -> int | None:
@@ -221,7 +222,7 @@ def define_and_validate(
     holder["g"] = _timed(phases, "define", lambda: define(config, handle, rng_dump, backward), json_so_far)
     g = holder["g"]
     _timed(phases, "validate", g.graph.validate, json_so_far)
-    g.phases = phases
+    g.phases, g.described = phases, g.json()
     return g
 
 

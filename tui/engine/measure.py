@@ -209,7 +209,7 @@ def measure(
         if config.fp8
         else None,
         notes=(*pin_notes, *((*spec.notes(config), *built.peer_notes) if checks else ()), *built.cache_notes),
-        graph_json=g.json(),
+        graph_json=g.described or g.json(),
         **counts(spec, config),
     )
     return dataclasses.replace(result, **verdict(result))

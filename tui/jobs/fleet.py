@@ -15,13 +15,13 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 from rich.text import Text
 
 from ..model.config import SdpaConfig
 from ..model.results import Environment
 from ..model.statuses import REGIME_BURST, STATUS_OK
 from ..present.format import us
+from ..present.tables import FIGURE, NAME, FitTable
 from .check import case_line, case_row, follow_up
 
 STRAGGLER_PCT = 5.0
@@ -194,17 +194,15 @@ def _keyed(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{**r, "case_key": (r["case"], r["label"])} for r in rows]
 
 
-def fleet_table(runs: list[GpuRun], slow: list[dict[str, Any]]) -> Table:
+def fleet_table(runs: list[GpuRun], slow: list[dict[str, Any]]) -> FitTable:
     """A row a case, a column a GPU: its kernel time (a straggler's in red with how much slower),
     then how many passed on each."""
     flagged = {(s["gpu"], s["case"], s["label"]): s for s in slow}
-    table = Table(title="Every GPU: forward kernel time per case", title_justify="left")
-    table.add_column("case")
+    table = FitTable(title="Every GPU: forward kernel time per case")
+    table.add_column("case", NAME)
     for run in runs:
         who = run.identity()
-        table.add_column(
-            f"GPU {run.device}" + (f" {who['uuid'][:12]}" if who["uuid"] else ""), justify="right"
-        )
+        table.add_column(f"GPU {run.device}" + (f" {who['uuid'][:12]}" if who["uuid"] else ""), FIGURE)
     keys = list(dict.fromkeys((r["case"], r["label"]) for run in runs for r in run.rows))
     for name, label in keys:
         cells: list[Any] = [Text(f"{name} {label}")]

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rich.table import Table
 from rich.text import Text
 
 from ..model.config import ConfigError, SdpaConfig
@@ -31,6 +30,7 @@ from ..model.gpu_peaks import Peak, peak_for, roofline
 from ..model.results import PassResult, PeerResult, RunResult
 from ..model.statuses import PASS_KINDS, STATUS_CRASH, STATUS_ERROR, STATUS_MISMATCH
 from ..present.format import pass_short, peer_errors, peer_speedup, sci, status_style, status_word, us
+from ..present.tables import FIGURE, NAME, WORDS, FitTable
 
 MAX_VALUES = 10_000  # values one --vary may give: beyond it a range is a typo
 MAX_POINTS = 100_000
@@ -432,19 +432,19 @@ def _point_cells(r: dict, labels: list[str], kinds: list[str], peaks: bool, peer
     return cells
 
 
-def points_table(rows: list[dict], title: str) -> Table:
+def points_table(rows: list[dict], title: str) -> FitTable:
     """One row a point: its varied values, status, and each pass's kernel time, TFLOPS, worst
     error and share of the GPU's peak (where the GPU is known)."""
-    labels, kinds, peers = _columns(rows)
-    peaks = _has_peaks(rows)
-    table = Table(title=Text(title), title_justify="left")
-    for lab in labels:
-        table.add_column(lab, justify="right")
-    table.add_column("status")
-    for kind in kinds:
+    (labels, kinds, peers), peaks = _columns(rows), _has_peaks(rows)
+    table = FitTable(title=Text(title))
+    table.add_columns(labels, FIGURE)
+    table.add_column("status", NAME)
+    for n, kind in enumerate(kinds):  # where the width runs out the peers leave, then the shares of peak
         k = pass_short(kind)
-        for col in ("kernel", "TFLOPS", "max err", *(("of peak",) if peaks else ()), *peers[kind]):
-            table.add_column(f"{k} {col}", justify="right")
+        table.add_columns([f"{k} {col}" for col in ("kernel", "TFLOPS", "max err")], FIGURE)
+        if peaks:
+            table.add_column(f"{k} of peak", WORDS, justify="right", drop=100 + n)
+        table.add_columns([f"{k} {col}" for col in peers[kind]], FIGURE, drop=10 * n)
     for r in rows:
         table.add_row(*_point_cells(r, labels, kinds, peaks, peers))
     return table

@@ -74,16 +74,16 @@ class SdpaConfig:
     (the keys are described in fields.py)."""
 
     # fmt: off
-    b: int = field(default=4, metadata={**_SHAPE, "max": MAX_BATCH, "label": "batch (b)", "help": "batch size"})
-    h_q: int = field(default=12, metadata={**_HEADS, "label": "query heads (h_q)", "help": "query heads"})
-    h_kv: int = field(default=12, metadata={**_HEADS, "label": "key/value heads (h_kv)",
+    b: int = field(default=4, metadata={**_SHAPE, "max": MAX_BATCH, "label": "batch (b)", "form_label": "batch", "help": "batch size"})
+    h_q: int = field(default=12, metadata={**_HEADS, "label": "query heads (h_q)", "form_label": "q heads", "help": "query heads"})
+    h_kv: int = field(default=12, metadata={**_HEADS, "label": "key/value heads (h_kv)", "form_label": "kv heads",
                                             "help": "key/value heads; a divisor of h_q below it is GQA (1: MQA)"})
-    s_q: int = field(default=1024, metadata={**_LENGTH, "label": "query length (s_q)",
+    s_q: int = field(default=1024, metadata={**_LENGTH, "label": "query length (s_q)", "form_label": "q length",
                                              "help": "query sequence length"})
-    s_kv: int = field(default=1024, metadata={**_LENGTH, "label": "key/value length (s_kv)",
+    s_kv: int = field(default=1024, metadata={**_LENGTH, "label": "key/value length (s_kv)", "form_label": "kv length",
                                               "help": "key/value sequence length"})
-    d_qk: int = field(default=64, metadata={**_HEAD_DIM, "label": "q/k head dim (d_qk)", "help": "head dim of q and k"})
-    d_v: int = field(default=64, metadata={**_HEAD_DIM, "label": "v head dim (d_v)", "help": "head dim of v"})
+    d_qk: int = field(default=64, metadata={**_HEAD_DIM, "label": "q/k head dim (d_qk)", "form_label": "qk head dim", "help": "head dim of q and k"})
+    d_v: int = field(default=64, metadata={**_HEAD_DIM, "label": "v head dim (d_v)", "form_label": "v head dim", "help": "head dim of v"})
     dtype: str = field(
         default="fp16",
         metadata={"kind": "choice", "choices": DTYPES, "aliases": _FP8_ALIASES, "group": "precision",
@@ -91,65 +91,69 @@ class SdpaConfig:
     )
     layout: str = field(
         default="BSHD",
-        metadata={"kind": "choice", "choices": LAYOUTS, "group": "attention", "label": "layout",
+        metadata={"kind": "choice", "choices": LAYOUTS, "group": "precision", "label": "layout",
                   "help": "memory order of the logical (b, h, s, d) tensors: only their strides"},
     )
     causal: str = field(
         default="top_left",
-        metadata={"kind": "choice", "choices": CAUSAL_MODES, "group": "attention", "label": "causal mask",
+        metadata={"kind": "choice", "choices": CAUSAL_MODES, "group": "masks", "label": "causal mask",
+                  "form_label": "causal",
                   "choice_labels": {"top_left": "top-left", "bottom_right": "bottom-right"},
                   "help": "causal mask, its diagonal aligned to the top-left or the bottom-right corner",
                   "tag": {"top_left": " causal", "bottom_right": " causal-br"}},
     )
     attn_scale: float | None = field(
         default=None,
-        metadata={"kind": "float", "above": 0, "none": "1/√d_qk", "flag": "scale", "group": "attention",
+        metadata={"kind": "float", "above": 0, "none": "1/√d_qk", "flag": "scale", "group": "masks",
                   "label": "attention scale", "form_label": "scale",
                   "help": "factor of the scores q·k before the softmax"},
     )
     heuristics: tuple[str, ...] = field(
         default=("A", "FALLBACK"),
-        metadata={"kind": "modes", "choices": HEURISTIC_MODES, "group": "plans", "label": "heuristic modes",
+        metadata={"kind": "modes", "choices": HEURISTIC_MODES, "group": "timing", "label": "heuristic modes",
                   "form_id": "heur", "help": "cuDNN heuristic modes whose plans are listed"},
     )
     plan: str | None = field(
         default=None,
-        metadata={"kind": "plan", "none": "the pick", "group": "plans", "label": "pinned plan", "form_label": "plan",
+        metadata={"kind": "plan", "none": "the pick", "group": "timing", "label": "pinned plan", "form_label": "plan",
                   "help": "run the forward with this plan, its engine id and knobs as `1 KERNEL_CFG=27` (what "
                           "`search` finds); the run says whether it still exists and how it compares",
                   "tag": " plan[{}]"},
     )
     window: int | None = field(  # query i sees keys j > i + alignment - window
         default=None,
-        metadata={"kind": "int", "min": 1, "max": MAX_LENGTH, "none": "none", "group": "attention",
+        metadata={"kind": "int", "min": 1, "max": MAX_LENGTH, "none": "none", "group": "masks",
                   "label": "sliding window",
                   "form_label": "window", "help": "sliding window: each query sees this many keys back",
                   "tag": " win{}"},
     )
     seq_lens_q: tuple[int, ...] | None = field(  # real lengths (padding mask); None: all full
         default=None,
-        metadata={"kind": "lengths", "size": "s_q", "group": "attention", "label": "query lengths",
+        metadata={"kind": "lengths", "size": "s_q", "group": "masks", "label": "query lengths",
+                  "form_label": "q lengths",
                   "help": "real query length of each batch entry; given one side, the other is full",
                   "tag": " varlen"},
     )
     seq_lens_kv: tuple[int, ...] | None = field(
         default=None,
-        metadata={"kind": "lengths", "size": "s_kv", "group": "attention", "label": "key/value lengths",
+        metadata={"kind": "lengths", "size": "s_kv", "group": "masks", "label": "key/value lengths",
+                  "form_label": "kv lengths",
                   "help": "real key/value length of each batch entry", "tag": " varlen"},
     )
     alibi: bool = field(
         default=False,
-        metadata={"kind": "flag", "group": "attention", "label": "ALiBi", "form_label": "ALiBi position biases",
+        metadata={"kind": "flag", "group": "masks", "label": "ALiBi", "form_label": "ALiBi position biases",
                   "help": "add ALiBi position biases to the scores", "tag": " alibi"},
     )
     bias: str = field(
         default="none",
-        metadata={"kind": "choice", "choices": BIAS_SHAPES, "group": "attention", "label": "bias",
+        metadata={"kind": "choice", "choices": BIAS_SHAPES, "group": "masks", "label": "bias",
                   "help": "additive bias of shape (1|b) x (1|h) x s_q x s_kv, random values", "tag": " bias{}"},
     )
     implementation: str = field(
         default="auto",
-        metadata={"kind": "choice", "choices": IMPLEMENTATIONS, "group": "attention", "label": "implementation",
+        metadata={"kind": "choice", "choices": IMPLEMENTATIONS, "group": "timing", "label": "implementation",
+                  "form_label": "impl",
                   "help": "cuDNN's attention implementation; where cuDNN lacks one, its reason is the message",
                   "tag": " {}"},
     )
@@ -173,20 +177,21 @@ class SdpaConfig:
     )
     softmax_out: str = field(
         default="none",
-        metadata={"kind": "choice", "choices": SOFTMAX_OUTPUTS, "group": "inference", "label": "softmax outputs",
+        metadata={"kind": "choice", "choices": SOFTMAX_OUTPUTS, "group": "inference", "label": "softmax outputs", "form_label": "softmax out",
                   "choice_labels": {"max_sum_exp": "max, sum exp"},
                   "help": "what the forward also writes per query row: the log-sum-exp stats, or the row's "
                           "max score and its sum of exponents (cuDNN 9.20 and later)", "tag": " +{}"},
     )
     dropout: float = field(
         default=0.0,
-        metadata={"kind": "float", "min": 0, "below": 1, "group": "training", "label": "dropout probability",
+        metadata={"kind": "float", "min": 0, "below": 1, "group": "precision", "label": "dropout probability",
+                  "form_label": "dropout",
                   "help": "probability of dropping a softmax weight (checked against the mask cuDNN drew)",
                   "tag": " drop{:g}"},
     )
     dropout_seed: int = field(
         default=0,
-        metadata={"kind": "int", "min": 0, "max": SEED_MAX, "group": "training", "label": "dropout seed",
+        metadata={"kind": "int", "min": 0, "max": SEED_MAX, "group": "precision", "label": "dropout seed",
                   "help": "Philox seed of the dropout mask"},
     )
     out_dtype: str = field(
@@ -198,13 +203,13 @@ class SdpaConfig:
     )
     backward: bool = field(
         default=False,
-        metadata={"kind": "flag", "group": "training", "label": "backward pass", "form_label": "backward: dQ, dK, dV",
+        metadata={"kind": "flag", "group": "precision", "label": "backward pass", "form_label": "backward: dQ, dK, dV",
                   "help": "the training step: the forward writes its softmax stats, then dQ, dK, dV",
                   "tag": " +bwd"},
     )
     deterministic: bool = field(
         default=False,
-        metadata={"kind": "flag", "group": "training", "label": "deterministic backward",
+        metadata={"kind": "flag", "group": "precision", "label": "deterministic backward",
                   "help": "ask the backward for a deterministic algorithm (checked: two runs, identical bits)",
                   "tag": "-det", "tag_needs": "backward"},
     )

@@ -17,7 +17,7 @@ validation.py. The metadata keys:
                 them, and other spellings people type
   size          lengths: the sequence length that bounds them
   flag, shorthand   the CLI option when not named after the field; a shorter one shared (`--h`)
-  form_label, form_id   the form's words and widget id where they differ from label and name
+  form_label, form_id   the form's short words and widget id where they differ from label and name
   tag, tag_needs, tag_unless   what SdpaConfig.label() says of the field (see there)
 
 Regenerate that table with `python -m tui.model.option_table docs/CLI.md`.
@@ -36,7 +36,11 @@ from .config import ConfigError, FieldError, SdpaConfig
 from .lengths import format_lengths, parse_lengths, with_lengths
 from .pins import canonical
 
-GROUPS = ("shape", "precision", "attention", "inference", "training", "plans")  # the form's order
+GROUPS = ("shape", "masks", "precision", "inference", "timing")  # the form's sections, in order
+# each section's title; the form's run options go under timing, their peers in a section of their own
+SECTIONS = {"shape": "shape", "masks": "masks", "precision": "precision and training", "inference": "inference",
+            "timing": "plans and timing", "peers": "peers"}  # fmt: skip
+OPEN_SECTIONS = ("shape", "masks")  # open when the form starts; the others fold
 
 # limit key -> (the words of a message, the sign in the option table, the test a value passes)
 _LIMITS = {
@@ -87,8 +91,13 @@ class Field:
 
     @property
     def form_label(self) -> str:
-        label = self.meta.get("form_label", self.label)
-        return f"{label} (blank: {self.meta['none']})" if "none" in self.meta else label
+        """The form's short words for the field (its label and help are the tooltip)."""
+        return self.meta.get("form_label", self.label)
+
+    @property
+    def placeholder(self) -> str:
+        """What a blank entry stands for, shown in it while blank."""
+        return self.meta.get("none", "")
 
     @property
     def form_id(self) -> str:

@@ -1,5 +1,5 @@
-"""A run's options besides the configuration: timing, autotune, the check, the seed, peers and
-the plan cache. Each is declared once (OPTIONS): the CLI's flags, the form's widgets and
+"""A run's options besides the configuration: timing, autotune, the check, the seed, peers, the
+plan cache and the run history. Each is declared once (OPTIONS): the CLI's flags, the form's widgets and
 `options_from()` follow from the declaration, the defaults from the dataclasses below. Declared
 here, below the engine, so that the dashboard and the CLI, which only send them, do not import the
 engine's measurement code."""
@@ -46,6 +46,7 @@ class RunOptions:
     run_anyway: bool = False  # run a configuration that matches a known issue (known_issues.py)
     peers: tuple[str, ...] = ()  # other ways to compute the forward, timed beside it (peers.PEER_KEYS)
     plan_cache: bool = True  # load plans built before from the plan cache on disk, and add new ones
+    no_history: bool = False  # keep the results out of the run history (the commands' --no-history)
 
     def problems(self) -> list[FieldError]:
         """What a run cannot take, said at the option: a seed torch's generator cannot hold, a
@@ -126,14 +127,16 @@ OPTIONS: tuple[Option, ...] = (
         "l2_flush",
         "--l2-flush/--no-l2-flush",
         "flush the L2 before each execution (cold-cache kernel time)",
-        form="flush L2 before each execution",
+        form="flush L2 each time",
+        tip="flush the L2 before each execution: cold-cache kernel time",
         timing=True,
     ),  # fmt: skip
     Option(
         "autotune",
         "--autotune/--no-autotune",
         "time every plan, not only the heuristic's",
-        form="time every plan (autotune)",
+        form="time every plan",
+        tip="autotune: time every plan that builds, not only the heuristic's pick",
     ),  # fmt: skip
     Option(
         "peers",
@@ -147,7 +150,7 @@ OPTIONS: tuple[Option, ...] = (
         "run_anyway",
         "--run-anyway",
         "run a configuration that matches a known issue (it may crash the engine process)",
-        form="run known issues anyway",
+        form="run known issues",
         tip="a configuration that matches a known issue (it may crash cuDNN) runs only when ticked",
     ),  # fmt: skip
     Option(
@@ -166,6 +169,7 @@ OPTIONS: tuple[Option, ...] = (
         "(`cache` shows it); --no-cache builds every plan",
     ),  # fmt: skip
     Option("check", "--check/--no-check", "compare with the fp32 reference"),
+    Option("no_history", "--no-history", "do not keep the results in the history"),
 )
 OPTION = {o.name: o for o in OPTIONS}
 FORM_OPTIONS = tuple(o for o in OPTIONS if o.form)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.table import Table
 from rich.text import Text
 
 from .format import sci, us
+from .tables import FIGURE, NAME, FitTable
 
 CHANGE_STYLE_PCT = 5.0  # a change of kernel time past this is coloured (slower red, faster green)
 
@@ -52,9 +52,14 @@ def comparison_renderables(c, a: str, b: str) -> list[Any]:
         )
         if not (p.plans or p.outputs):
             continue
-        table = Table(caption="H: the heuristic's pick in that run")
+        table = FitTable(caption="H: the heuristic's pick in that run")
         for col in ("plan", "A", "B", "change", "in A", "in B"):
-            table.add_column(col, justify="left" if col == "plan" else "right")
+            # a plan's state and a verdict ("within tolerance") wrap at their spaces; the figures never
+            table.add_column(
+                col,
+                NAME if col in ("plan", "in A", "in B") else FIGURE,
+                justify=None if col == "plan" else "right",
+            )
         for plan in p.plans:
             table.add_row(Text(plan.name), us(plan.a_us), us(plan.b_us), _change(plan.change_pct),
                           plan.a_state + (" H" if plan.a_pick else ""),

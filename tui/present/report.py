@@ -7,7 +7,6 @@ order the passes ran; units and words come from tui.present.format, shared with 
 from __future__ import annotations
 
 from rich.console import Group
-from rich.table import Table
 from rich.text import Text
 
 from ..engine.environment import describe
@@ -53,15 +52,16 @@ from .format import (
     us,
     verdict_words,
 )
+from .tables import FIGURE, NAME, WORDS, FitTable
 
 
-def phases_table(p: PassResult, cache_hit: bool = False) -> Table:
+def phases_table(p: PassResult, cache_hit: bool = False) -> FitTable:
     """A pass's build phases, each with what it really does in the installed frontend."""
     title = f"{pass_title(p.kind)} build phases" + (" (cache hit: built earlier)" if cache_hit else "")
-    table = Table(title=title, title_justify="left")
-    table.add_column("phase")
-    table.add_column("time", justify="right")
-    table.add_column("what it does here")
+    table = FitTable(title=title)
+    table.add_column("phase", NAME)
+    table.add_column("time", FIGURE)
+    table.add_column("what it does here", WORDS, drop=0)
     for ph in p.phases:
         table.add_row(
             Text(ph.name),
@@ -104,7 +104,7 @@ def plan_source_legend(plans: tuple[PlanResult, ...]) -> str:
     return "; ".join(f"{plan_source_short(s)} = {plan_source_words(s)}" for s in sources)
 
 
-def plans_table(p: PassResult) -> Table:
+def plans_table(p: PassResult) -> FitTable:
     """Every candidate plan of a pass; with several outputs the error column is the worst of them."""
     what = (
         f"; max abs err: the largest of {', '.join(c.output for c in p.checks)}" if len(p.checks) > 1 else ""
@@ -112,13 +112,14 @@ def plans_table(p: PassResult) -> Table:
     regime = f"; kernel time {p.timing.regime}" if p.timing is not None and p.timing.regime else ""
     title = f"{pass_title(p.kind)} plans ({plan_marks(p.plans)}{what}{regime})"
     legend = f"from: {plan_source_legend(p.plans)}"
-    table = Table(title=title, title_justify="left", caption=legend, caption_justify="left")
-    for col, justify in (
-        ("#", "right"), ("", "left"), ("plan", "left"), ("from", "left"), ("engine", "right"), ("knobs", "left"),
-        ("workspace", "right"), ("build", "right"), ("kernel time", "right"), ("TFLOPS", "right"),
-        ("max abs err", "right"), ("notes", "left"),
+    table = FitTable(title=title, caption=legend, caption_justify="left", key_words="plan")
+    # the notes, then the knobs (the plan's name says them), then the source leave first
+    for col, kind, drop in (
+        ("#", FIGURE, None), ("", NAME, None), ("plan", NAME, None), ("from", NAME, 2), ("engine", FIGURE, None),
+        ("knobs", WORDS, 1), ("workspace", FIGURE, None), ("build", FIGURE, None), ("kernel time", FIGURE, None),
+        ("TFLOPS", FIGURE, None), ("max abs err", FIGURE, None), ("notes", WORDS, 0),
     ):  # fmt: skip
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+        table.add_column(col, kind, drop=drop)
     for plan in p.plans:
         mark = plan_mark(plan)
         err = sci(plan.max_abs_error)
@@ -144,13 +145,13 @@ def plan_time(t: TimingStats | None) -> str:
     return us(t.median_us) + (" [yellow]unstable[/yellow]" if t.stable is False else "")
 
 
-def checks_table(p: PassResult) -> Table:
+def checks_table(p: PassResult) -> FitTable:
     """Each output of a pass against the reference: cuDNN's error, then each peer's on the same inputs."""
     device = f" on {p.check_device}" if p.check_device else ""
     title = f"{pass_title(p.kind)} outputs against {p.reference or 'the reference'}{device}"
-    table = Table(title=title, title_justify="left")
-    for col in ("output", "by", "atol", "rtol", "max abs", "max rel", "mean abs", "non-finite", "verdict"):
-        table.add_column(col, justify="left" if col in ("output", "by") else "right")
+    table = FitTable(title=title, key=1)
+    for col in ("output", "by", "atol", "rtol", "max abs", "max rel", "mean abs", "nonfin", "verdict"):
+        table.add_column(col, NAME if col in ("output", "by") else FIGURE)
     for i, c in enumerate(p.checks):
         rows = [("cuDNN", c.cudnn), *c.peers.items()]
         for j, (who, m) in enumerate(rows):
@@ -167,15 +168,16 @@ def checks_table(p: PassResult) -> Table:
     return table
 
 
-def peers_table(p: PassResult) -> Table | Text:
+def peers_table(p: PassResult) -> FitTable | Text:
     """The peers asked for, on the same tensors: kernel time, TFLOPS, cuDNN's speed against each,
     the error of O, compile time; or why a peer did not run (one line when none ran for one reason)."""
     if peers_unrun(p):
         return Text(peers_unrun(p), style="yellow")
-    table = Table(title=f"{pass_title(p.kind)} peers (cuDNN: the heuristic's pick)", title_justify="left")
+    table = FitTable(title=f"{pass_title(p.kind)} peers (cuDNN: the heuristic's pick)", key_words="peer")
     for col in PEER_COLUMNS:
         title = peer_error_label(p) if col == "max abs O" else col
-        table.add_column(title, justify="left" if col in (PEER_COLUMNS[0], PEER_COLUMNS[-1]) else "right")
+        kind = NAME if col == PEER_COLUMNS[0] else WORDS if col == PEER_COLUMNS[-1] else FIGURE
+        table.add_column(title, kind, drop=0 if kind == WORDS else None)
     errors = peer_errors(p)
     for peer in p.field_peers:
         m = errors.get(peer.name)
@@ -306,9 +308,9 @@ def result_renderable(result: RunResult) -> Group:
     parts: list = [summary_text(result)]
     findings = finding_rows(result, long=True)
     if findings:
-        table = Table(title="Finding", title_justify="left", show_header=False)
-        table.add_column("what", style="bold red" if result.crash else "bold yellow")
-        table.add_column("value")
+        table = FitTable(title="Finding", show_header=False)
+        table.add_column("what", NAME, style="bold red" if result.crash else "bold yellow")
+        table.add_column("value", WORDS)
         for name, words in findings:
             table.add_row(Text(name), Text(words))  # CUDA's words may hold brackets: never markup
         parts.append(table)
@@ -328,10 +330,10 @@ def result_renderable(result: RunResult) -> Group:
     return Group(*parts)
 
 
-def environment_table(env: Environment) -> Table:
-    table = Table(title="Environment", title_justify="left", show_header=False)
-    table.add_column("what")
-    table.add_column("value")
+def environment_table(env: Environment) -> FitTable:
+    table = FitTable(title="Environment", show_header=False)
+    table.add_column("what", NAME)
+    table.add_column("value", WORDS)
     for key, value in describe(env):
         table.add_row(key, Text(value or "-"), style="yellow" if key == "GPU unavailable" else None)
     return table

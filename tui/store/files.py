@@ -15,6 +15,7 @@ killed save left behind is removed by the next save into its folder.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import secrets
@@ -52,7 +53,10 @@ def kind_words(mode: int) -> str:
 
 
 def write_problem(path: Path | str) -> str | None:
-    """Why a file cannot be written at `path` (None: it can), asked before any work is done."""
+    """Why a file cannot be written at `path` (None: it can), asked before any work is done:
+    something not a regular file there (a kernel's file of /proc or /sys is none, though it says
+    so), a folder missing or not writable, or one that takes no new file (asked of the folder
+    itself: root's access check passes where the file system refuses)."""
     target = resolved(path)
     try:
         mode = os.stat(target).st_mode
@@ -63,11 +67,36 @@ def write_problem(path: Path | str) -> str | None:
     if mode is not None and not stat.S_ISREG(mode):
         return f"{kind_words(mode)} is there, not a regular file"
     folder = target.parent
+    if mode is not None and _stores_nothing(folder):
+        return "not a regular file (a kernel's file: its file system stores nothing)"
     if not folder.is_dir():
         return f"{folder} is not a folder" if folder.exists() else f"the folder {folder} does not exist"
     if not os.access(folder, os.W_OK | os.X_OK):
         return f"the folder {folder} is not writable"
-    return own_file(target)
+    return _new_file_problem(folder) or own_file(target)
+
+
+def _stores_nothing(folder: Path) -> bool:
+    """A file system of no blocks: the kernel's words (/proc, /sys), never a file's storage."""
+    try:
+        return os.statvfs(folder).f_blocks == 0
+    except (OSError, AttributeError):  # AttributeError: a system without statvfs
+        return False
+
+
+def _new_file_problem(folder: Path) -> str | None:
+    """Why `folder` takes no new file, asked by making one (as a save does) and removing it."""
+    try:
+        fd, tmp = _temp_beside(folder / "probe", 0o600)
+    except PermissionError:
+        return f"the folder {folder} is not writable"
+    except OSError as exc:
+        if exc.errno == errno.EROFS:
+            return f"the folder {folder} is on a read-only file system"
+        return f"the folder {folder} takes no new files"
+    os.close(fd)
+    tmp.unlink(missing_ok=True)
+    return None
 
 
 def own_file(target: Path) -> str | None:

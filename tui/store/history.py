@@ -62,7 +62,7 @@ class HistoryRow:
 
     id: int
     recorded_at: float  # seconds since the epoch
-    source: str  # who ran it: "run", "check", "dashboard"
+    source: str  # who ran it: "run", "check", "sweep", "dashboard"
     preset: str | None  # the preset it started from
     label: str  # SdpaConfig.label()
     b: int

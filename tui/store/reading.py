@@ -4,8 +4,9 @@ opened (a FIFO would block the read, /dev/zero never end it), without blocking, 
 nesting is counted on the raw text before it is parsed (parse time grows with it, and a parser
 recurses once a level); and what it holds is checked against the shape its reader expects.
 
-Errors are one line: ReadError (the file cannot be read) and ParseError (its text is not what it
-should be), each naming the file; the command adds the option it came from.
+Errors are one line: ReadError (the file cannot be read; NotText, its bytes are not text) and
+ParseError (its text is not what it should be; NotJson, not JSON at all), each naming the file; the
+command adds the option it came from.
 """
 
 from __future__ import annotations
@@ -59,6 +60,14 @@ class ParseError(ValueError):
         self.path, self.why, self.line = str(path), why, line
 
 
+class NotText(ReadError):
+    """The file's bytes are not UTF-8 text (a picture, a database, an archive)."""
+
+
+class NotJson(ParseError):
+    """The file's text is not JSON at all, not even its start (a CSV, a script, an empty file)."""
+
+
 def read_bytes(path: Path | str, max_bytes: int) -> bytes:
     """The bytes of a regular file of at most `max_bytes` (links followed); else ReadError."""
     try:
@@ -95,7 +104,7 @@ def read_text(path: Path | str, max_bytes: int) -> str:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise ReadError(path, f"not UTF-8 text (at byte {exc.start})") from exc
+        raise NotText(path, f"not UTF-8 text (at byte {exc.start})") from exc
 
 
 # ---- nesting, counted on the raw text -------------------------------------------------------
@@ -140,7 +149,10 @@ def parse_json(path: Path | str, text: str, max_nesting: int = JSON_NESTING) -> 
     try:
         return json.loads(text)
     except ValueError as exc:  # JSONDecodeError, and a number of too many digits
-        raise ParseError(path, f"not JSON: {exc}", getattr(exc, "lineno", None)) from exc
+        damaged = text.lstrip()[:1] in ("{", "[")  # JSON cut short or mistyped: where it breaks helps
+        raise (ParseError if damaged else NotJson)(
+            path, f"not JSON: {exc}", getattr(exc, "lineno", None)
+        ) from exc
     except RecursionError as exc:  # not after the count above; kept as the parser's own limit
         raise ParseError(path, _too_deep(max_nesting, JSON_LEVELS)) from exc
 

@@ -45,8 +45,8 @@ PANES = """\
   measured. *from* says where a plan comes from: `backend` (an engine of the cuDNN library),
   `open-source` (one of the frontend's Python engines), `delegated` (heuristic mode OPENSOURCE
   left the pick to the backend). Select a row for its knobs, workspace, notes and timing detail.
-- **Peers**: other attention implementations, ticked in the form under *peers timed beside
-  cuDNN* (or `--peers` on the CLI), each run on the same tensors, timed like a cuDNN plan and
+- **Peers**: other attention implementations, ticked in the form's *peers* section (or
+  `--peers` on the CLI), each run on the same tensors, timed like a cuDNN plan and
   checked against the same fp32 reference: torch's SDPA forced to **FLASH** (FlashAttention-2),
   **EFFICIENT** (the memory-efficient kernel), **CUDNN** (cuDNN's own kernel through torch: its
   time shows torch's part) and **MATH** (unfused); **Flex** (FlexAttention, compiled: the

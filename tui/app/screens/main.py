@@ -20,6 +20,7 @@ from textual.widget import Widget
 
 class MainScreen(Screen):
     focused: Reactive[Widget | None] = Reactive(None, repaint=False)
+    AUTO_FOCUS = "#form Input"  # the first field, ready to type (not its section's title)
 
     _resumed = False
 

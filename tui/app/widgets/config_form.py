@@ -1,10 +1,11 @@
 """The configuration form: every field validated as typed, the problem shown at the field.
 
-The widgets come from the fields' declarations (engine/fields.py): a text entry, a select, a
+The widgets come from the fields' declarations (model/fields.py): a text entry, a select, a
 switch or a row of checks. A field's problem is a line below it while the problem lasts
 (made at its first problem, hidden when it is fixed: thirty lines made up front would cost
-every start-up and restyle for nothing). Fields are shown by
-group; in a group the labelled rows come first, then its switches.
+every start-up and restyle for nothing). Fields are shown by group, a section that folds each
+(the shape and the masks open at first); in a group the labelled rows come first, then its
+switches. A field that takes focus, or shows a problem, opens its section.
 """
 
 from __future__ import annotations
@@ -12,14 +13,16 @@ from __future__ import annotations
 from typing import Any
 
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.containers import Container, Horizontal, VerticalScroll
-from textual.widgets import Checkbox, Input, Label, Select
+from textual.widget import Widget
+from textual.widgets import Checkbox, Collapsible, Input, Label, Select
 
 from ...engine.peers import ADAPTERS
 from ...model import known_issues
 from ...model.config import ConfigError, FieldError, SdpaConfig
-from ...model.fields import FIELDS, GROUPS, Field, from_entries
+from ...model.fields import FIELD, FIELDS, GROUPS, OPEN_SECTIONS, SECTIONS, Field, from_entries
 from ...model.options import FORM_OPTIONS, Option, RunOptions, option_values, options_from
 from ...model.results import PeerResult, RunResult
 from ...model.validation import validate
@@ -47,6 +50,16 @@ _WIDGETS = {"text": Input, "select": Select, "switch": Checkbox}
 # each peer's key (engine/peers.py) -> its name as the headline says it (FLASH, Flex): the name
 # the adapter gives the seed's configuration, without "torch" and the precision
 PEER_LABELS = {key: PeerResult(adapter.name(SdpaConfig())).short for key, adapter in ADAPTERS.items()}
+
+
+def _tip(field: Field) -> str:
+    """A field's tooltip: its full name, as messages say it, and what it means."""
+    return f"{field.label}: {field.help}"
+
+
+def _section_of(option: Option) -> str:
+    """The form's section of a run option: the peers' ticks have their own."""
+    return "peers" if option.kind == "peers" else "timing"
 
 
 def _by_field(errors: list[FieldError]) -> dict[str, str]:
@@ -77,21 +90,35 @@ class ConfigForm(VerticalScroll):
         if field.entry == "select":
             options = [(field.shown(choice), choice) for choice in field.choices]
             return Select(
-                options, value=value, allow_blank=False, id=field.form_id, compact=True, tooltip=field.help
+                options, value=value, allow_blank=False, id=field.form_id, compact=True, tooltip=_tip(field)
             )
         if field.entry == "switch":
-            return Tick(field.form_label, value, id=field.form_id, compact=True, tooltip=field.help)
-        tooltip = f"{field.help}\n{field.accepts()}"
-        return PaneKeysInput(field.format(value), id=field.form_id, compact=True, tooltip=tooltip)
+            return Tick(field.form_label, value, id=field.form_id, compact=True, tooltip=_tip(field))
+        tooltip = f"{_tip(field)}\n{field.accepts()}" + (
+            f"; blank: {field.placeholder}" if field.placeholder else ""
+        )
+        return PaneKeysInput(
+            field.format(value),
+            placeholder=field.placeholder,
+            id=field.form_id,
+            compact=True,
+            tooltip=tooltip,
+        )
 
     @classmethod
     def _field(cls, field: Field, value: Any) -> ComposeResult:
         """A field's widgets; the last of them carries the id its problem line is placed after."""
         if field.entry == "checks":
             yield Label(field.form_label, classes="section-label")
-            with Horizontal(classes="checks", id=f"row-{field.name}"):
+            with Container(classes="checks", id=f"row-{field.name}"):
                 for choice in field.choices:
-                    yield Tick(choice, choice in value, id=f"{field.form_id}-{choice}", compact=True)
+                    yield Tick(
+                        choice,
+                        choice in value,
+                        id=f"{field.form_id}-{choice}",
+                        compact=True,
+                        tooltip=_tip(field),
+                    )
         elif field.entry == "switch":
             yield cls._entry(field, value)
         else:
@@ -132,13 +159,42 @@ class ConfigForm(VerticalScroll):
             widget.value = field.format(value) if field.entry == "text" else value
 
     def compose(self) -> ComposeResult:
-        for field in FORM_FIELDS:
-            yield from self._field(field, getattr(self._initial, field.name))
-        yield Label("timing", classes="section-label")
-        for option in FORM_OPTIONS:
-            yield from self._run_option(option)
+        for section, title in SECTIONS.items():
+            folded = section not in OPEN_SECTIONS  # its class given now: set at mount, it restyled the form
+            with Collapsible(
+                title=title, collapsed=folded, id=f"section-{section}", classes="-collapsed" * folded
+            ):
+                for field in FORM_FIELDS:
+                    if field.group == section:
+                        yield from self._field(field, getattr(self._initial, field.name))
+                for option in FORM_OPTIONS:
+                    if _section_of(option) == section:
+                        yield from self._run_option(option)
         yield Label("", id="known-issue", classes="field-error")  # the known issues the form matches
         yield Label("", id="err-b-memory", classes="field-error")  # problems of no one field
+
+    # ---- the sections --------------------------------------------------------------------
+    def open_section_of(self, widget: Widget) -> None:
+        """Open the section that holds `widget` (a field's entry, its problem line), if folded."""
+        for section in widget.ancestors_with_self:
+            if isinstance(section, Collapsible) and section.collapsed:
+                section.collapsed = False
+
+    def focus_field(self, name: str) -> None:
+        """Focus the field `name` (a field of model/fields.py or a run option), its section opened."""
+        field = FIELD.get(name)
+        if field is None:
+            widget = self.query_one(f"#f-{name}")
+        elif field.entry == "checks":
+            widget = self.query_one(f"#{field.form_id}-{field.choices[0]}")
+        else:
+            widget = self.query_one(f"#{field.form_id}")
+        self.open_section_of(widget)
+        widget.focus()
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        """Whatever brings focus to a field (F6, a key, a click, a problem) opens its section."""
+        self.open_section_of(event.widget)
 
     # ---- reading and writing ------------------------------------------------------------
     def read(self) -> tuple[SdpaConfig | None, dict[str, str]]:
@@ -222,12 +278,16 @@ class ConfigForm(VerticalScroll):
             self.query_one(f"#{field.form_id}").set_class(bool(message), "-invalid")
         line = self._error_lines.get(field.name)
         if line is None and message:  # a field's first problem: its line, kept from then on
-            anchor = field.form_id if field.entry == "switch" else f"row-{field.name}"
+            anchor = self.query_one(f"#{field.form_id if field.entry == 'switch' else f'row-{field.name}'}")
             line = Label(message, id=f"err-{field.name}", classes="field-error -visible")
             self._error_lines[field.name] = line
-            self.mount(line, after=f"#{anchor}")
+            anchor.parent.mount(line, after=anchor)
         elif line is not None:
             self._say(line, message, bool(message))
+        if message:  # a problem is seen: its section opens
+            self.open_section_of(
+                self.query_one(f"#row-{field.name}" if field.entry != "switch" else f"#{field.form_id}")
+            )
 
     def _say(self, line: Label, words: str | Text, shown: bool) -> None:
         """A problem line's words and whether it shows, each changed only when it differs: a

@@ -12,10 +12,17 @@ for a layout, made while the first was still pending, did not move the count on:
 at its old height (none, for a table filled once) until something else laid the screen out. Seen
 as an empty Explain grid in one start of eight on a loaded machine. A new height asks for a layout
 once more, after the screen's next refresh, when the earlier request is spent.
+
+A table that fits (FittingTable): a DataTable wider than its pane scrolls sideways, and the pane
+shows a column cut at its edge; this one leaves out its least needed columns (notes first) instead.
 """
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
+from rich.cells import cell_len
+from rich.text import Text
 from textual.geometry import Size
 from textual.visual import VisualType
 from textual.widgets import DataTable, Static
@@ -45,3 +52,89 @@ class FittedTable(DataTable):
     def watch_virtual_size(self, old: Size, new: Size) -> None:
         if new.height != old.height:
             self.call_after_refresh(self.refresh, layout=True)
+
+
+class FittingTable(FittedTable):
+    """A FittedTable that shows the columns its width holds: those named in DROPS go, the first
+    named first, before the table would run past its width and cut a figure at the edge. The
+    rows keep every cell; a wider table shows the dropped columns again."""
+
+    DROPS: ClassVar[tuple[str, ...]] = ()  # the labels of the columns that may go, in the order they go
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._labels: tuple[str, ...] = ()  # every column, in order
+        self._rows: list[tuple[tuple, Any]] = []  # every row's cells and key
+        self._shown: tuple[int, ...] = ()  # the columns shown, by index
+        self._refit_asked = False
+
+    def add_columns(self, *labels: Any) -> list:
+        """Until rows come the columns that may go are not shown: the first frame is the final one."""
+        self._labels += tuple(str(label) for label in labels)
+        self._shown = tuple(i for i, label in enumerate(self._labels) if label not in self.DROPS)
+        return super().add_columns(*(labels[i] for i in self._shown))
+
+    def add_row(self, *cells: Any, key: str | None = None, **kwargs: Any):
+        self._rows.append((cells, key))
+        if len(self._shown) < len(self._labels):
+            cells = tuple(cells[i] for i in self._shown)
+        row = super().add_row(*cells, key=key, **kwargs)
+        self._ask_refit()
+        return row
+
+    def clear(self, columns: bool = False):
+        self._rows = []
+        if columns:
+            self._labels, self._shown = (), ()
+        return super().clear(columns)
+
+    @property
+    def every_row(self) -> list[tuple]:
+        """Each row's cells, those of the columns left out too."""
+        return [cells for cells, _key in self._rows]
+
+    def on_resize(self) -> None:
+        self._ask_refit()
+
+    def _ask_refit(self) -> None:
+        if not self._refit_asked:
+            self._refit_asked = True
+            self.call_later(self._refit)
+
+    def fitting(self, width: int) -> tuple[int, ...]:
+        """The columns shown in `width` cells: every one, less DROPS in turn until they fit."""
+        pad = 2 * self.cell_padding
+        need = [cell_len(label) + pad for label in self._labels]
+        for cells, _key in self._rows:
+            for i, cell in enumerate(cells):
+                need[i] = max(need[i], _cell_width(cell) + pad)
+        shown = list(range(len(self._labels)))
+        for label in self.DROPS:
+            if sum(need[i] for i in shown) <= width:
+                break
+            shown = [i for i in shown if self._labels[i] != label]
+        return tuple(shown)
+
+    def _refit(self) -> None:
+        self._refit_asked = False
+        width = self.scrollable_content_region.width
+        if not width or not self._rows:
+            return
+        shown = self.fitting(width)
+        if shown == self._shown:
+            return
+        self._shown = shown
+        cursor, rows = self.cursor_coordinate, self._rows
+        DataTable.clear(self, columns=True)
+        for i in shown:
+            DataTable.add_column(self, self._labels[i])
+        for cells, key in rows:
+            DataTable.add_row(self, *(cells[i] for i in shown), key=key)
+        if rows and self.cursor_type != "none":
+            self.move_cursor(row=min(cursor.row, len(rows) - 1), animate=False)
+
+
+def _cell_width(cell: Any) -> int:
+    """The cells a table's cell takes on one line (its longest line)."""
+    text = cell.plain if isinstance(cell, Text) else str(cell)
+    return max((cell_len(line) for line in text.splitlines()), default=0)

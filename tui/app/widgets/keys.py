@@ -5,6 +5,8 @@ more: a Tab between two fields (whose keys are the same) cost a recompose and a 
 the screen each time, most of what a key took to answer on a 2-CPU machine. And it lists them in
 the order the focused widget's own keys meet the app's: Ctrl+E, an Input's "end", put Export
 first while a field had focus and fifth from a table, so the keys moved with the focus.
+Below 100 columns the keys say shorter words and the palette's key (^p, in the help) goes, so
+the row fits 80 columns.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from textual.widgets import Footer
 from textual.widgets._footer import FooterKey
 
 PALETTE = "command_palette"
+NARROW = 100  # columns: below, the short words (the app's -narrow breakpoint)
+SHORT = {"run": "Run", "save_preset": "Save", "switch_region": "Form/panes"}  # action -> its short words
 
 
 class KeysFooter(Footer):
@@ -37,10 +41,24 @@ class KeysFooter(Footer):
             return (0, self._declared[action])
         return (2, 0) if action == PALETTE else (1, 0)
 
+    @property
+    def narrow(self) -> bool:
+        return self.app.size.width < NARROW
+
     def compose(self) -> ComposeResult:
-        yield from sorted(
+        keys = sorted(
             super().compose(), key=lambda w: self._place(w.action) if isinstance(w, FooterKey) else (1, 0)
         )
+        for key in keys:
+            if self.narrow and isinstance(key, FooterKey):
+                if key.action == PALETTE:
+                    continue
+                key.description = SHORT.get(key.action, key.description)
+            yield key
+
+    def on_resize(self) -> None:
+        if self._shown is not None and self._shown[-1] != self.narrow:
+            self.call_after_refresh(self._recompose_if_changed)
 
     def _keys(self) -> tuple:
         """What compose() would draw: each shown key's action, key, words, state and tooltip."""
@@ -53,7 +71,7 @@ class KeysFooter(Footer):
             for binding, enabled, tooltip in sorted(shown, key=lambda b: self._place(b[0].action))
         )
         palette = bindings.get(self.app.COMMAND_PALETTE_BINDING)
-        return keys, palette[2] if palette else None, self.compact
+        return keys, palette[2] if palette else None, self.compact, self.narrow
 
     def bindings_changed(self, screen: Screen) -> None:
         self._bindings_ready = True

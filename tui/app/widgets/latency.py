@@ -1,13 +1,15 @@
-"""Latency: each pass's kernel time of every run since the app started, and per plan now; below,
-how the current figures were taken: every sample of every plan (a strip a plan, so two clusters
-show), and the GPU around the heuristic's measurement of each pass (clocks, power against the
-limit, temperature, throttle reasons, capped shares, the rest wait, the L2 flush, cross-check)."""
+"""Latency: each pass's kernel time of every run since the app started, and per plan now (a bar
+and its figure a row); below, how the current figures were taken: every sample of every plan (a
+strip a plan, so two clusters show), and the GPU around the heuristic's measurement of each pass
+(clocks, power against the limit, temperature, throttle reasons, capped shares, the rest wait,
+the L2 flush, cross-check). A result that timed nothing shows only why, without empty charts."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rich.console import Group, RenderableType
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -86,6 +88,46 @@ def pass_blocks(p: PassResult, result: RunResult) -> list[RenderableType]:
     return blocks
 
 
+PASS_STYLES = ("cyan", "magenta")  # the bars of the first pass, of a later one
+
+
+class PlanBars:
+    """Each timed plan's kernel time as a bar, a row each: its label, the bar scaled to the
+    slowest within the width it is given, and its figure; the bars never reach the next label."""
+
+    def __init__(self, rows: list[tuple[str, float, str]]) -> None:
+        self.rows = rows  # label, µs, style
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield Text("kernel time per plan", style="bold")
+        if not self.rows:
+            return
+        label_w = max(cell_len(label) for label, _, _ in self.rows)
+        figures = [us(t) for _, t, _ in self.rows]
+        figure_w = max(cell_len(f) for f in figures)
+        room = max(1, options.max_width - label_w - figure_w - 2)
+        slowest = max(t for _, t, _ in self.rows) or 1.0
+        for (label, t, style), figure in zip(self.rows, figures, strict=True):
+            filled = max(1, round(room * t / slowest))
+            yield Text.assemble(
+                label.rjust(label_w),
+                " ",
+                ("█" * filled, style),
+                " " * (room - filled + 1),
+                figure.rjust(figure_w),
+            )
+        yield Text("H the pick, P pinned, * fastest", style="dim")
+
+
+def plan_bars(result: RunResult | None) -> PlanBars:
+    groups = timed_groups(result)
+    return PlanBars([
+        (plan_label(p, pass_prefix(kind, groups)), p.timing.median_us, PASS_STYLES[min(i, 1)])
+        for i, (kind, plans) in enumerate(groups)
+        for p in plans
+    ])  # fmt: skip
+
+
 def run_ticks(runs: list[int], most: int = 6) -> list[int]:
     """Whole run numbers for the axis, at most `most` of them, the first and the last among them."""
     step = max(1, -(-(runs[-1] - runs[0]) // (most - 1)))
@@ -101,7 +143,8 @@ class LatencyPane(VerticalScroll):
     def compose(self) -> ComposeResult:
         with Horizontal(classes="latency-row", id="latency-charts"):
             yield PlotextPlot(id="latency-history")
-            yield PlotextPlot(id="latency-plans")
+            with VerticalScroll(id="latency-plans-box"):
+                yield FittedStatic(id="latency-plans")
         with Horizontal(classes="latency-row", id="latency-detail"):
             yield PlotextPlot(id="latency-samples")
             with VerticalScroll(id="latency-gpu-box"):
@@ -119,6 +162,7 @@ class LatencyPane(VerticalScroll):
         self._draw_plans(result)
         self._draw_samples(result)
         self.query_one("#latency-gpu", Static).update(measurement_rows(result))
+        self.set_class(not timed_groups(result) and not self.history, "-untimed")  # no chart to draw
 
     def _draw_history(self) -> None:
         plot = self.query_one("#latency-history", PlotextPlot)
@@ -143,34 +187,7 @@ class LatencyPane(VerticalScroll):
 
     def _draw_plans(self, result: RunResult | None) -> None:
         """Every timed plan of every pass as a bar; with several passes, one colour a pass."""
-        plot = self.query_one("#latency-plans", PlotextPlot)
-        plt = plot.plt
-        plt.clear_data()
-        plt.clear_figure()
-        plt.title("kernel time per plan (µs)")
-        groups = timed_groups(result)
-        if len(groups) == 1:
-            plans = groups[0][1]
-            plt.bar([plan_label(p) for p in plans], [p.timing.median_us for p in plans], orientation="horizontal",
-                    width=0.4)  # fmt: skip
-        elif groups:
-            at, labels, start = [], [], 1
-            for kind, plans in groups:
-                where = list(range(start, start + len(plans)))
-                plt.bar(
-                    where,
-                    [p.timing.median_us for p in plans],
-                    orientation="horizontal",
-                    width=0.4,
-                    label=kind,
-                )
-                at += where
-                labels += [plan_label(p, pass_prefix(kind, groups)) for p in plans]
-                start += len(plans)
-            plt.yticks(at, labels)
-        if groups:
-            plt.xlabel("µs (H heuristic's pick, P pinned, * fastest)")
-        plot.refresh()
+        self.query_one("#latency-plans", Static).update(plan_bars(result))
 
     def _draw_samples(self, result: RunResult | None) -> None:
         """A strip a timed plan, top to bottom in the plans' order: each replay's time per execution
@@ -197,8 +214,9 @@ class LatencyPane(VerticalScroll):
             plt.vertical_line(0.0)
             plt.xlabel("% (a dot a replay; ! unstable)")
         # a row a strip, and the title, frame, ticks and label: a pane too short for it scrolls
-        need = max(MIN_CHART_ROWS, rows + 6)
+        need = max(MIN_CHART_ROWS, rows + 6) if rows else 0  # none: the chart is not shown
         plot.styles.min_height = self.query_one("#latency-detail").styles.min_height = need
+        plot.display = bool(rows)
         plot.refresh()
 
 

@@ -27,10 +27,10 @@ from ...present.format import (
     us,
     verdict_words,
 )
-from .fitted import FittedStatic, FittedTable
+from .fitted import FittedStatic, FittingTable
 
 HOW_TO_ASK = (
-    "Tick peers in the form (under timing: peers timed beside cuDNN), or give the CLI "
+    "Tick peers in the form (its peers section), or give the CLI "
     "--peers flash,flex (or --peers all): each is timed and checked on the same tensors as cuDNN."
 )
 SPEED_WORDS = "cuDNN speed: a row's kernel time over cuDNN's heuristic pick's (above 1: cuDNN is faster)"
@@ -98,8 +98,11 @@ def peer_rows(p: PassResult) -> list[Row]:
     return rows
 
 
-class PeerTable(FittedTable):
-    """cuDNN's heuristic pick (and its fastest plan where that is another), then each peer."""
+class PeerTable(FittingTable):
+    """cuDNN's heuristic pick (and its fastest plan where that is another), then each peer; a
+    narrow pane leaves out what each is, its compile time, then its TFLOPS and verdict."""
+
+    DROPS = (PEER_COLUMNS[-1], PEER_COLUMNS[-2], "TFLOPS", "verdict")
 
     def __init__(self, **kwargs) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)

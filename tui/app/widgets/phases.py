@@ -11,14 +11,17 @@ from textual.widgets import Static
 from ...model.results import PhaseTiming, RunResult
 from ...model.statuses import PASS_KINDS
 from ...present.format import ms
-from .fitted import FittedStatic, FittedTable
+from .fitted import FittedStatic, FittingTable
 from .sections import show_passes
 
 BAR_WIDTH = 24
 
 
-class PhaseTable(FittedTable):
-    """One graph's build phases, each with a bar scaled to the longest."""
+class PhaseTable(FittingTable):
+    """One graph's build phases, each with a bar scaled to the longest; a narrow pane leaves out
+    what each does, then the bars."""
+
+    DROPS = ("what it does here", "")
 
     def __init__(self, **kwargs) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)

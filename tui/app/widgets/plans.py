@@ -17,7 +17,7 @@ from ...model.search_results import SearchResult
 from ...model.statuses import PASS_KINDS
 from ...present.format import format_bytes, ms, plan_mark, sci, timing_text, us
 from ...present.report import plan_source_short, plan_source_words
-from .fitted import FittedStatic
+from .fitted import FittedStatic, FittingTable
 from .sections import show_passes
 
 LEGEND = "H: the heuristic's pick   P: pinned   *: fastest measured   from: where the plan comes from   select a row for details"
@@ -43,8 +43,11 @@ def found_plans(search: SearchResult | None, p: PassResult, result: RunResult) -
     return tuple(found[:FOUND_ROWS])
 
 
-class PlanTable(DataTable):
-    """One pass's candidate plans, a row each, keyed by plan index."""
+class PlanTable(FittingTable):
+    """One pass's candidate plans, a row each, keyed by plan index; where the pane is narrow, the
+    columns of what a plan is made of go (its details below say them), notes first."""
+
+    DROPS = ("notes", "build", "workspace", "knobs", "engine", "from")
 
     def __init__(self, kind: str, **kwargs) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)

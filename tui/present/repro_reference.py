@@ -1,0 +1,169 @@
+"""The reproduction script's reference, written out for one configuration's masks: fp32
+attention one sequence (and, where its scores would be large, a few heads) at a time, in the
+engine's order of operations (engine/reference.py), so the script's numbers are the engine's."""
+
+from __future__ import annotations
+
+from ..engine.reference import block_steps
+from ..model.config import SdpaConfig
+
+
+def _scores(c: SdpaConfig) -> list[str]:
+    """The lines of one block's scores: q k^T * SCALE, the bias and ALiBi, the masks, the sink."""
+    lines = ["    scores = qb @ kb.transpose(-1, -2) * SCALE"]
+    terms = []
+    if c.bias != "none":
+        heads = "heads" if c.bias.endswith("h") else "0:1"
+        terms.append(f"bias[{heads}, :, :lkv].float()")
+    if c.alibi:
+        terms.append("(j - i) * torch.tensor(SLOPES[heads], device=DEVICE).view(-1, 1, 1)")
+    if terms:
+        lines.append(
+            f"    scores = scores + ({' + '.join(terms)})"
+            if len(terms) > 1
+            else f"    scores = scores + {terms[0]}"
+        )
+    keep = ["(i < lq)"] if c.padded else []
+    align = ("lkv - lq" if c.padded else "S_KV - S_Q") if c.causal == "bottom_right" else "0"
+    if c.causal != "none":
+        keep.append(f"(j <= i + {align})" if align != "0" else "(j <= i)")
+    if c.window:
+        keep.append(f"(j > i + {align} - WINDOW)" if align != "0" else "(j > i - WINDOW)")
+    if keep:
+        kept = " & ".join(keep) if len(keep) > 1 else keep[0][1:-1]
+        lines.append(f'    scores = scores.masked_fill(~({kept}), float("-inf"))')
+    if c.sink:
+        lines.append(
+            "    scores = torch.cat([scores, sink.view(-1)[heads].view(-1, 1, 1).expand(-1, S_Q, 1)], -1)"
+        )
+    return lines
+
+
+def _extra(c: SdpaConfig) -> list[str]:
+    """The reference's inputs past q, k, v: the bias, the sinks, the dropout mask."""
+    return [n for n, used in (("bias", c.bias != "none"), ("sink", c.sink), ("mask", c.dropout)) if used]
+
+
+def reference(c: SdpaConfig) -> list[str]:
+    """`attend(b, heads, q, k, v, ...)`, a block's fp32 attention, and `reference(...)` over them."""
+    extra = _extra(c)
+    masks = ", ".join(
+        w
+        for w, on in (
+            ("causal " + c.causal.replace("_", "-"), c.causal != "none"),
+            ("sliding window", c.window),
+            ("real lengths", c.padded),
+            ("bias", c.bias != "none"),
+            ("ALiBi", c.alibi),
+            ("sinks", c.sink),
+            ("dropout", c.dropout),
+        )
+        if on  # fmt: skip
+    )
+    lines = [
+        f"def attend({', '.join(['b', 'heads', 'q', 'k', 'v', *extra])}):",
+        '    """softmax(q k^T * SCALE'
+        + (" + terms" if masks else "")
+        + ") v of sequence b's `heads` in fp32"
+        + (f" ({masks})" if masks else "")
+        + ', and the rows\' max and sum of exponents."""',
+    ]
+    if c.padded:
+        lines.append("    lq, lkv = LENS_Q[b], LENS_KV[b]")
+    if c.h_q != c.h_kv:
+        lines.append(
+            "    kv = torch.arange(H_Q, device=DEVICE)[heads] // (H_Q // H_KV)  # each query head's key/value head"
+        )
+    kv = "kv" if c.h_q != c.h_kv else "heads"
+    lines.append(f"    qb, kb, vb = q[heads].float(), k[{kv}, :lkv].float(), v[{kv}, :lkv].float()")
+    if c.causal != "none" or c.window or c.alibi or c.padded:
+        kind = ", dtype=torch.float32" if c.alibi else ""
+        lines.append(
+            f"    i, j = torch.arange(S_Q, device=DEVICE{kind}).view(-1, 1), torch.arange(lkv, device=DEVICE{kind})"
+        )
+    lines += _scores(c)
+    lines += [
+        "    top = scores.amax(-1, keepdim=True)",
+        "    empty = ~torch.isfinite(top)  # a row with no key gives 0",
+        "    p = torch.softmax(scores.masked_fill(empty, 0.0), -1).masked_fill(empty, 0.0)",
+    ]
+    if c.sink:
+        lines.append("    p = p[..., :-1]  # the sink's column adds nothing to the output")
+    if c.dropout:
+        lines.append("    p = p * mask[heads, :, :lkv] / (1.0 - DROPOUT)")
+    lines.append("    return p @ vb, top, (scores - top).exp().sum(-1, keepdim=True)")
+    if not c.padded:  # every sequence is whole
+        lines = [_whole(line) for line in lines]
+    outputs = {"none": '{"O": o}', "stats": '{"O": o, "Stats": top + total.log()}',
+               "max_sum_exp": '{"O": o, "Max": top, "SumExp": total}'}[c.softmax_out]  # fmt: skip
+    lines += [
+        "",
+        f"def reference(q, k, v{''.join(', ' + n for n in extra)}):",
+        '    """Every output the tool checks, by name: fp32, HEADS heads of one sequence at a time."""',
+        "    o, top, total = (torch.zeros((B, H_Q, S_Q, d), device=DEVICE) for d in (D_V, 1, 1))",
+        "    with torch.no_grad():",
+        "        for b in range(B):",
+        "            for h in range(0, H_Q, HEADS):",
+        "                at = b, slice(h, h + HEADS)",
+        f"                o[at], top[at], total[at] = attend({', '.join(['b', 'at[1]', 'q[b]', 'k[b]', 'v[b]', *(_per_b(c, n) for n in extra)])})",
+        f"    return {outputs}",
+    ]
+    return _all_heads(lines) if block_steps(c)[0] == c.h_q else lines
+
+
+def _whole(line: str) -> str:
+    """A line of attend() where every key is real: no `:lkv` slices."""
+    return (
+        line.replace(", :lkv]", "]").replace(":lkv]", ":]").replace("torch.arange(lkv,", "torch.arange(S_KV,")
+    )
+
+
+def _all_heads(lines: list[str]) -> list[str]:
+    """The reference's loop where one step takes every head: over the sequences only."""
+    out = []
+    for line in lines:
+        if line.strip().startswith("for h in range(0, H_Q, HEADS)") or line.strip().startswith(
+            "at = b, slice"
+        ):
+            continue
+        if "at[1]" in line or "[at]" in line:
+            line = line.replace("at[1]", "slice(None)").replace("[at]", "[b]")[4:]
+        out.append(line)
+    return [line.replace("HEADS heads of one sequence", "one sequence") for line in out]
+
+
+def _per_b(c: SdpaConfig, name: str, sink: str = "sink") -> str:
+    """What attend() is given of an extra input for sequence b."""
+    return {"bias": "bias[b]" if c.bias.startswith("b") else "bias[0]", "sink": sink, "mask": "mask[b]"}[name]
+
+
+def reference_grads(c: SdpaConfig) -> list[str]:
+    extra = _extra(c)
+    leaves = "[t[b].float().requires_grad_() for t in (q, k, v)]"
+    if c.sink:
+        leaves = f"{leaves} + [sink.float().detach().requires_grad_()]"
+    call_args = ", ".join(["b", "at[1]", "*leaves[:3]", *(_per_b(c, n, "leaves[3]") for n in extra)])
+    lines = [
+        f"def reference_grads(q, k, v, d_o{''.join(', ' + n for n in extra)}):",
+        '    """dQ, dK, dV'
+        + (", dSink" if c.sink else "")
+        + " of the reference for dO: fp32 autograd, HEADS "
+        'heads of one sequence at a time."""',
+        '    out = {n: torch.zeros(t.shape, device=DEVICE) for n, t in (("dQ", q), ("dK", k), ("dV", v))}',
+    ]
+    if c.sink:
+        lines.append('    out["dSink"] = torch.zeros((1, H_Q, 1, 1), device=DEVICE)')
+    lines += [
+        "    for b in range(B):",
+        "        for h in range(0, H_Q, HEADS):",
+        "            at = b, slice(h, h + HEADS)",
+        f"            leaves = {leaves}",
+        f"            o = attend({call_args})[0]",
+        "            grads = torch.autograd.grad((o * d_o[at].float()).sum(), leaves)",
+        '            out["dQ"][at] += grads[0][at[1]]',
+        '            out["dK"][b] += grads[1]',
+        '            out["dV"][b] += grads[2]',
+    ]
+    if c.sink:
+        lines.append('            out["dSink"] += grads[3].view(1, H_Q, 1, 1)')
+    return [*lines, "    return out"]
