@@ -14,6 +14,10 @@ The dashboard's breakdown says when it painted, when its engine said ready and w
 result was on screen. Targets live here, not in tests: the dashboard's first result at most 1 s
 slower than `run`; on the H200 the second launch's first result for the seed at most 4 s.
 `--no-server` measures every launch as if none were running (SDPA_EXPLORER_SERVER_IDLE=0).
+`env` is timed too, launch to exit, as `python -m tui env --json` and as `uv run sdpa-explorer env
+--json` (where uv is on the PATH): the first launch of each starts its engine server (uv run sets
+variables of its own, so its engines come from a server of their own), the next `--repeat` find it
+(target: a median of at most 2.5 s). `--env-only` measures that alone.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -128,6 +133,30 @@ def dashboard_first_result(preset: str) -> dict:
     return {k: (v if k in ("status", "ui_imported_torch") else float(v)) for k, v in said.items()}
 
 
+def env_end_to_end(command: list[str]) -> float:
+    """`env --json` launched afresh, launch to exit: what the engine process says it sees."""
+    t0 = time.perf_counter()
+    done = subprocess.run([*command, "env", "--json"], capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise RuntimeError(f"env failed (exit {done.returncode}): {done.stderr[-2000:]}")
+    json.loads(done.stdout)
+    return wall
+
+
+def env_launches(repeat: int, figures: dict) -> dict:
+    """`env`'s first launch (it starts the engine server) and the median of the next `repeat`."""
+    commands = {"env": [sys.executable, "-m", "tui"]}
+    if shutil.which("uv"):
+        commands["env_uv_run"] = ["uv", "run", "sdpa-explorer"]
+    for name, command in commands.items():
+        figures[f"{name}_first_launch_s"] = round(env_end_to_end(command), 2)
+        walls = [env_end_to_end(command) for _ in range(repeat)]
+        figures[f"{name}_s"] = round(statistics.median(walls), 2)
+        figures[f"{name}_each_s"] = [round(w, 2) for w in walls]
+    return figures
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="gpt2-seed")
@@ -136,10 +165,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-server", action="store_true", help="no engine server: each launch imports torch"
     )
+    parser.add_argument("--env-only", action="store_true", help="time `env` alone")
     args = parser.parse_args(argv)
     os.environ["SDPA_EXPLORER_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="sdpa-bench-")  # no user's server
     if args.no_server:
         os.environ["SDPA_EXPLORER_SERVER_IDLE"] = "0"
+    if args.env_only:
+        try:
+            measured = env_launches(args.repeat, {"engine_server": not args.no_server})
+        finally:
+            from tui.process.server_client import ask_all
+
+            ask_all("stop")
+        print(json.dumps(measured, indent=1))
+        save(measured, args.out)
+        return 0
     figures: dict = {"preset": args.preset, "engine_server": not args.no_server, "steps_s": {}}
     for name, code in STEPS.items():
         figures["steps_s"][name] = round(statistics.median(fresh(code) for _ in range(args.repeat)), 3)
@@ -151,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_server:
             starts = [fresh_engine_start(server=True) for _ in range(args.repeat)]
             figures["steps_s"]["engine process start, engine server up"] = round(statistics.median(starts), 3)
-        measured = later_launches(args.preset, args.repeat, figures)
+        measured = env_launches(args.repeat, later_launches(args.preset, args.repeat, figures))
     finally:
         from tui.process.server_client import ask_all
 

@@ -185,7 +185,7 @@ async def test_no_gpu_mode_explains_itself_checks_reruns_an_edit_and_a_training_
         assert "backward graph: total" in str(app.query_one("#phases-backward-head").render())
         await show_pane(pilot, "accuracy")  # hidden when the result came: drawn when shown
         checks = app.query_one("#accuracy-table")
-        rows = [[str(c) for c in checks.get_row_at(i)] for i in range(checks.row_count)]
+        rows = [[str(c) for c in row] for row in checks.every_row]  # a narrow pane's dropped columns too
         assert len(rows) == 8  # O, dQ, dK, dV: cuDNN's row, then torch's
         assert rows[2][:3] == ["backward", "dQ", "cuDNN"] and rows[2][-1] == "not run"  # cuDNN did not run
         assert rows[3][2] == "torch FLASH fp16" and rows[3][-1] == "pass"
@@ -596,7 +596,7 @@ async def test_a_gpu_training_step_fills_a_table_a_pass_then_every_pane_draws_a_
         assert app.query_one("#phases-backward").row_count == 6
         await show_pane(pilot, "accuracy")
         checks = app.query_one("#accuracy-table")
-        dv = [str(c) for c in checks.get_row_at(6)]
+        dv = [str(c) for c in checks.every_row[6]]
         assert dv[:3] == ["backward", "dV", "cuDNN"] and dv[4] == f"{b.checks[2].cudnn.max_abs:.2e}"
         assert not app.query_one("#fp8-table").display
         await show_pane(pilot, "latency")

@@ -109,3 +109,18 @@ def test_env_json():
     data = json.loads(r.output)
     assert data["frontend_version"] and data["torch_version"]
     assert ("unavailable_reason" in data) and (data["gpu_available"] or data["unavailable_reason"])
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["table", "json"])
+def test_env_says_in_one_line_when_the_engine_process_cannot_start(monkeypatch, as_json):
+    from tui.process import launcher
+
+    def no_launch(*_args, **_kwargs):
+        raise RuntimeError("the engine process could not be started: no processes left")
+
+    monkeypatch.setattr(launcher, "launch", no_launch)
+    r = CliRunner().invoke(main, ["env", "--json"] if as_json else ["env"])
+    assert r.exit_code == 1
+    assert r.output.strip().splitlines() == [
+        "FAIL the engine process cannot start: the engine process could not be started: no processes left"
+    ]

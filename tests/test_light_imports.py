@@ -34,6 +34,18 @@ print(" ".join(heavy[:5]) or "light")
 """
 
 
+# `env` as a user types it: what the engine process sees, told by it, and what this process imported
+ENV = """
+import json, sys
+from click.testing import CliRunner
+from tui.cli.main import main
+r = CliRunner().invoke(main, ["env", "--json"])
+assert r.exit_code == 0, r.output
+heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "cudnn"))
+print(json.dumps({"env": json.loads(r.output), "heavy": heavy[:5]}))
+"""
+
+
 def _python(code: str, stdin: bytes = b"") -> str:
     done = subprocess.run([sys.executable, "-c", code], input=stdin, capture_output=True, timeout=120)
     assert done.returncode == 0, done.stderr.decode()[-3000:]
@@ -57,6 +69,16 @@ def test_an_environment_from_the_engine_leaves_torch_out_of_the_ui():
 def test_run_leaves_torch_in_the_engine_process():
     """End to end: the environment, the result and every event the engine sends are plain data."""
     assert _python(RUN) == "light"
+
+
+def test_env_asks_the_engine_process_and_leaves_torch_there():
+    """`env` prints what the engine process sees, the JSON it always printed, and its own process
+    never imports torch (seconds of a launch, where the engine server holds it imported)."""
+    import json
+
+    said = json.loads(_python(ENV))
+    assert said["heavy"] == []
+    assert said["env"] == dataclasses.asdict(collect())
 
 
 def test_the_dashboard_starts_the_fork_server_first(monkeypatch):

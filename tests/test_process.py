@@ -89,6 +89,31 @@ def test_only_the_newest_waiting_request_runs():
         c.close()
 
 
+def test_esc_stops_a_cpu_check_at_its_next_chunk():
+    """A CPU check of a decode batch (its inputs drawn, torch's CPU peer, the fp32 reference:
+    seconds, each in chunks) cancelled as it says its first step: it stops at the next chunk, long
+    before the reference says how far it is, and the same engine process goes on."""
+    decode = SdpaConfig(
+        b=4, h_q=32, h_kv=8, s_q=1, s_kv=8192, d_qk=128, d_v=128, dtype="bf16", causal="bottom_right"
+    )
+    c, events = client()
+    try:
+        next_of(events, EngineReady)
+        request = c.submit(decode, RunOptions())
+        first = next_of(events, EngineProgress)
+        assert first.request_id == request and first.text == "validating the forward and checking on the CPU"
+        c.cancel()
+        stopped = next_of(events, EngineResult)
+        assert stopped.request_id == request and stopped.result.status == STATUS_CANCELLED, (
+            stopped.result.message
+        )
+        assert stopped.result.message == f"stopped while {first.text}: asked to stop"
+        after = c.submit(SMALL, RunOptions())
+        assert next_of(events, EngineResult).request_id == after and c.restarts == 0
+    finally:
+        c.close()
+
+
 def test_a_silent_engine_is_stopped_and_replaced():
     c, events = client(time_limit_s=0.5)
     try:

@@ -13,10 +13,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..model.config import SdpaConfig
-from .reference import additive_terms, block_steps, vjp
+from .cancel import between_chunks
+from .reference import additive_terms, block_steps, chunk_steps, vjp
 
 # Tried in this order; the first that runs the configuration is the peer. Never cuDNN.
 PEER_BACKENDS: tuple[str, ...] = ("FLASH", "EFFICIENT", "MATH")
+# a score's cost to torch's CPU kernels against the fp32 reference (a quarter or less): the CPU
+# peer's chunks are 4 times larger than the reference's
+PEER_WORK = 0.25
 SDP_BACKENDS = {"FLASH": "FLASH_ATTENTION", "EFFICIENT": "EFFICIENT_ATTENTION", "MATH": "MATH"}  # no CUDNN
 
 
@@ -82,7 +86,8 @@ def expand_kv(config: SdpaConfig, k: Any, v: Any) -> tuple[Any, Any]:
     head's softmax(q k^T) v does not depend on the others). Chosen over torch's enable_gqa, which
     not every backend takes (EFFICIENT refuses GQA, DESIGN fact 13; torch before 2.5 has no
     enable_gqa), so that which backend is the peer depends on the shape and the mask, not on GQA
-    support: FLASH and EFFICIENT stay in reach. The cost is K and V times the group in memory."""
+    support: FLASH and EFFICIENT stay in reach. The cost is K and V times the group in memory, on the
+    GPU (the CPU's chunks read one kv head expanded, without a copy: cpu_chunks)."""
     group = config.h_q // config.h_kv
     if group == 1:
         return k, v
@@ -99,10 +104,97 @@ def _whole_call(config: SdpaConfig, bias: Any, backend: str | None) -> bool | No
     return True if config.causal == "top_left" or config.s_q == config.s_kv else None
 
 
-def _mask(config: SdpaConfig, bi: int, rows: range, bias: Any, like: Any) -> Any:
-    """The explicit additive mask of one block, (1, h_q or 1, rows, s_kv) in the inputs' dtype."""
-    term = additive_terms(config, bi, range(0, config.h_q), rows, bias, like.device)
+def _mask(config: SdpaConfig, bi: int, rows: range, bias: Any, like: Any, heads: range | None = None) -> Any:
+    """The explicit additive mask of one block, (1, heads or 1, rows, s_kv) in the inputs' dtype
+    (heads: all by default)."""
+    term = additive_terms(config, bi, heads or range(0, config.h_q), rows, bias, like.device)
     return None if term is None else term.to(like.dtype).unsqueeze(0)
+
+
+def cpu_chunks(config: SdpaConfig, bias: Any, backend: str | None, work: float = PEER_WORK) -> Any:
+    """The CPU peer's chunks, (batch entry, query heads, rows, is_causal or None for an explicit
+    mask), a check for a cancel before each: reference.chunk_steps's, the heads of one kv head at
+    most (its K and V expanded to them, never copied). Rows apart, a plain causal mask goes
+    explicitly. On the CPU torch computes each head alike, and each row alike in chunks of 4 rows
+    or more, with either mask, so the forward's outputs are the bits of one call (torch 2.15:
+    tests/test_cpu_chunks.py); a backward's dK and dV are sums over the chunks. Not on the GPU:
+    there torch splits a call's keys by its batch and heads."""
+    group = config.h_q // config.h_kv
+    causal = _whole_call(config, bias, backend)
+    heads_step, rows_step = chunk_steps(config, "cpu", work)
+    heads_step = min(heads_step, group) if group > 1 else heads_step
+    if causal and rows_step < config.s_q:
+        causal = None
+    for bi in range(config.b):
+        for h0 in range(0, config.h_q, heads_step):
+            heads = range(h0, min(h0 + heads_step, config.h_q))
+            for r0 in range(0, config.s_q, rows_step):
+                between_chunks()
+                yield bi, heads, range(r0, min(r0 + rows_step, config.s_q)), causal
+
+
+def _kv_view(config: SdpaConfig, t: Any, bi: int, heads: range) -> Any:
+    """K or V of batch entry `bi` as the query heads `heads` (of one kv head under GQA) read it,
+    never copied: (1, len(heads), s_kv, d)."""
+    group = config.h_q // config.h_kv
+    if group == 1:
+        return t[bi : bi + 1, heads.start : heads.stop]
+    kv = heads.start // group
+    return t[bi : bi + 1, kv : kv + 1].expand(1, len(heads), *t.shape[2:])
+
+
+def _cpu_sdpa(config: SdpaConfig, q: Any, k: Any, v: Any, bias: Any, backend: str | None) -> Any:
+    """torch_sdpa on the CPU, in chunks (cpu_chunks)."""
+    import torch
+    import torch.nn.functional as F
+
+    out = torch.empty(config.o_dims, dtype=q.dtype, device=q.device)
+    with torch.no_grad(), forced(backend):
+        for bi, heads, rows, causal in cpu_chunks(config, bias, backend):
+            hs, rs = slice(heads.start, heads.stop), slice(rows.start, rows.stop)
+            kb, vb = (_kv_view(config, t, bi, heads) for t in (k, v))
+            if causal is not None:
+                o = F.scaled_dot_product_attention(
+                    q[bi : bi + 1, hs, rs], kb, vb, is_causal=causal, scale=config.scale
+                )
+            else:
+                mask = _mask(config, bi, rows, bias, q, heads)
+                o = F.scaled_dot_product_attention(
+                    q[bi : bi + 1, hs, rs], kb, vb, attn_mask=mask, scale=config.scale
+                ).nan_to_num(0.0)
+            out[bi : bi + 1, hs, rs] = o
+    return out
+
+
+def _cpu_sdpa_grads(
+    config: SdpaConfig, q: Any, k: Any, v: Any, d_o: Any, bias: Any, backend: str | None
+) -> tuple[Any, Any, Any]:
+    """torch_sdpa_grads on the CPU, in chunks (cpu_chunks); the gradients of a shared kv head
+    are its query heads' low-precision gradients summed in fp32."""
+    import torch
+    import torch.nn.functional as F
+
+    group = config.h_q // config.h_kv
+    dq = torch.zeros(config.q_dims, dtype=torch.float32, device=q.device)
+    dk = torch.zeros(config.k_dims, dtype=torch.float32, device=q.device)
+    dv = torch.zeros(config.v_dims, dtype=torch.float32, device=q.device)
+    with forced(backend):
+        for bi, heads, rows, causal in cpu_chunks(config, bias, backend, work=PEER_WORK * 3.5):
+            hs, rs = slice(heads.start, heads.stop), slice(rows.start, rows.stop)
+            qb = q[bi : bi + 1, hs, rs].detach().requires_grad_()
+            kb, vb = (_kv_view(config, t, bi, heads).detach().requires_grad_() for t in (k, v))
+            if causal is not None:
+                o = F.scaled_dot_product_attention(qb, kb, vb, is_causal=causal, scale=config.scale)
+            else:
+                mask = _mask(config, bi, rows, bias, q, heads)
+                o = F.scaled_dot_product_attention(qb, kb, vb, attn_mask=mask, scale=config.scale)
+            gq, gk, gv = vjp(torch, o, (qb, kb, vb), d_o[bi : bi + 1, hs, rs])
+            kvs = slice(heads.start // group, (heads.stop - 1) // group + 1)
+            shared = min(group, len(heads))  # the query heads of one kv head in the chunk
+            dq[bi, hs, rs] = gq[0].float()
+            dk[bi, kvs] += gk[0].float().unflatten(0, (-1, shared)).sum(1)
+            dv[bi, kvs] += gv[0].float().unflatten(0, (-1, shared)).sum(1)
+    return dq, dk, dv
 
 
 def torch_sdpa(
@@ -111,10 +203,14 @@ def torch_sdpa(
     """torch's own low-precision SDPA on the same tensors, forced to `backend` (FLASH, EFFICIENT or
     MATH; None: torch's own choice, which on the H200 is cuDNN): the peer's forward. Plain causal
     masks go as is_causal; anything else as an explicit additive mask, a block of query rows at a
-    time so the mask never has to exist whole. GQA's K and V are repeated first (expand_kv)."""
+    time so the mask never has to exist whole. GQA's K and V are repeated first (expand_kv). On
+    the CPU it goes in chunks, a check for a cancel between them, K and V never repeated
+    (cpu_chunks: the same outputs)."""
     import torch
     import torch.nn.functional as F
 
+    if q.device.type == "cpu":
+        return _cpu_sdpa(config, q, k, v, bias, backend)
     k, v = expand_kv(config, k, v)
     causal = _whole_call(config, bias, backend)
     with torch.no_grad(), forced(backend):
@@ -143,12 +239,14 @@ def torch_sdpa_grads(
     torch_sdpa is: dQ, dK, dV in fp32, one batch entry (and block of query rows) at a time. GQA's K
     and V are repeated to h_q heads (expand_kv); the gradients of a shared kv head are its query
     heads' low-precision gradients summed in fp32. Not with padding: torch's fully masked rows give
-    NaN gradients rather than the zeros cuDNN's lengths mean."""
+    NaN gradients rather than the zeros cuDNN's lengths mean. On the CPU in chunks (cpu_chunks)."""
     import torch
     import torch.nn.functional as F
 
     if config.varlen:
         raise ValueError("torch's SDPA backward gives NaN on fully masked rows: no peer with padding")
+    if q.device.type == "cpu":
+        return _cpu_sdpa_grads(config, q, k, v, d_o, bias, backend)
     k, v = expand_kv(config, k, v)
     group = config.h_q // config.h_kv
     causal = _whole_call(config, bias, backend)

@@ -2,13 +2,19 @@
 
 The reference runs on the SAME logical (b, h, s, d) tensors the graph read: layout is
 only strides, so nothing is ever permuted (the seed's check permuted logical dims and
-compared attention over heads). GQA is expanded and the causal mask applied explicitly,
-so the check does not trust any attention kernel, torch's included.
+compared attention over heads). GQA's query heads are computed by the kv head they share (each
+kv head's group at once, never copied to every query head) and the causal mask applied
+explicitly, so the check does not trust any attention kernel, torch's included.
+
+On the CPU it goes in chunks of at most CPU_CHUNK_FLOPS (a fraction of a second of a small CPU),
+as do its drawn inputs, with a check between them (cancel.between_chunks): a cancel stops it
+within one chunk.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import time
 import warnings
@@ -17,8 +23,11 @@ from typing import Any
 
 from ..model.config import REFERENCE_CHUNK_BYTES, SdpaConfig
 from ..model.tensor_plan import TensorSpec, drawn_inputs
+from .cancel import between_chunks
 
 REFERENCE_NAME = "fp32 math on the same logical tensors (explicit mask, GQA expanded, TF32 off)"
+CPU_CHUNK_FLOPS = 1 << 27  # one chunk of the CPU reference (the peer: 4 times): 0.05-0.1 s of 2 CPUs
+DRAW_CHUNK_ELEMENTS = 1 << 22  # numbers drawn on the CPU at once (0.1 s): the same numbers
 
 
 def torch_dtype(torch: Any, dtype: str) -> Any:
@@ -36,9 +45,42 @@ def empty(torch: Any, spec: TensorSpec, device: Any) -> Any:
 
 
 def drawn(torch: Any, spec: TensorSpec, gen: Any, device: Any) -> Any:
-    """N(0, 1) numbers from `gen` in the spec's logical order, stored as the spec says."""
+    """N(0, 1) numbers from `gen` in the spec's logical order, stored as the spec says. On the CPU
+    a large tensor is drawn in pieces, a check between them: the same numbers, since the CPU's
+    generator fills 16 at a time from one sequence (pieces of multiples of 16, the last at least 16)."""
     t = empty(torch, spec, device)
-    return t.copy_(torch.randn(spec.dims, generator=gen, device=device, dtype=torch.float32))
+    pieces = draw_pieces(spec.dims, DRAW_CHUNK_ELEMENTS) if torch.device(device).type == "cpu" else None
+    if not pieces:
+        return t.copy_(torch.randn(spec.dims, generator=gen, device=device, dtype=torch.float32))
+    for piece in pieces:
+        between_chunks()
+        part = t[piece]
+        part.copy_(torch.randn(part.shape, generator=gen, dtype=torch.float32))
+    return t
+
+
+def draw_pieces(dims: tuple[int, ...], most: int = DRAW_CHUNK_ELEMENTS) -> list[tuple] | None:
+    """Indices of `dims` in logical order, each at most about `most` numbers and a multiple of 16
+    but the last (at least 16); None where one draw will do, or no such pieces exist."""
+    total = math.prod(dims)
+    if total <= 2 * most:
+        return None
+    k, unit = 0, total // dims[0]  # the first dim whose entries each hold at most `most`
+    while unit > most and k < len(dims) - 1:
+        k += 1
+        unit //= dims[k]
+    while k > 0 and dims[k] * unit % 16:  # a piece in one entry of dims[k - 1], each a multiple of 16
+        unit *= dims[k]
+        k -= 1
+    multiple = 16 // math.gcd(unit, 16)
+    step = max(multiple, most // unit // multiple * multiple)
+    pieces = [
+        (*prefix, slice(j, min(j + step, dims[k])))
+        for prefix in itertools.product(*(range(n) for n in dims[:k]))
+        for j in range(0, dims[k], step)
+    ]
+    sizes = [(p[-1].stop - p[-1].start) * unit for p in pieces]
+    return pieces if all(n % 16 == 0 for n in sizes[:-1]) and sizes[-1] >= 16 else None
 
 
 def drawn_values(config: SdpaConfig, device: str, seed: int = 0) -> dict[str, Any]:
@@ -185,25 +227,65 @@ def block_steps(config: SdpaConfig) -> tuple[int, int]:
     return 1, max(1, REFERENCE_CHUNK_BYTES // row_bytes)
 
 
-def _blocks(config: SdpaConfig, device: Any, progress: Callable[[float], None] | None = None) -> Any:
-    """(batch, heads, rows, kv heads) steps that keep one step's fp32 scores under the budget.
-    `progress` hears the share done, at most once a second: a long reference is not a hang."""
-    import torch
-
+def chunk_steps(config: SdpaConfig, device: Any, work: float = 1.0) -> tuple[int, int]:
+    """(heads, rows) a chunk of the reference (and of the CPU peer) takes: block_steps's, on the
+    CPU no more than CPU_CHUNK_FLOPS (`work`: a score's cost against the forward's, 3.5 for
+    autograd's), the heads whole GQA groups or a part of one (a chunk reads whole kv heads)."""
+    heads, rows = block_steps(config)
+    if getattr(device, "type", device) == "cpu":
+        per_row = 2 * config.s_kv * (config.d_qk + config.d_v) * work
+        heads = min(heads, max(1, int(CPU_CHUNK_FLOPS // (per_row * config.s_q))))
+        if heads == 1:
+            rows = min(rows, max(1, int(CPU_CHUNK_FLOPS // per_row)))
     group = config.h_q // config.h_kv
-    heads_step, rows_step = block_steps(config)
+    if heads >= group:
+        return heads // group * group, rows
+    return max(n for n in range(1, heads + 1) if group % n == 0), rows
+
+
+def _blocks(
+    config: SdpaConfig, device: Any, progress: Callable[[float], None] | None = None, work: float = 1.0
+) -> Any:
+    """(batch, heads, rows, kv heads) chunks of chunk_steps, a check for a cancel before each.
+    `progress` hears the share done, at most once a second: a long reference is not a hang."""
+    group = config.h_q // config.h_kv
+    heads_step, rows_step = chunk_steps(config, device, work)
     total = config.b * math.ceil(config.h_q / heads_step) * math.ceil(config.s_q / rows_step)
     done, last = 0, time.perf_counter()
     for bi in range(config.b):
         for h0 in range(0, config.h_q, heads_step):
             h1 = min(h0 + heads_step, config.h_q)
-            kv_heads = torch.arange(h0, h1, device=device) // group  # GQA: query head -> kv head
+            kv = range(h0 // group, (h1 - 1) // group + 1)  # GQA: the kv heads the query heads read
             for r0 in range(0, config.s_q, rows_step):
-                yield bi, range(h0, h1), range(r0, min(r0 + rows_step, config.s_q)), kv_heads
+                between_chunks()
+                yield bi, range(h0, h1), range(r0, min(r0 + rows_step, config.s_q)), kv
                 done += 1
                 if progress is not None and time.perf_counter() - last >= 1.0:
                     progress(done / total)
                     last = time.perf_counter()
+
+
+def _kv_blocks(k: Any, v: Any, blocks: Any, leaves: bool = False) -> Any:
+    """_blocks' chunks as (batch, heads, rows, K, V): the chunk's kv heads in fp32 (V None when
+    `v` is), read once for the chunks in a row that share them; autograd's leaves if asked."""
+    import torch
+
+    held, dense = (), torch.contiguous_format
+    for bi, heads, rows, kv in blocks:
+        if not held or held[0] != (bi, kv):
+            pair = [
+                t if t is None else t[bi, kv.start : kv.stop].to(torch.float32, memory_format=dense)
+                for t in (k, v)
+            ]
+            pair = [t if t is None else t.detach().requires_grad_(leaves) for t in pair]
+            held = ((bi, kv), *pair)
+        yield bi, heads, rows, held[1], held[2]
+
+
+def _by_kv_head(x: Any, kv_heads: int) -> Any:
+    """(heads, rows, n) as (kv heads, the rows of the query heads that share each, n): GQA's
+    query heads of one kv head in one matrix, so K and V are never repeated."""
+    return x.reshape(kv_heads, -1, x.shape[-1])
 
 
 def _attend(
@@ -221,7 +303,8 @@ def _attend(
     """One block of softmax(q k^T * scale + terms) v in fp32; differentiable. A row with no kept
     key (a padded row) outputs 0 and passes no gradient. With sink tokens, each head's sink logit
     joins every row's softmax as one more column that adds nothing to the output. Only the
-    block's key span is computed (key_span)."""
+    block's key span is computed (key_span). `kb` and `vb`: the kv heads the block's query
+    heads read (one each, or one a query head)."""
     import torch
 
     keys = key_span(config, bi, rows)
@@ -238,7 +321,8 @@ def _attend(
             ].float()
             / (1.0 - config.dropout)
         )
-    return torch.matmul(p, vb[..., keys.start : keys.stop, :])
+    out = torch.matmul(_by_kv_head(p, vb.shape[0]), vb[..., keys.start : keys.stop, :])
+    return out.view(len(heads), len(rows), -1)
 
 
 def block_scores(
@@ -254,11 +338,13 @@ def block_scores(
 ) -> Any:
     """One block's scores q k^T * scale + bias + ALiBi, -inf where masked, and the sink logits as
     a last column when there are sink tokens: (heads, rows, len(keys) [+ 1]) fp32, for `kb`'s
-    keys in `keys` (all by default)."""
+    keys in `keys` (all by default). `kb`: the kv heads that the block's query heads read, one
+    each (GQA expanded) or one for each group of query heads that shares it."""
     import torch
 
     keys = keys or range(config.s_kv)
-    scores = torch.matmul(qb, kb[..., keys.start : keys.stop, :].transpose(-1, -2)) * config.scale
+    k_t = kb[..., keys.start : keys.stop, :].transpose(-1, -2)
+    scores = torch.matmul(_by_kv_head(qb, kb.shape[0]), k_t).view(len(heads), len(rows), -1) * config.scale
     term = additive_terms(config, bi, heads, rows, bias, qb.device, keys)
     if term is not None:
         scores = scores + term
@@ -277,9 +363,8 @@ def softmax_rows(config: SdpaConfig, q: Any, k: Any, bias: Any = None, sink: Any
     top = torch.full((*config.o_dims[:3], 1), float("-inf"), dtype=torch.float32, device=q.device)
     total = torch.zeros_like(top)
     with _full_fp32(), torch.no_grad():
-        for bi, heads, rows, kv_heads in _blocks(config, q.device):
+        for bi, heads, rows, kb, _ in _kv_blocks(k, None, _blocks(config, q.device)):
             qb = q[bi, heads.start : heads.stop, rows.start : rows.stop].float()
-            kb = k[bi].index_select(0, kv_heads).float()
             scores = block_scores(config, bi, heads, rows, qb, kb, bias, sink, key_span(config, bi, rows))
             m = scores.amax(dim=-1, keepdim=True)
             top[bi, heads.start : heads.stop, rows.start : rows.stop] = m
@@ -307,9 +392,7 @@ def reference_fp32(
 
     out = torch.empty(config.o_dims, dtype=torch.float32, device=q.device)
     with _full_fp32(), torch.no_grad():
-        for bi, heads, rows, kv_heads in _blocks(config, q.device, progress):
-            kf = k[bi].index_select(0, kv_heads).float()
-            vf = v[bi].index_select(0, kv_heads).float()
+        for bi, heads, rows, kf, vf in _kv_blocks(k, v, _blocks(config, q.device, progress)):
             qb = q[bi, heads.start : heads.stop, rows.start : rows.stop].float()
             out[bi, heads.start : heads.stop, rows.start : rows.stop] = _attend(
                 config, bi, heads, rows, qb, kf, vf, bias, dropout_mask, sink
@@ -346,32 +429,22 @@ def reference_grads(
     dq = torch.zeros(config.q_dims, dtype=torch.float32, device=q.device)
     dk = torch.zeros(config.k_dims, dtype=torch.float32, device=q.device)
     dv = torch.zeros(config.v_dims, dtype=torch.float32, device=q.device)
+    group = config.h_q // config.h_kv
     with _full_fp32(), torch.enable_grad():
-        for bi, heads, rows, kv_heads in _blocks(config, q.device, progress):
+        blocks = _blocks(config, q.device, progress, work=3.5)  # the forward again, and its backward
+        for bi, heads, rows, kf, vf in _kv_blocks(k, v, blocks, leaves=True):
             hs, rs = slice(heads.start, heads.stop), slice(rows.start, rows.stop)
             qb = q[bi, hs, rs].float().requires_grad_()
-            kf = k[bi].float().requires_grad_()
-            vf = v[bi].float().requires_grad_()
             sb = None if sink is None else sink.float().detach().requires_grad_()
-            o = _attend(
-                config,
-                bi,
-                heads,
-                rows,
-                qb,
-                kf.index_select(0, kv_heads),
-                vf.index_select(0, kv_heads),
-                bias,
-                dropout_mask,
-                sb,
-            )
+            o = _attend(config, bi, heads, rows, qb, kf, vf, bias, dropout_mask, sb)
             leaves = (qb, kf, vf) if sb is None else (qb, kf, vf, sb)
             with warnings.catch_warnings():  # autograd's worker thread starts without a current CUDA context
                 warnings.filterwarnings("ignore", message="Attempting to run cuBLAS")
                 gq, gk, gv, *gs = vjp(torch, o, leaves, d_o[bi, hs, rs].float())
+            kvs = slice(heads.start // group, (heads.stop - 1) // group + 1)
             dq[bi, hs, rs] = gq
-            dk[bi] += gk
-            dv[bi] += gv
+            dk[bi, kvs] += gk
+            dv[bi, kvs] += gv
             if gs:
                 dsink += gs[0].view(dsink.shape)
     return (dq, dk, dv) if dsink is None else (dq, dk, dv, dsink)

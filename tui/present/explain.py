@@ -25,21 +25,28 @@ def numbered(e: Explanation) -> dict[Refusal, int]:
     return {r: n for n, (r, _cells) in enumerate(e.refusals(), 1)}
 
 
-def cell_text(cell: Cell, numbers: dict[Refusal, int]) -> Text:
-    """A grid cell: the plans cuDNN offers, validate()'s pass, or who refused (#n in the list)."""
+def cell_text(cell: Cell, numbers: dict[Refusal, int], short: bool = False) -> Text:
+    """A grid cell: the plans cuDNN offers, validate()'s pass, or who refused (#n in the list).
+    `short`, for a narrow pane: the counts and numbers only (the list below names who refused)."""
     from ..engine.explain import SOURCE_TOOL, SUPPORTED, VALID
 
     if cell.status == SUPPORTED:
-        backward = f" +{len(cell.backward_plan_names)} bwd" if cell.backward_plan_names else ""
-        return Text(f"✓ {len(cell.plan_names)} plans{backward}", style="green")
+        backward = (
+            f" +{len(cell.backward_plan_names)}{'' if short else ' bwd'}" if cell.backward_plan_names else ""
+        )
+        return Text(f"✓ {len(cell.plan_names)}{'' if short else ' plans'}{backward}", style="green")
     if cell.status == VALID:
-        return Text("✓ validate()", style="green dim")
+        return Text("✓ valid" if short else "✓ validate()", style="green dim")
     # cuDNN's words first; the tool's rules are in every cell, so they are counted only alone
     theirs = [r for r in cell.refusals if r.source != SOURCE_TOOL] or list(cell.refusals)
     first = theirs[0]
     text = Text("✗ ", style="red")
-    text.append(SOURCE_SHORT.get(first.source, first.source), style=SOURCE_STYLE.get(first.source, "cyan"))
-    text.append(f" #{numbers[first]}")
+    if not short:
+        text.append(
+            SOURCE_SHORT.get(first.source, first.source), style=SOURCE_STYLE.get(first.source, "cyan")
+        )
+        text.append(" ")
+    text.append(f"#{numbers[first]}")
     return text.append(f" +{len(theirs) - 1}" if len(theirs) > 1 else "", style="dim")
 
 

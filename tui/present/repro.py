@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import textwrap
 
-from ..engine.reference import alibi_slopes, block_steps
+from ..engine.reference import alibi_slopes
 from ..engine.tolerances import ATOL_FLOOR_FP32_UNITS, GRAD_TOLERANCES, TOLERANCES
 from ..model.config import SdpaConfig
 from ..model.pins import parse
@@ -26,7 +26,7 @@ from .repro_graph import (
     ints,
     storage_helpers,
 )
-from .repro_reference import reference, reference_grads
+from .repro_reference import heads_step, reference, reference_grads
 
 # The most lines a script may have: a forward; one whose inputs need more written out (a paged
 # cache's table and pool, packed tokens, real lengths, the dropout mask cuDNN drew); a training
@@ -123,9 +123,9 @@ def _constants(c: SdpaConfig, seed: int) -> list[str]:
         lines.append(f"WINDOW = {c.window}  # each query sees this many keys back")
     if c.dropout:
         lines.append(f"DROPOUT = {c.dropout!r}")
-    if block_steps(c)[0] < c.h_q or c.backward:
+    if heads_step(c) < c.h_q or c.backward:
         lines.append(
-            f"HEADS = {block_steps(c)[0]}  # query heads the reference takes at once (its scores' memory)"
+            f"HEADS = {heads_step(c)}  # query heads the reference takes at once (its scores' memory)"
         )
     if c.alibi:
         lines.append(f"SLOPES = {alibi_slopes(c.h_q)}  # ALiBi's, per head")

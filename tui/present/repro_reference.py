@@ -4,13 +4,17 @@ engine's order of operations (engine/reference.py), so the script's numbers are 
 
 from __future__ import annotations
 
-from ..engine.reference import block_steps
+from ..engine.reference import chunk_steps
 from ..model.config import SdpaConfig
 
 
 def _scores(c: SdpaConfig) -> list[str]:
     """The lines of one block's scores: q k^T * SCALE, the bias and ALiBi, the masks, the sink."""
-    lines = ["    scores = qb @ kb.transpose(-1, -2) * SCALE"]
+    lines = [
+        "    scores = (qb.reshape(len(kb), -1, D_QK) @ kb.transpose(-1, -2)).view(len(qb), S_Q, -1) * SCALE"
+    ]
+    if c.h_q == c.h_kv:
+        lines = ["    scores = qb @ kb.transpose(-1, -2) * SCALE"]
     terms = []
     if c.bias != "none":
         heads = "heads" if c.bias.endswith("h") else "0:1"
@@ -70,10 +74,8 @@ def reference(c: SdpaConfig) -> list[str]:
     ]
     if c.padded:
         lines.append("    lq, lkv = LENS_Q[b], LENS_KV[b]")
-    if c.h_q != c.h_kv:
-        lines.append(
-            "    kv = torch.arange(H_Q, device=DEVICE)[heads] // (H_Q // H_KV)  # each query head's key/value head"
-        )
+    if c.h_q != c.h_kv:  # GQA: the query heads of one key/value head as one matrix, never copied
+        lines.append("    kv = slice(heads.start // (H_Q // H_KV), (heads.stop - 1) // (H_Q // H_KV) + 1)")
     kv = "kv" if c.h_q != c.h_kv else "heads"
     lines.append(f"    qb, kb, vb = q[heads].float(), k[{kv}, :lkv].float(), v[{kv}, :lkv].float()")
     if c.causal != "none" or c.window or c.alibi or c.padded:
@@ -91,7 +93,8 @@ def reference(c: SdpaConfig) -> list[str]:
         lines.append("    p = p[..., :-1]  # the sink's column adds nothing to the output")
     if c.dropout:
         lines.append("    p = p * mask[heads, :, :lkv] / (1.0 - DROPOUT)")
-    lines.append("    return p @ vb, top, (scores - top).exp().sum(-1, keepdim=True)")
+    o = "(p.reshape(len(vb), -1, p.shape[-1]) @ vb).view(len(qb), S_Q, D_V)" if c.h_q != c.h_kv else "p @ vb"
+    lines.append(f"    return {o}, top, (scores - top).exp().sum(-1, keepdim=True)")
     if not c.padded:  # every sequence is whole
         lines = [_whole(line) for line in lines]
     outputs = {"none": '{"O": o}', "stats": '{"O": o, "Stats": top + total.log()}',
@@ -108,7 +111,13 @@ def reference(c: SdpaConfig) -> list[str]:
         f"                o[at], top[at], total[at] = attend({', '.join(['b', 'at[1]', 'q[b]', 'k[b]', 'v[b]', *(_per_b(c, n) for n in extra)])})",
         f"    return {outputs}",
     ]
-    return _all_heads(lines) if block_steps(c)[0] == c.h_q else lines
+    return _all_heads(lines) if heads_step(c) == c.h_q else lines
+
+
+def heads_step(c: SdpaConfig) -> int:
+    """The query heads the reference takes at once: the engine's own step on the GPU (whole GQA
+    groups, its fp32 scores under its memory budget), so the sums go in the engine's order."""
+    return chunk_steps(c, "cuda")[0]
 
 
 def _whole(line: str) -> str:
@@ -127,7 +136,7 @@ def _all_heads(lines: list[str]) -> list[str]:
         ):
             continue
         if "at[1]" in line or "[at]" in line:
-            line = line.replace("at[1]", "slice(None)").replace("[at]", "[b]")[4:]
+            line = line.replace("at[1]", "slice(0, H_Q)").replace("[at]", "[b]")[4:]
         out.append(line)
     return [line.replace("HEADS heads of one sequence", "one sequence") for line in out]
 

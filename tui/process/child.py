@@ -37,8 +37,8 @@ from .protocol import (
 
 class _Inbox:
     """What the child has been asked. Between requests only the newest waiting one is run; during
-    a run each progress report looks at the pipe, and a cancel, a newer request or a stop ends the
-    run at that step (what arrived is kept for the loop)."""
+    a run each progress report (and each chunk of a CPU check) looks at the pipe, and a cancel, a
+    newer request or a stop ends the run there (what arrived is kept for the loop)."""
 
     def __init__(self, recv: Any) -> None:
         self.recv = recv
@@ -118,12 +118,16 @@ def _serve(recv: Any, send: Any, environment_override: dict | None) -> None:
 def _answer(
     engine: Any, msg: RunRequest | FaultRequest, cancelled: bool, inbox: _Inbox, send: Any
 ) -> RunResult:
-    """One request's result: a run (stopped at a step when asked), or the context lost on purpose."""
+    """One request's result: a run (stopped at a step when asked, or between the chunks of a CPU
+    reference, its peer and their inputs), or the context lost on purpose."""
+    from ..engine.cancel import checking
+
     if isinstance(msg, FaultRequest):
         return engine.lose_context()
     if cancelled:
         return RunResult(config=msg.config, status=STATUS_CANCELLED, message="stopped before it started")
-    return engine.run(msg.config, msg.options, progress=_reporter(msg.request_id, inbox, send))
+    with checking(lambda: inbox.check(msg.request_id)):
+        return engine.run(msg.config, msg.options, progress=_reporter(msg.request_id, inbox, send))
 
 
 def _reporter(request_id: int, inbox: _Inbox, send: Any) -> Any:

@@ -92,6 +92,9 @@ class NearestTable(FittedTable):
             self.add_row(str(i + 1), edit, checked, key=str(i))
 
 
+GRID_CELL, GRID_LABEL = 15, 16  # the grid's widths in words: a mode's cell, the implementation column
+
+
 class ExplainPane(VerticalScroll, can_focus=False):
     """Shows one explanation; the app says when it asks for another and what it waits for. Not
     focusable itself: F6 lands on the nearest configurations, one Enter from the form."""
@@ -135,9 +138,11 @@ class ExplainPane(VerticalScroll, can_focus=False):
         cells = self.query_one("#explain-cells", DataTable)
         cells.display = True  # before it is filled: a hidden table's new height is not laid out
         cells.clear(columns=True)
-        cells.add_columns("implementation", *e.modes)
+        # a pane too narrow for every mode's cell in words gets the numbers alone (80 columns)
+        short = (self.size.width or self.app.size.width) < GRID_CELL * len(e.modes) + GRID_LABEL
+        cells.add_columns("impl." if short else "implementation", *e.modes)
         for impl in e.implementations:
-            cells.add_row(impl, *(cell_text(e.cell(impl, mode), numbers) for mode in e.modes))
+            cells.add_row(impl, *(cell_text(e.cell(impl, mode), numbers, short) for mode in e.modes))
         self.query_one("#explain-refusals", Static).update(refusal_lines(e))
         self.query_one("#explain-versions", Static).update(versions_table(e))
         table = self.query_one(NearestTable)
@@ -145,6 +150,11 @@ class ExplainPane(VerticalScroll, can_focus=False):
         table.show_nearest(e.nearest)
         self.query_one("#explain-nearest-head").display = True
         self.query_one("#explain-nearest-words", Static).update(nearest_words(e))
+
+    def on_resize(self) -> None:
+        """A grid drawn for one width is drawn again for the new one."""
+        if self.explanation is not None:
+            self.show(self.explanation)
 
     # ---- the user's choice --------------------------------------------------------------------
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
