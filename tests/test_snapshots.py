@@ -280,6 +280,8 @@ async def test_history_pane(snapshot, tmp_path, monkeypatch):
         await wait_for(pilot, lambda: history_pane.has_class("-comparing"))
         shots = {"120x40": await screenshot(pilot, pane("history"))}
         shots["80x24"] = await screenshot(pilot, terminal(80, 24))
+        table = app.query_one("#history-table")  # at 80 columns: id, status, kernel and preset whole
+        assert sum(w + 2 for w in table.widths[:5]) <= table.size.width, (table.widths, table.size)
     monkeypatch.delenv("TZ")
     time.tzset()
     assert mismatched(snapshot, shots) == []

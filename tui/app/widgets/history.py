@@ -35,24 +35,25 @@ from .fitted import FittedStatic
 
 PAGE = 200  # runs read at a time
 LINES_KEPT = 200  # lines drawn, kept for the cursor's moves and scrolling back: a few screens
-COLUMNS = ("", "id", "when", "status", "kernel", "GPU, cuDNN", "preset: configuration")  # the figures first
+# the figures first, then the preset's name, so that 80 columns show them whole; the rest scrolls
+COLUMNS = ("", "id", "status", "kernel", "preset", "regime", "when", "GPU, cuDNN", "configuration")
 HINT = "Enter: open · space: mark · c: compare two"
 MARK, UNMARKED = Text("●"), Text()
 
 
 def row_words(r: HistoryRow) -> tuple[str, ...]:
-    """One run as the table shows it, after its mark (the configuration last: the one column that
-    may run off)."""
-    timed = "-" if r.kernel_us is None else f"{us(r.kernel_us)} {r.regime}".rstrip()
+    """One run as the table shows it, after its mark (the configuration last: the columns after
+    the preset may run off a narrow pane)."""
+    timed = "-" if r.kernel_us is None else us(r.kernel_us)
     gpu = " ".join(part for part in (r.gpu.removeprefix("NVIDIA "), r.cudnn) if part) or "-"
-    return str(r.id), r.when[:16], r.status, timed, gpu, f"{r.preset}: {r.label}" if r.preset else r.label
+    return str(r.id), r.status, timed, r.preset or "-", r.regime or "-", r.when[:16], gpu, r.label
 
 
 def row_cells(r: HistoryRow) -> list[Text]:
     """row_words in their styles: the status's colour, the preset in bold."""
-    number, when, status, timed, gpu, _named = row_words(r)
-    named = Text.assemble((f"{r.preset}: ", "bold") if r.preset else "", r.label)
-    return [Text(number), Text(when), Text(status, style=status_style(status)), Text(timed), Text(gpu), named]
+    number, status, timed, preset, regime, when, gpu, label = row_words(r)
+    return [Text(number), Text(status, style=status_style(status)), Text(timed),
+            Text(preset, style="bold" if r.preset else ""), Text(regime), Text(when), Text(gpu), Text(label)]  # fmt: skip
 
 
 def cell_segments(console: Console, cell: Text) -> list[tuple[str, Style | None]]:
