@@ -122,5 +122,5 @@ def test_env_says_in_one_line_when_the_engine_process_cannot_start(monkeypatch, 
     r = CliRunner().invoke(main, ["env", "--json"] if as_json else ["env"])
     assert r.exit_code == 1
     assert r.output.strip().splitlines() == [
-        "FAIL the engine process cannot start: the engine process could not be started: no processes left"
+        "Error: the engine process cannot start: the engine process could not be started: no processes left"
     ]

@@ -12,7 +12,6 @@ import json
 import sys
 
 import click
-from rich.markup import escape
 
 from . import common
 from .common import EXIT_FAIL, terminal
@@ -28,8 +27,7 @@ def env(as_json) -> None:
         info = session.ready()
         down = session.down
     if info is None:
-        words = f"[red]FAIL[/red] the engine process cannot start: {escape(down)}"
-        terminal(stderr=True).print(words, soft_wrap=True)
+        common.say_error(f"the engine process cannot start: {down}")
         sys.exit(EXIT_FAIL)
     if as_json:
         click.echo(json.dumps(dataclasses.asdict(info), indent=2))
