@@ -162,7 +162,7 @@ async def test_no_gpu_mode_explains_itself_checks_reruns_an_edit_and_a_training_
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, shown(app, SMALL))
         assert app.result.status == STATUS_CPU_ONLY
-        assert status_text(app).startswith(f"{STATUS_CPU_ONLY} in ")
+        assert status_text(app).startswith("cpu only in ")  # the status in words, as the headline says it
         assert "no GPU: CPU mode requested by the test" in status_text(app)
         (o,) = app.result.forward.checks
         assert o.cudnn is None and o.peers["torch FLASH fp16"].mismatched == 0

@@ -17,6 +17,7 @@ from textual.widgets import Static
 
 from ...model.fields import FIELD
 from ...model.statuses import STATUS_CRASH, STATUS_ERROR, STATUS_KNOWN_ISSUE, STATUS_UNSUPPORTED
+from ...present.format import status_word
 
 
 class Phase(Enum):
@@ -164,7 +165,7 @@ class Status:
             return f"{self.step} ..." + (f" {took:.0f} s" if took >= 1.0 else "")  # a step that lasts says so
         if phase is Phase.DONE:
             hint = f" ({EXPLAIN_HINT})" if self.result_status == STATUS_UNSUPPORTED else ""
-            return f"{self.result_status} in {self.wall_s:.2f} s{hint}"
+            return f"{status_word(self.result_status).lower()} in {self.wall_s:.2f} s{hint}"  # cpu only, not cpu_only
         if self.behind:
             return "the panes show an earlier configuration (stale): Ctrl+R runs the form's"
         return "the form is as you left it; edit or press Ctrl+R to run again"
