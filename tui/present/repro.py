@@ -10,20 +10,23 @@ the engine (the same graph JSON, the same error); CPU tests run its parts beside
 
 from __future__ import annotations
 
+import json
 import textwrap
 
+from ..engine.fp8 import BACKWARD_DELAYED, FORWARD_DELAYED, OUTPUT_SCALES
 from ..engine.reference import alibi_slopes
 from ..engine.tolerances import ATOL_FLOOR_FP32_UNITS, GRAD_TOLERANCES, TOLERANCES
 from ..model.config import SdpaConfig
 from ..model.pins import parse
+from ..model.tensor_plan import RAGGED_SIDE
 from .repro_graph import (
     PROSE,
     WIDTH,
     backward_tensors,
-    call,
     forward_tensors,
     graph_function,
     ints,
+    name_tuple,
     storage_helpers,
 )
 from .repro_reference import heads_step, reference, reference_grads
@@ -262,20 +265,20 @@ def _timing() -> list[str]:
 
 def _value(c: SdpaConfig, name: str) -> str:
     """How main() reads an output as the numbers it stands for."""
-    scales = {"o": "scale_o", "dQ": "scale_dQ", "dK": "scale_dK", "dV": "scale_dV"}
     out = f'data["{name}"]'
     fp8_out = c.fp8 and (name != "o" or c.o_dtype == "fp8_e4m3")
-    if fp8_out and name in scales:
-        out = f'{out}.float() * (1.0 / data["{scales[name]}"])'
-    if c.packed and name in ("o", "dQ", "dK", "dV"):
-        side = "LENS_Q, S_Q" if name in ("o", "dQ") else "LENS_KV, S_KV"
+    if fp8_out and name in OUTPUT_SCALES:
+        out = f'{out}.float() * (1.0 / data["{OUTPUT_SCALES[name]}"])'
+    if c.packed and name in OUTPUT_SCALES:  # the outputs, packed as their side's tokens
+        side = "LENS_KV, S_KV" if RAGGED_SIDE[name] else "LENS_Q, S_Q"
         out = f"unpacked({out}, {side})"
     return out
 
 
-def _names(names: tuple[str, ...]) -> str:
-    """A tuple of names as the script writes it."""
-    return "(" + ", ".join(f'"{n}"' for n in names) + ("," if len(names) == 1 else "") + ")"
+def _recipe(delayed: dict[str, tuple[str, str | None]]) -> str:
+    """The engine's delayed scaling (amax -> the scale it sets, the descale that undoes it) as a literal."""
+    pair = lambda scale, descale: f'("{scale}", {json.dumps(descale) if descale else None})'  # noqa: E731
+    return "{" + ", ".join(f'"{amax}": {pair(*sets)}' for amax, sets in delayed.items()) + "}"
 
 
 def _main(c: SdpaConfig) -> list[str]:
@@ -306,11 +309,11 @@ def _main(c: SdpaConfig) -> list[str]:
         "    run = executor(graph, tensors, data, handle)",
     ]
     if c.fp8 and c.o_dtype == "fp8_e4m3":
-        lines.append('    delayed_scaling(run, data, {"amax_o": ("scale_o", None)})')
+        lines.append(f"    delayed_scaling(run, data, {_recipe(FORWARD_DELAYED)})")
     if c.dropout:
         lines.append("    mask = dropout_mask(handle, data)")
     lines += [
-        f"    run_once(run, data, {_names(written)})",
+        f"    run_once(run, data, {name_tuple(written)})",
         f"    ref = reference({args})",
     ]
     if c.padded:
@@ -371,11 +374,15 @@ def _main_backward(c: SdpaConfig, extra: list[str], rows_q: str, rows_kv: str) -
         "    run = executor(graph, tensors, data, handle)",
     ]
     if c.fp8:
-        delayed = {"amax_dq": ("scale_dQ", None), "amax_dk": ("scale_dK", None), "amax_dv": ("scale_dV", None),
-                   "amax_dp": ("scale_dP", "descale_dP")}  # fmt: skip
-        lines += call("delayed_scaling", ["run", "data", repr(delayed)])
+        half = len(BACKWARD_DELAYED) // 2  # the recipe's entries, two lines of them
+        rows = [dict(list(BACKWARD_DELAYED.items())[:half]), dict(list(BACKWARD_DELAYED.items())[half:])]
+        lines += [
+            "    delayed_scaling(run, data, {",
+            *(f"        {_recipe(r)[1:-1]}," for r in rows),
+            "    })",
+        ]
     lines += [
-        f"    run_once(run, data, {_names(grads)})",
+        f"    run_once(run, data, {name_tuple(grads)})",
         f"    grads = reference_grads({args})",
         "    size = {name: t.abs().max().item() for name, t in logical.items()}  # for atol's floor",
         '    sizes = {"dV": size["dO"], "dQ": SCALE * size["dO"] * size["v"] * size["k"],',
@@ -392,9 +399,9 @@ def _main_backward(c: SdpaConfig, extra: list[str], rows_q: str, rows_kv: str) -
             '    checks["dSink"] = check(data["dSink_token"], grads["dSink"], grad_atol(grads["dSink"], 1.0), GRAD_RTOL)'
         )
     lines += [
-        f"    first = {{name: data[name].float() for name in {_names(grads)}}}",
-        f"    run_once(run, data, {_names(grads)})  # once more: the same bits?",
-        f'    figures["repeatable"] = all(torch.equal(first[n], data[n].float()) for n in {_names(grads)})',
+        f"    first = {{name: data[name].float() for name in {name_tuple(grads)}}}",
+        f"    run_once(run, data, {name_tuple(grads)})  # once more: the same bits?",
+        f'    figures["repeatable"] = all(torch.equal(first[n], data[n].float()) for n in {name_tuple(grads)})',
         '    figures["backward_kernel_us"] = kernel_us(run, handle)',
     ]
     return lines

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..engine.keywords import UnsupportedOption, op_name, sdpa_kwargs
 from ..model.config import SdpaConfig
-from ..model.tensor_plan import RAGGED_SIDE, TensorSpec, drawn_inputs, tensor_plan
+from ..model.tensor_plan import BACKWARD_AMAX, RAGGED_SIDE, TensorSpec, drawn_inputs, tensor_plan
 
 WIDTH, PROSE = 120, 96  # the script's code lines, and its prose
 CUDNN_TYPES = {"fp16": "HALF", "bf16": "BFLOAT16", "fp8_e4m3": "FP8_E4M3", "fp32": "FLOAT",
@@ -48,6 +48,11 @@ def call(head: str, args: list[str], indent: str = "    ") -> list[str]:
         else:
             lines[-1] += ("" if lines[-1].endswith("(") else " ") + text
     return lines
+
+
+def name_tuple(names: tuple[str, ...]) -> str:
+    """A tuple of names as the script writes it."""
+    return "(" + ", ".join(f'"{n}"' for n in names) + ("," if len(names) == 1 else "") + ")"
 
 
 def ints(values: list[int]) -> str:
@@ -224,7 +229,7 @@ def backward_tensors(config: SdpaConfig) -> list[str]:
             '    data["descale_o"] = scalar(1 / data["scale_o"].item())',
             '    for name in ("scale_dQ", "scale_dK", "scale_dV", "scale_dP", "descale_dP"):',
             "        data[name] = scalar(1.0)",
-            '    for name in ("amax_dq", "amax_dk", "amax_dv", "amax_dp"):',
+            f"    for name in {name_tuple(BACKWARD_AMAX)}:",
             "        data[name] = scalar(0.0)",
         ]
     for spec in tensor_plan(c, backward=True).writes:

@@ -100,6 +100,7 @@ class ExplainPane(VerticalScroll, can_focus=False):
     focusable itself: F6 lands on the nearest configurations, one Enter from the form."""
 
     explanation: Explanation | None = None
+    grid_short = False  # the grid drawn with numbers alone
 
     def compose(self) -> ComposeResult:
         yield FittedStatic(
@@ -134,15 +135,7 @@ class ExplainPane(VerticalScroll, can_focus=False):
         head.append(VERDICT_WORDS.get(e.verdict, e.verdict), style=VERDICT_STYLE.get(e.verdict, ""))
         head.append(f"   (asked in {e.seconds:.2f} s)", style="dim")
         self.query_one("#explain-head", Static).update(head)
-        numbers = numbered(e)
-        cells = self.query_one("#explain-cells", DataTable)
-        cells.display = True  # before it is filled: a hidden table's new height is not laid out
-        cells.clear(columns=True)
-        # a pane too narrow for every mode's cell in words gets the numbers alone (80 columns)
-        short = (self.size.width or self.app.size.width) < GRID_CELL * len(e.modes) + GRID_LABEL
-        cells.add_columns("impl." if short else "implementation", *e.modes)
-        for impl in e.implementations:
-            cells.add_row(impl, *(cell_text(e.cell(impl, mode), numbers, short) for mode in e.modes))
+        self._draw_grid(e, self._short(e))
         self.query_one("#explain-refusals", Static).update(refusal_lines(e))
         self.query_one("#explain-versions", Static).update(versions_table(e))
         table = self.query_one(NearestTable)
@@ -151,10 +144,25 @@ class ExplainPane(VerticalScroll, can_focus=False):
         self.query_one("#explain-nearest-head").display = True
         self.query_one("#explain-nearest-words", Static).update(nearest_words(e))
 
+    def _short(self, e: Explanation) -> bool:
+        """Whether the pane is too narrow for every mode's cell in words (80 columns): numbers alone."""
+        return (self.size.width or self.app.size.width) < GRID_CELL * len(e.modes) + GRID_LABEL
+
+    def _draw_grid(self, e: Explanation, short: bool) -> None:
+        cells = self.query_one("#explain-cells", DataTable)
+        cells.display = True  # before it is filled: a hidden table's new height is not laid out
+        cells.clear(columns=True)
+        cells.add_columns("impl." if short else "implementation", *e.modes)
+        numbers = numbered(e)
+        for impl in e.implementations:
+            cells.add_row(impl, *(cell_text(e.cell(impl, mode), numbers, short) for mode in e.modes))
+        self.grid_short = short
+
     def on_resize(self) -> None:
-        """A grid drawn for one width is drawn again for the new one."""
-        if self.explanation is not None:
-            self.show(self.explanation)
+        """A new width that needs the grid in the other words redraws the grid alone."""
+        e = self.explanation
+        if e is not None and self._short(e) != self.grid_short:
+            self._draw_grid(e, not self.grid_short)
 
     # ---- the user's choice --------------------------------------------------------------------
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
