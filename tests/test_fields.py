@@ -23,6 +23,7 @@ from tui.model.fields import (
     Field,
     Lengths,
     Modes,
+    Modifier,
     Number,
     Plan,
     Switch,
@@ -69,6 +70,8 @@ RICH = SdpaConfig(
     sink=True,
     softmax_out="stats",
 )
+# the one field RICH leaves at its default: cuDNN takes a score modifier beside none of its masks
+MODIFIED = SdpaConfig(causal="none", variant="softcap-causal:30,128", backward=True)
 
 
 def sample(field: Field):
@@ -85,6 +88,8 @@ def sample(field: Field):
         return 0.5
     if isinstance(field, Plan):
         return "1 KERNEL_CFG=27 SPLIT_KV=2"
+    if isinstance(field, Modifier):
+        return "softcap:30"
     return field.meta.get("min", 0) + 1 if field.default is None else field.default + 1
 
 
@@ -92,7 +97,7 @@ def test_the_declaration_is_complete():
     assert [f.name for f in dataclasses.fields(SdpaConfig)] == IDS
     for f in FIELDS:
         assert f.label and f.help and f.group in GROUPS, f.name
-        assert isinstance(f, Switch | Choice | Modes | Lengths | Number | Whole | Plan)
+        assert isinstance(f, Switch | Choice | Modes | Lengths | Number | Whole | Plan | Modifier)
     assert all(len(names) >= 2 and all(n in FIELD for n in names) for names in SHORTHANDS.values())
 
 
@@ -249,8 +254,8 @@ class FormApp(App):
 
 @pytest.mark.asyncio
 async def test_every_field_has_a_form_widget_that_loads_and_reads_back():
-    assert validate(RICH) == []
-    assert all(getattr(RICH, f.name) != f.default for f in FIELDS)
+    assert validate(RICH) == [] and validate(MODIFIED) == []
+    assert all(getattr(RICH, f.name) != f.default for f in FIELDS if f.name != "variant")
 
     app = FormApp()
     async with app.run_test(size=(60, 80)) as pilot:
@@ -264,6 +269,9 @@ async def test_every_field_has_a_form_widget_that_loads_and_reads_back():
         form.load(RICH)
         await pilot.pause()
         assert form.read() == (RICH.replace(heuristics=("A", "B")), {})  # the checks read in their order
+        form.load(MODIFIED)
+        await pilot.pause()
+        assert form.read() == (MODIFIED, {})
 
 
 @pytest.mark.asyncio

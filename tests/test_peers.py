@@ -1,6 +1,6 @@
 """The field of peers on the CPU: each adapter computes the configuration's attention (its masks,
 GQA, bias and ALiBi its own way) as the fp32 reference does; FlashAttention-3 and FlashInfer
-through fake modules (neither can be installed on the GPU box); names, refusals and the report."""
+through fake modules (FlashInfer's own: test_peer_flashinfer.py); names, refusals and the report."""
 
 from __future__ import annotations
 
@@ -100,25 +100,6 @@ def fake_fa3(calls: list):
     return types.SimpleNamespace(flash_attn_func=flash_attn_func)
 
 
-def fake_flashinfer():
-    import torch.nn.functional as F
-
-    def single_prefill_with_kv_cache(q, k, v, causal=False, sm_scale=None):  # NHD
-        qh, kh, vh = (x.transpose(0, 1).unsqueeze(0) for x in (q, k, v))
-        return F.scaled_dot_product_attention(qh, kh, vh, is_causal=causal, scale=sm_scale, enable_gqa=True)[
-            0
-        ].transpose(0, 1)
-
-    def single_decode_with_kv_cache(q, k, v, sm_scale=None):  # q (h, d), k/v (s, h, d)
-        out = single_prefill_with_kv_cache(q.unsqueeze(0), k, v, sm_scale=sm_scale)
-        return out[0]
-
-    return types.SimpleNamespace(
-        single_prefill_with_kv_cache=single_prefill_with_kv_cache,
-        single_decode_with_kv_cache=single_decode_with_kv_cache,
-    )
-
-
 def test_flashattention3_through_a_fake_module(monkeypatch):
     calls: list = []
     monkeypatch.setattr(peers, "_module", lambda name: fake_fa3(calls))
@@ -136,23 +117,12 @@ def test_flashattention3_through_a_fake_module(monkeypatch):
     assert "dropout" in fa3.refusal(BASE.replace(dropout=0.1))
 
 
-def test_flashinfer_through_a_fake_module(monkeypatch):
-    monkeypatch.setattr(peers, "_module", lambda name: fake_flashinfer())
-    fi = ADAPTERS["flashinfer"]
-    for config in (BASE.replace(b=1, causal="top_left"), BASE.replace(b=1, h_kv=2), BASE.replace(b=1, s_q=1)):
-        t = tensors(config)
-        assert fi.refusal(config) == ""
-        assert max_error(config, fi.prepare(config, t).run(), t) < 1e-5
-    assert "batch 1" in fi.refusal(BASE)
-
-
 def test_an_optional_peer_that_is_not_installed_says_so(monkeypatch):
     def missing(name):
         raise ImportError(name)
 
     monkeypatch.setattr(peers, "_module", missing)
     assert ADAPTERS["fa3"].unavailable() == "flash_attn_interface is not installed (FlashAttention-3)"
-    assert ADAPTERS["flashinfer"].unavailable() == "flashinfer is not installed"
 
 
 def test_names_lists_and_refusals():

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from fakes import NO_GPU, PEERS, RECORDED, TRAINING, FakeEngine, computed, relabelled, with_peers
 from pilot_waits import show_pane, wait_for
+from test_peer_steps import with_backward_peers
 from textual.widgets import Checkbox
 
 from tui.app import make_app
@@ -44,7 +45,7 @@ async def test_ticked_peers_reach_the_request_rerun_and_outlast_a_preset_and_the
         await wait_for(pilot, lambda: app.result is not None and not fake.busy)
         assert asked(fake) == [()]  # none ticked at first
         labels = [str(tick.label) for tick in app.query("#peer-ticks Checkbox").results(Checkbox)]
-        assert labels == ["FLASH", "EFFICIENT", "CUDNN", "MATH", "Flex", "FA3", "FlashInfer"]
+        assert labels == ["FLASH", "EFFICIENT", "CUDNN", "MATH", "Flex", "FA3", "FA4", "FlashInfer"]
         app.query_one("#f-peer-flex", Checkbox).value = True
         app.query_one("#f-peer-flash", Checkbox).value = True
         await wait_for(pilot, lambda: len(fake.requests) == 2 and not fake.busy and not app.run_pending)
@@ -76,8 +77,11 @@ async def test_ticked_peers_reach_the_request_rerun_and_outlast_a_preset_and_the
             "cuDNN speed: a row's kernel time over cuDNN's heuristic pick's"
         )
         rows = table_rows(app)
-        assert [row[0] for row in rows] == ["cuDNN H*", *(peer.name for peer in PEERS.forward.field_peers)]
-        pick, flash, efficient, _, math, flex, fa3, _ = rows
+        names = ["cuDNN H*", *(peer.name for peer in PEERS.forward.field_peers), "fastest: cuDNN H"]
+        assert [row[0] for row in rows] == names  # the fastest way last: the pick, of five timed
+        pick, flash, efficient, _, math, flex, fa3, _, fastest = rows
+        assert fastest[1] == "877.29 µs" and fastest[5] == "pass"
+        assert fastest[7] == "fastest way: cuDNN's pick 877.29 µs, the fastest of 5 ways timed (pass)"
         assert pick[1:4] == ["877.29 µs", "626.7", "1.00x"] and pick[5] == "pass" and pick[6] == "0.6 s"
         assert pick[7] == "the heuristic's pick: plan 0 eng2_k24=7"
         assert flash[1:4] == ["1.715 ms", "320.6", "1.95x"] and flash[5] == "pass"
@@ -102,6 +106,8 @@ async def test_ticked_peers_reach_the_request_rerun_and_outlast_a_preset_and_the
         assert rows[1][3] == "0.90x" and rows[1][7] == "the fastest plan: plan 5 eng2"
         assert rows[5][3] == "62.30x" and rows[5][5].startswith("FAIL (12 of ")  # MATH, outside tolerance
         assert list(app.query_one("#peers").bars)[:2] == ["cuDNN H", "cuDNN *"]
+        assert rows[-1][0] == "fastest: cuDNN *" and "1.11x cuDNN's pick (pass)" in rows[-1][7]
+        assert "fastest way: cuDNN's fastest plan" in text(app, "#summary")  # the headline says it too
 
         app.show_result(RECORDED)  # none asked for: how to ask, and nothing else
         await pilot.pause()
@@ -131,7 +137,22 @@ async def test_without_a_gpu_the_ticked_peers_are_said_not_run_and_a_saved_resul
         assert app.form.options.peers == ("flash", "efficient", "cudnn", "math", "flex", "fa3", "flashinfer")
         assert app.form.options.timing.regime == "sustained"
         await show_pane(pilot, "peers")
-        assert "the backward has none yet" in text(app, "#peers-head")
+        assert "no peer was timed for the backward in this result" in text(app, "#peers-head")
+        assert not app.query_one("#peers-step").display  # no backward peers: no step to show
+
+        app.show_result(with_backward_peers(TRAINING))  # what test_peer_steps.py makes of the step
+        await pilot.pause()
+        assert app.query_one("#peers-step").display and app.query_one("#peers-step-head").display
+        assert text(app, "#peers-step-head").startswith("Training step against peers")
+        assert "no peer was timed for the backward" not in text(app, "#peers-head")
+        steps = [[str(cell) for cell in row] for row in app.query_one("#peers-step").every_row]
+        assert [row[0] for row in steps] == ["cuDNN", "FLASH", "Flex", "FA3", "FA4"]
+        assert steps[0][4] == "1.00x" and steps[-1][5] == "FAIL" and steps[3][3] == "-"
+        assert steps[3][6] == "FA3's backward is not driven here"
+        await pilot.resize_terminal(80, 24)  # a narrow pane: the step table leaves out columns, cuts none
+        step = app.query_one("#peers-step")
+        await wait_for(pilot, lambda: 0 < step.virtual_size.width <= step.scrollable_content_region.width)
+        assert {"step of", "step", "cuDNN speed", "dQ/dK/dV"} <= {str(c.label) for c in step.columns.values()}
 
 
 def _cpu_engine():

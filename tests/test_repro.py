@@ -43,7 +43,13 @@ CONFIGS = {
                                       **PADDED),
     "train-thd-sink": shape(2, 4, 2, 32, 32, 16, 16, dtype="bf16", layout="THD", sink=True, backward=True,
                             seq_lens_q=(32, 9), seq_lens_kv=(32, 9)),
+    "softcap": shape(1, 2, 2, 32, 32, 16, 16, causal="none", variant="softcap:2.5"),
+    "prefix-lm": shape(2, 4, 1, 40, 40, 16, 16, dtype="bf16", causal="none", variant="prefix-lm:12"),
+    "train-softcap-causal-window": shape(1, 4, 2, 48, 48, 16, 16, causal="none", variant="softcap-causal:3,20",
+                                         backward=True),
+    "train-documents": shape(1, 4, 2, 64, 64, 16, 16, causal="none", variant="document:32,16,16", backward=True),
 }  # fmt: skip
+VARIANTS = [name for name, c in CONFIGS.items() if c.variant != "none"]
 IDS, CASES = list(CONFIGS), list(CONFIGS.values())
 
 
@@ -107,6 +113,30 @@ def test_a_script_declares_the_engines_graphs(config):
         assert graph_json(m.forward_graph(None, dump=True)[0]) == define(config, rng_dump=True).json()
     if config.backward:
         assert graph_json(m.backward_graph(None)[0]) == define(config, backward=True).json()
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_a_scripts_score_mod_builds_the_engines_sub_graph(name):
+    """The script's ScoreMod and the engine's add the same operations to a graph, forward and back
+    (cuDNN calls them only when it lowers the graph: here on a graph of our own, on the CPU)."""
+    import cudnn
+
+    from tui.engine.score_mod import ScoreMod
+
+    config = CONFIGS[name]
+
+    def sub_graph(mod) -> str:
+        graph = cudnn.pygraph(io_data_type=cudnn.data_type.HALF, intermediate_data_type=cudnn.data_type.FLOAT,
+                              compute_data_type=cudnn.data_type.FLOAT)  # fmt: skip
+        dims = [config.b, config.h_q, config.s_q, config.s_kv]
+        score = graph.tensor(name="s", dim=dims, data_type=cudnn.data_type.FLOAT, is_virtual=True)
+        mod.bprop(graph, mod(graph, score))
+        return str(graph)
+
+    ours = sub_graph(ScoreMod(config.variant))
+    assert sub_graph(load(config).ScoreMod(config.variant)) == ours
+    assert ("tanh_backward" in ours) == (config.modifier.cap is not None)
+    assert ("binary_select" in ours) == config.modifier.masks
 
 
 def test_random_configurations_script_the_engines_graphs():

@@ -64,7 +64,7 @@ def test_schema_2_round_trip_and_a_newer_major_is_refused():
         again = RunResult.from_json(result.to_json())
         assert again == result
     data = json.loads(TRAINING.to_json())
-    assert data["schema_version"] == SCHEMA_VERSION == "2.5" and len(data["passes"]) == 2
+    assert data["schema_version"] == SCHEMA_VERSION == "2.6" and len(data["passes"]) == 2
     data["schema_version"] = "3.0"
     with pytest.raises(ValueError, match="schema 3.0"):
         RunResult.from_dict(data)

@@ -6,6 +6,7 @@ result; without a GPU the points run and the pane says what is missing."""
 
 from __future__ import annotations
 
+import importlib.util
 from contextlib import asynccontextmanager
 from dataclasses import replace
 
@@ -70,7 +71,9 @@ async def dashboard(config: SdpaConfig, fake: FakeEngine):
 
 
 @pytest.mark.asyncio
-async def test_a_bad_vary_is_said_then_points_run_one_at_a_time_as_rows_and_lines_and_leave_the_form_alone():
+async def test_a_bad_vary_is_said_then_points_run_one_at_a_time_as_rows_and_lines_and_leave_the_form_alone(
+    tmp_path,
+):
     """One start (a start is most of such a test's time): the checks of what were
     test_a_bad_vary_is_said_under_its_input_naming_it_and_nothing_starts, then those of
     test_points_run_one_at_a_time_arrive_as_rows_and_lines_and_leave_the_form_result_alone."""
@@ -131,6 +134,13 @@ async def test_a_bad_vary_is_said_then_points_run_one_at_a_time_as_rows_and_line
             "━━ cuDNN H  ━━ FLASH  ━━ CUDNN  ━━ MATH  ━━ Flex  ━━ peak 989.5 (H200 SXM bf16)"
         )
         assert text(app, "#sweep-unrun").startswith("EFFICIENT ran at no point: For dense input")
+        assert [row[-1] for row in rows] == ["cuDNN H", "cuDNN H"]  # the fastest way at each point
+        assert "fastest: cuDNN H at 2 points" in legend
+        if importlib.util.find_spec("matplotlib"):  # Save chart: the chart `sweep --plot` writes
+            words, ok = pane(app).save_chart(str(tmp_path / "s.svg"))
+            assert (
+                ok and words.startswith("wrote the chart to ") and "FLASH" in (tmp_path / "s.svg").read_text()
+            )
         assert not app.query_one("#sweep-note").display  # kernel times were taken: nothing is missing
         assert app.result is form_result and app.query_one("#summary").render() is not None
         assert base.label() in text(app, "#summary")  # the headline is the form's, not a point's

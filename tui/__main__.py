@@ -1,8 +1,11 @@
+import gc
 import os
 import sys
 from pathlib import Path
 
-from .model.launch import LAUNCHER_ENV
+gc.disable()  # as the installed command does (tui/entry.py): on again when a command starts
+
+from .model.launch import LAUNCHER_ENV  # noqa: E402
 
 # a command the tool suggests starts it as this one was started
 os.environ.setdefault(

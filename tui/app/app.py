@@ -185,6 +185,7 @@ class SdpaExplorerApp(App[None]):
         # collector's full passes, which walked it all and held a key's answer past 100 ms
         gc.collect()
         gc.freeze()
+        gc.enable()  # held off since launch (tui/entry.py), so that no full pass ran before this frame
 
     def start_engine(self) -> None:
         """Start the engine client; run the form's configuration unless a saved result is open."""

@@ -17,7 +17,7 @@ from ..model.statuses import STATUS_CPU_ONLY
 from . import common
 from .common import EXIT_FAIL, EXIT_OK, fail_usage, preset_config, terminal
 from .history import CheckRecorder, history_options
-from .options import preset_regimes, regime_of, run_options, timing_options
+from .options import peers_option, preset_regimes, regime_of, run_options, timing_options
 
 
 def check_cases(preset_names: tuple[str, ...]) -> list[tuple[str, SdpaConfig]]:
@@ -45,6 +45,7 @@ def check_cases(preset_names: tuple[str, ...]) -> list[tuple[str, SdpaConfig]]:
 @click.option(
     "--gpus", metavar="all|LIST", help="check these GPUs at once (all, or 0,1), flagging stragglers"
 )
+@peers_option
 @history_options(baselines=True)
 def check(preset_names, quick, as_json, gpus, **values) -> None:
     """Sanity-check this GPU box: the smoke set and every built-in preset, one engine process for
@@ -62,7 +63,9 @@ def check(preset_names, quick, as_json, gpus, **values) -> None:
 
     def options_for(name: str, env):
         regime = regime_of({**values, "preset": name}, regimes)
-        return run_options(values, regime=regime, autotune=False, check=env.gpu_available, peers=())
+        # with peers, every plan is timed too: the fastest way is of cuDNN's fastest plan and theirs
+        peers = values.get("peers") or ()
+        return run_options(values, regime=regime, autotune=bool(peers), check=env.gpu_available, peers=peers)
 
     if gpus:
         sys.exit(check_gpus(gpus, cases, options_for, as_json, values["seed"], recorder.add))

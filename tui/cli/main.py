@@ -8,6 +8,7 @@ is the group; each command lives in a module of its own.
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 import click
@@ -39,7 +40,9 @@ from .sweep import merge, sweep
 def main(ctx: click.Context, open_path: str | None) -> None:
     """Explore cuDNN scaled-dot-product attention: support, plans, build phases,
     accuracy against an fp32 reference, and kernel time. Without a command: the dashboard."""
-    if ctx.invoked_subcommand is None:
+    if ctx.invoked_subcommand is not None:
+        gc.enable()  # held off while the tool imported (tui/entry.py); the dashboard's first frame turns it on
+    else:
         opened = common.read_result(open_path, "--open") if open_path else None
         dashboard(opened.config if opened else None, opened).run()
 

@@ -28,7 +28,6 @@ from rich.table import Column
 from ..jobs.sweep import (
     FAILED_STATUSES,
     SweepError,
-    csv_text,
     grid,
     merge_rows,
     parse_shard,
@@ -38,6 +37,7 @@ from ..jobs.sweep import (
     shard,
     varied_words,
 )
+from ..jobs.sweep_csv import csv_text
 from ..jobs.sweep_run import SweepRun
 from ..store.reading import SWEEP_ROW, ParseError, ReadError, read_check_output, read_json_lines
 from . import common
@@ -60,12 +60,14 @@ def _err() -> Console:
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
-def _path_problems(out: str | None, csv_path: str | None) -> list[str]:
-    """Before any run: where the rows go can be written (said now, not after hours of work)."""
+def _path_problems(out: str | None, csv_path: str | None, plot: str | None = None) -> list[str]:
+    """Before any run: where the rows and the chart go can be written (said now, not after hours
+    of work), and the chart can be drawn here (matplotlib)."""
+    from ..jobs.sweep_plot import plot_problem
     from ..store.files import write_problem
 
-    problems = []
-    for option, path in (("--out", out), ("--csv", csv_path)):
+    problems = [f"--plot: {why}" for why in [plot_problem(plot) if plot else ""] if why]
+    for option, path in (("--out", out), ("--csv", csv_path), ("--plot", plot)):
         if path == "":
             problems.append(f"{option}: empty; give a file name")
         elif path is not None and (why := write_problem(path)):
@@ -122,6 +124,20 @@ def _why(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
+def _write_plot(path: str | None, rows: list[dict]) -> bool:
+    """The chart of the rows (jobs/sweep_plot.py), said in one line; whether it was written."""
+    if not path:
+        return True
+    from ..jobs.sweep_plot import save_chart
+
+    words, ok = save_chart(rows, path)
+    if not ok:
+        say_error(f"--plot: {words}")
+        return False
+    _err().print(escape(words))
+    return True
+
+
 def _write_csv(path: str | None, rows: list[dict]) -> None:
     """The rows as CSV; a failure now (the path was checked before the runs) is said, and the
     rows stay in --out."""
@@ -153,6 +169,7 @@ def _write_csv(path: str | None, rows: list[dict]) -> None:
 @click.option(
     "--csv", "csv_path", type=click.Path(dir_okay=False), help="the rows as CSV, written at the end"
 )
+@click.option("--plot", metavar="FILE.png|svg", help="the chart of the points (matplotlib: --extra plots)")
 @click.option("--resume", is_flag=True, help="skip the points already in --out and append the others")
 @click.option(
     "--shard", "shard_text", metavar="I/N", help="run only slice I of N (0 <= I < N), e.g. a Slurm array task"
@@ -169,6 +186,7 @@ def sweep(
     varies,
     out,
     csv_path,
+    plot,
     resume,
     shard_text,
     gpus,
@@ -178,7 +196,7 @@ def sweep(
     process for all; each point is one row (status, kernel time, TFLOPS, error, share of peak)."""
     base = config_from_options(values)
     mine = _points(base, varies, shard_text)
-    devices = _checked_outputs(out, csv_path, resume, gpus)
+    devices = _checked_outputs(out, csv_path, resume, gpus, plot)
     options = run_options(values, regime=regime_of(values))
     earlier = _earlier_rows(out) if resume else []
     done = {r["key"] for r in earlier}
@@ -208,7 +226,8 @@ def sweep(
     part = f", slice {shard_text}" if shard_text else ""
     title = f"{len(shown)} points{part}: {' x '.join(v.split('=')[0].strip() for v in varies)}; the rest as {base.label()}"
     Console(highlight=False).print(points_table(shown, title))
-    sys.exit(EXIT_FAIL if any(r["status"] in FAILED_STATUSES for r in shown) else EXIT_OK)
+    plotted = _write_plot(plot, shown)
+    sys.exit(EXIT_FAIL if not plotted or any(r["status"] in FAILED_STATUSES for r in shown) else EXIT_OK)
 
 
 def _points(base, varies: tuple[str, ...], shard_text: str | None) -> list:
@@ -224,11 +243,11 @@ def _points(base, varies: tuple[str, ...], shard_text: str | None) -> list:
 
 
 def _checked_outputs(
-    out: str | None, csv_path: str | None, resume: bool, gpus: str | None
+    out: str | None, csv_path: str | None, resume: bool, gpus: str | None, plot: str | None = None
 ) -> list[int] | None:
     """Before any point runs: the files it writes and the GPUs it asks for, every problem at once
     (exit 2); the GPUs to spread the points over (None: one engine)."""
-    problems = _path_problems(out, csv_path) + _resume_problems(out, resume)
+    problems = _path_problems(out, csv_path, plot) + _resume_problems(out, resume)
     devices = None
     if gpus:
         from ..jobs import fleet
@@ -360,11 +379,14 @@ def _appender(sink):
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--out", type=click.Path(dir_okay=False), help="write the merged rows here as JSON lines")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="write the merged rows here as CSV")
-def merge(files, out, csv_path) -> None:
+@click.option(
+    "--plot", metavar="FILE.png|svg", help="the chart of the merged points (matplotlib: --extra plots)"
+)
+def merge(files, out, csv_path, plot) -> None:
     """Join sweep outputs (slices from several hosts, or a sweep and its resumption): one row a
     point, said where two files disagree on one; then the table of the points. Or join many
     hosts' `check --json` outputs: one table of every GPU, stragglers across hosts flagged."""
-    problems = _path_problems(out, csv_path)
+    problems = _path_problems(out, csv_path, plot)
     if problems:
         fail_usage(problems)
     checks = _check_files(files)
@@ -393,6 +415,7 @@ def merge(files, out, csv_path) -> None:
         _err().print(f"wrote {len(merged)} rows to {escape(out)}")
     _write_csv(csv_path, merged)
     Console(highlight=False).print(points_table(merged, f"{len(merged)} points from {len(files)} file(s)"))
+    sys.exit(EXIT_OK if _write_plot(plot, merged) else EXIT_FAIL)
 
 
 def _check_files(files) -> list[tuple[str, dict]]:

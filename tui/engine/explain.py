@@ -23,7 +23,7 @@ from ..model.fields import FIELD, FIELDS, Switch, config_from_dict
 from ..model.known_issues import parse_version
 from ..model.launch import launcher
 from ..model.results import Environment
-from ..model.validation import validate
+from ..model.validation import modifier_edits, moved_inside, validate
 from .graph import GraphBuildError, define_and_validate
 from .keywords import UnsupportedOption
 
@@ -199,8 +199,7 @@ def requirement(needed: str, message: str, env: Environment) -> Requirement:
 
 # ---- asking cuDNN -----------------------------------------------------------------------
 def planning_refusals(step: str, message: str, graph: str) -> list[Refusal]:
-    """A planning failure names both sides ("the backend declined: ...; python engines declined:
-    ..."): a refusal for each, each in the message's own words."""
+    """A planning failure names both sides (the backend's, the python engines'): a refusal for each."""
     _head, _, why = message.partition(" (")
     parts = _PIECES.split(why.removesuffix(")")) if why and _PIECES.search(f"; {why}") else [message]
     engines = [SOURCE_OPENSOURCE if part.startswith("python engines") else SOURCE_BACKEND for part in parts]
@@ -288,7 +287,7 @@ def _nearby(value: int, step: int) -> list[int]:
 
 def _edits(config: SdpaConfig, modes: tuple[str, ...], refusals: list[Refusal]) -> Iterator[dict[str, Any]]:
     """Single edits: the shape's (_shape_edits), every other dtype, layout and implementation, the other
-    causal alignment, each heuristic mode alone, and each field that is not the default set back to it."""
+    causal alignment, each heuristic mode alone, a score modifier's own, each option to its default."""
     if min(config.h_q, config.h_kv, config.d_qk, config.d_v) < 1:
         return  # a shape the field's own check refuses: nothing near it to search
     yield from _shape_edits(config, refusals)
@@ -297,6 +296,7 @@ def _edits(config: SdpaConfig, modes: tuple[str, ...], refusals: list[Refusal]) 
     if config.causal != "none":
         yield from ({"causal": c} for c in FIELD["causal"].choices if c not in ("none", config.causal))
     yield from ({"heuristics": (mode,)} for mode in modes if (mode,) != config.heuristics)
+    yield from modifier_edits(config)  # a score modifier's own mask, in place of the one cuDNN refuses
     yield from ({f.name: f.default} for f in dataclasses.fields(SdpaConfig) if _droppable(config, f.name))
 
 
@@ -331,14 +331,14 @@ def _settled(config: SdpaConfig, changes: dict[str, Any]) -> SdpaConfig:
 
 
 def _cost(config: SdpaConfig, edited: SdpaConfig) -> tuple[float, tuple[tuple[str, str, str], ...]]:
-    cost, changes = 0.0, []
+    cost, changes, same = 0.0, [], moved_inside(config, edited)  # a mask moved into its score modifier
     for f in FIELDS:
         was, now = getattr(config, f.name), getattr(edited, f.name)
         if was == now:
             continue
         changes.append((f.name, f.format(was) or f.default_text(), f.format(now) or f.default_text()))
         moved = abs(now - was) / was if f.kind == "int" and isinstance(was, int) and was and now else 0.0
-        cost += (0.5 if f.name in SAME_MATH else 1.0) + moved
+        cost += (0.25 if same else 0.5 if f.name in SAME_MATH else 1.0) + moved
     return cost, tuple(changes)
 
 

@@ -35,7 +35,9 @@ PHASES = (
 
 BUILD_PHASES, LOADED_PHASES = PHASES[:6], ("define", "validate", "load_plans")
 
-NOT_MADE = "cuDNN would not make it"  # a pinned plan's error when cuDNN would not append it
+NOT_MADE = "cuDNN would not make it"
+UNCACHED = ("a score modifier is a score_mod callback, which the frontend's plan serializer cannot hold: "
+            "its plans are built afresh in each engine process")  # fmt: skip  # a pinned plan's error when cuDNN would not append it
 PHASE_NOTES = {
     "define": "pygraph, tensors with layout strides, sdpa node, output dims/strides (Python only)",
     "validate": "Python checks of shapes and options; runs without a GPU; first call of a process ~0.25 s",
@@ -245,6 +247,9 @@ def build(
     g = define_and_validate(config, handle, rng_dump, backward)
     key, started = None, time.perf_counter()
     pinning = bool(config.plan) and not backward and every_plan  # a pin is the forward's
+    if cache is not None and every_plan and config.variant != "none":
+        cache.notes.append(f"plan cache not used: {UNCACHED}")
+        cache = None
     if cache is not None and every_plan:
         modes = (*config.heuristics, *((f"plan {config.plan}",) if pinning else ()))
         key = plan_cache.entry_key(g.json(), g.kind, modes, machine)

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..model.config import SdpaConfig
 from ..model.tensor_plan import FP8_BACKWARD_SCALES, FP8_FORWARD_SCALES, ROW_OUTPUTS
+from .score_mod import score_mod_keywords
 
 # The keywords this product sets on each SDPA operation.
 _MASK_KEYWORDS = {
@@ -40,6 +41,7 @@ OP_KEYWORDS: dict[str, frozenset[str]] = {
             "bias",
             "implementation",
             "rng_dump",
+            "score_mod",
         }
         | _PAGED
         | set(ROW_OUTPUTS)
@@ -54,6 +56,8 @@ OP_KEYWORDS: dict[str, frozenset[str]] = {
             "use_alibi_mask",
             "bias",
             "use_deterministic_algorithm",
+            "score_mod",
+            "score_mod_bprop",
         }
         | _PACKED_BACKWARD
     ),
@@ -93,6 +97,7 @@ _OPTION_WORDS = {
     "paged_attention_max_seq_len_kv": "a paged KV cache",
     "sink_token": "sink tokens",
     "score_max": "the softmax's row max and sum of exponents",
+    "score_mod": "a score modifier",
 }
 
 
@@ -122,6 +127,7 @@ def sdpa_kwargs(
         kw["paged_attention_max_seq_len_kv"] = config.s_kv
     if config.packed and backward:  # the packed token totals bound the backward's token axis
         kw["max_total_seq_len_q"], kw["max_total_seq_len_kv"] = tokens
+    kw.update(score_mod_keywords(config.variant, backward))  # the variant's sub-graph (score_mod.py)
     _refuse_unknown(op, kw)
     return kw
 

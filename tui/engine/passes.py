@@ -177,8 +177,9 @@ class Pass:
         return Peer(peer_name(config, run.backend), description, run.outputs)
 
     def has_peer(self, config: SdpaConfig, inputs: Inputs) -> bool:
-        """Whether torch can compute what cuDNN did at all (not: with the mask cuDNN drew; no sink)."""
-        return inputs.dropout_mask is None and not config.sink
+        """Whether torch can compute what cuDNN did at all (not: with the mask cuDNN drew; no sink;
+        no softcap: a variant's mask alone goes as an explicit mask)."""
+        return inputs.dropout_mask is None and not config.sink and config.modifier.cap is None
 
     def peer_outputs(self, config: SdpaConfig, inputs: Inputs, backend: str) -> dict[str, Any]:
         """The peer's outputs under one backend, forced (raises where it refuses)."""
@@ -371,4 +372,10 @@ def storage_notes(config: SdpaConfig) -> tuple[str, ...]:
         notes.append(
             "sink tokens: the reference adds each head's sink logit as one more softmax column; torch has none"
         )
+    if config.variant != "none":
+        v = config.modifier
+        torch_words = "torch's SDPA cannot cap the scores, so its error is not shown" if v.cap else (
+            "torch's SDPA is given its mask as an explicit mask")  # fmt: skip
+        notes.append(f"score modifier {v.text} ({v.words()}): cuDNN's score_mod sub-graph; the reference "
+                     f"applies the same modifier in fp32; {torch_words}")  # fmt: skip
     return tuple(notes)

@@ -97,7 +97,14 @@ def expand_kv(config: SdpaConfig, k: Any, v: Any) -> tuple[Any, Any]:
 def _whole_call(config: SdpaConfig, bias: Any, backend: str | None) -> bool | None:
     """is_causal of one call over whole sequences, or None where the mask goes explicitly, a block
     of rows at a time: masks other than a plain causal one, and MATH, which holds every score."""
-    if backend == "MATH" or config.window or config.varlen or config.alibi or bias is not None:
+    if (
+        backend == "MATH"
+        or config.window
+        or config.varlen
+        or config.alibi
+        or bias is not None
+        or config.variant != "none"
+    ):
         return None
     if config.causal == "none" or (config.causal == "bottom_right" and config.s_q == 1):
         return False  # one query at the bottom right sees every key: a decode step masks nothing

@@ -28,7 +28,10 @@ def measure_peers(m: Any, keys: tuple[str, ...], options: Any, flops: int, io_by
     dQ, dK and dV for the same dO."""
     config, bench, kind = m.config, m.bench, m.spec.kind
     inputs = m.inputs().for_peer(config)
-    tensors = Tensors(inputs.q, inputs.k, inputs.v, inputs.bias)
+    stored = getattr(
+        m.built, "data", None
+    )  # the pages and tables the graph reads, for a peer that takes them
+    tensors = Tensors(inputs.q, inputs.k, inputs.v, inputs.bias, inputs.sink, stored)
     results, errors = [], {}
     for key in keys:
         adapter = ADAPTERS[key]
@@ -47,7 +50,7 @@ def measure_peers(m: Any, keys: tuple[str, ...], options: Any, flops: int, io_by
         result, outputs = _measure_one(prepare, name, options, bench)
         b = m.built
         if outputs is not None and b.reference is not None:
-            rows = m.spec.rows(config, "cuda")
+            rows = m.spec.rows(config, inputs.q.device)  # the real rows, where the tensors are
             for output, ref in b.reference.items():  # a peer writes O, or dQ, dK and dV
                 got = outputs.get(output) if kind == BACKWARD else (outputs if output == "O" else None)
                 if got is not None:
@@ -71,7 +74,7 @@ def _measure_one(prepare: Any, name: str, options: Any, bench: Any):
         with warnings.catch_warnings(record=True) as heard:
             warnings.simplefilter("always")
             prepared = prepare()
-            out = _run_once(prepared.run, name)
+            out = prepared.outputs(_run_once(prepared.run, name))  # Prepared.logical applied, once
     except Refused as exc:
         return PeerResult(name, reason=str(exc)), None
     except torch.cuda.OutOfMemoryError:
@@ -84,7 +87,9 @@ def _measure_one(prepare: Any, name: str, options: Any, bench: Any):
     if not why:
         try:
             timing = kernel_time(prepared.run, lambda _ptr: None, options.timing, bench.l2_bytes, bench.gpu)
-            return PeerResult(**base, timing=timing), out
+            if timing.method.startswith("cupti"):
+                return PeerResult(**base, timing=timing), out
+            why = "its graph's replays recorded no kernels"  # the capture missed its work
         except faults.ContextLost:
             raise
         except Exception as exc:  # capture refused (host syncs, a compiled guard)

@@ -3,10 +3,11 @@ timed like a cuDNN plan and checked against the same fp32 reference (peer_runs.p
 
 torch's SDPA forced to one backend at a time (FLASH, EFFICIENT, CUDNN: cuDNN's own kernel, worth
 timing for torch's overhead around it, and MATH), FlexAttention (compiled; its compile time is
-kept apart from its kernel time), and, where importable, FlashAttention-3 and FlashInfer (neither
-is a dependency; their adapters are tested against fake modules only). Each adapter turns a
-configuration into one callable that returns O as (b, h_q, s_q, d_v), or says in one line why it
-cannot run it. Masks and GQA are each peer's own way: torch's enable_gqa and is_causal, an explicit
+kept apart from its kernel time), FlashAttention-4 where the `peers` extra brings it (its adapter
+in peer_fa4.py), and, where importable, FlashAttention-3 and FlashInfer (neither is a
+dependency; their adapters are tested against fake modules only, FlashInfer's at any batch in
+peer_flashinfer.py). Each adapter turns a configuration into one callable that returns O as
+(b, h_q, s_q, d_v), or says in one line why it cannot run it. Masks and GQA are each peer's own way: torch's enable_gqa and is_causal, an explicit
 additive mask only where nothing else says it, Flex's mask_mod and score_mod.
 """
 
@@ -15,79 +16,19 @@ from __future__ import annotations
 import importlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from ..model.config import SdpaConfig
 from ..model.options import PEER_KEYS
+from .modifiers import flex_mask_mod, flex_score_mod
 from .peer import SDP_BACKENDS, forced
+from .peer_base import OptionalPeer, Prepared, Refused, Tensors, backward_of, precision
+from .peer_base import always as _always
+from .peer_fa4 import FlashAttention4
+from .peer_flashinfer import FlashInfer
 from .reference import additive_terms, alibi_slopes
 
 MASK_LIMIT_BYTES = 2 << 30  # an explicit mask larger than this is not built: the peer says so
-
-
-class Refused(Exception):
-    """A peer cannot run this configuration; the message says why, in one line."""
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """A peer ready to run: one forward call, what it is, and what preparing it cost (Flex's
-    compile time, kept apart from its kernel time)."""
-
-    run: Callable[[], Any]
-    description: str
-    compile_seconds: float | None = None
-    uncapturable: str = ""  # why a CUDA graph cannot hold it ('' : it can)
-
-
-@dataclass(frozen=True)
-class Tensors:
-    """What every peer computes from: q, k, v as (b, h, s, d) in the peer's precision (fp16 on
-    FP8's dequantised values), and the bias (None: none)."""
-
-    q: Any
-    k: Any
-    v: Any
-    bias: Any = None
-
-
-def precision(config: SdpaConfig) -> str:
-    """The peers' precision: torch has no FP8 attention, so FP8 runs in fp16 on the same values."""
-    return "fp16" if config.fp8 else config.dtype
-
-
-def _always(config: SdpaConfig) -> str:
-    """What no peer here can do: dropout draws its own mask (cuDNN's cannot be applied), and no
-    peer's softmax takes a sink logit."""
-    if config.dropout:
-        return "dropout: a peer would draw its own mask, so its output cannot be compared"
-    if config.sink:
-        return "sink tokens: no peer here adds a sink logit to its softmax"
-    return ""
-
-
-def backward_of(adapter: Any, config: SdpaConfig, t: Tensors, d_o: Any) -> Prepared:
-    """A peer's backward through autograd: its forward once on leaves that want gradients (kept
-    for every call), then each call computes dQ, dK, dV for the same dO. The first backward is
-    part of preparing (Flex compiles it), reported with the forward's compile time."""
-    import torch
-
-    q, k, v = (x.detach().requires_grad_() for x in (t.q, t.k, t.v))
-    forward = adapter.prepare(config, Tensors(q, k, v, t.bias))
-    t0 = time.perf_counter()
-    out = forward.run()
-
-    def run() -> dict[str, Any]:
-        grads = torch.autograd.grad(out, (q, k, v), d_o, retain_graph=True)
-        return dict(zip(("dQ", "dK", "dV"), grads, strict=True))
-
-    run()
-    if q.is_cuda:
-        torch.cuda.synchronize()
-    compiled = None if forward.compile_seconds is None else forward.compile_seconds + time.perf_counter() - t0
-    why = "autograd runs the backward on its forward's stream, which a graph on another cannot capture"
-    return Prepared(run, f"{forward.description}; its backward through autograd", compiled, why)
 
 
 # ---- torch's SDPA backends -------------------------------------------------------------------------
@@ -124,7 +65,9 @@ def torch_call(config: SdpaConfig, t: Tensors) -> dict[str, Any]:
     if config.h_q != config.h_kv:
         kwargs["enable_gqa"] = True
     lo, hi = config.band(0)
-    plain = not (config.window or config.varlen or config.alibi or t.bias is not None)
+    plain = not (
+        config.window or config.varlen or config.alibi or t.bias is not None or config.modifier.masks
+    )
     if plain and (hi is None or (config.causal == "bottom_right" and config.s_q == 1)):
         return kwargs  # no mask, or one query at the bottom right: it sees every key
     if plain and hi == 0:
@@ -154,7 +97,9 @@ class TorchBackend:
     def refusal(self, config: SdpaConfig, kind: str = "forward") -> str:
         if kind == "backward" and config.varlen:
             return "torch's SDPA backward gives NaN on fully masked rows, not the zeros padding means"
-        return _always(config)
+        if config.modifier.cap is not None:
+            return f"the score modifier {config.variant}: torch's SDPA cannot cap the scores"
+        return _always(config, modifiers=True)  # a variant's mask goes as an explicit mask
 
     def prepare_backward(self, config: SdpaConfig, t: Tensors, d_o: Any) -> Prepared:
         return backward_of(self, config, t, d_o)
@@ -181,8 +126,9 @@ class TorchBackend:
 
 # ---- FlexAttention ----------------------------------------------------------------------------------
 class Flex:
-    """torch's FlexAttention, compiled: masks as a block mask built once from a mask_mod, ALiBi
-    and the bias as a score_mod. The first call compiles; its time is reported apart."""
+    """torch's FlexAttention, compiled: masks as a block mask built once from a mask_mod, ALiBi,
+    the bias and a variant's softcap as a score_mod (a variant's mask as the mask_mod: the same
+    functions as the reference's, modifiers.py). The first call compiles; its time is reported apart."""
 
     key = "flex"
 
@@ -197,7 +143,7 @@ class Flex:
         return ""
 
     def refusal(self, config: SdpaConfig, kind: str = "forward") -> str:
-        return _always(config)
+        return _always(config, modifiers=True)
 
     def prepare_backward(self, config: SdpaConfig, t: Tensors, d_o: Any) -> Prepared:
         return backward_of(self, config, t, d_o)
@@ -227,9 +173,12 @@ class Flex:
 
 
 def mask_mod(config: SdpaConfig, device: Any) -> Callable | None:
-    """Flex's mask_mod for the causal band, the window and the real lengths (None: no mask)."""
+    """Flex's mask_mod for the causal band, the window and the real lengths, or the variant's mask
+    (alone: cuDNN takes it beside no other); None: no mask."""
     import torch
 
+    if config.modifier.masks:
+        return flex_mask_mod(config.modifier)
     if config.band(0) == (None, None) and not config.varlen:
         return None
     big = config.s_q + config.s_kv + 1
@@ -247,11 +196,12 @@ def mask_mod(config: SdpaConfig, device: Any) -> Callable | None:
 
 
 def score_mod(config: SdpaConfig, t: Tensors) -> Callable | None:
-    """Flex's score_mod for ALiBi and the bias (None: neither), added to the scaled score."""
+    """Flex's score_mod for a variant's softcap, then ALiBi and the bias added to the scaled score
+    (None: none of them)."""
     import torch
 
     if not config.alibi and t.bias is None:
-        return None
+        return flex_score_mod(config.modifier)
     slopes = torch.tensor(alibi_slopes(config.h_q), device=t.q.device) if config.alibi else None
     bias = t.bias
 
@@ -264,28 +214,19 @@ def score_mod(config: SdpaConfig, t: Tensors) -> Callable | None:
             score = score + bias[bb, hh, q_idx, kv_idx]
         return score
 
-    return add
+    return flex_score_mod(config.modifier, add)
 
 
-# ---- optional: FlashAttention-3 and FlashInfer --------------------------------------------------------
+# ---- optional: FlashAttention-3 (FA4 in peer_fa4.py, FlashInfer in peer_flashinfer.py) ---------------
 def _module(name: str) -> Any:
     return importlib.import_module(name)
 
 
-class Installed:
-    """A peer from a package that is not a dependency: there when its module imports."""
+class Installed(OptionalPeer):
+    """FA3 and the like: a package's entry points driven for what they take."""
 
-    key = module = title = missing = ""
-
-    def name(self, config: SdpaConfig) -> str:
-        return f"{self.title} {precision(config)}"
-
-    def unavailable(self) -> str:
-        try:
-            _module(self.module)
-        except ImportError:
-            return self.missing
-        return ""
+    def load(self) -> Any:
+        return _module(self.module)  # the module's own look-up, which a test can stand in for
 
     def refusal(self, config: SdpaConfig, kind: str = "forward") -> str:
         """What the entry points driven here cannot do, then what no peer can."""
@@ -328,45 +269,13 @@ class FlashAttention3(Installed):
         return Prepared(run, "FlashAttention-3 (flash_attn_interface.flash_attn_func)")
 
 
-class FlashInfer(Installed):
-    """FlashInfer's single-request kernels (b=1): prefill, or decode for one query. Untested on
-    real hardware (no wheel for our GPU box)."""
-
-    key, module, title, missing = "flashinfer", "flashinfer", "FlashInfer", "flashinfer is not installed"
-
-    def unsupported(self, config: SdpaConfig) -> str:
-        if config.b != 1:
-            return "only batch 1 is driven here (FlashInfer's batch wrappers plan a page table first)"
-        if config.varlen or config.alibi or config.bias != "none" or config.window:
-            return "padding, ALiBi, a bias and a window are not driven here"
-        return ""
-
-    def prepare(self, config: SdpaConfig, t: Tensors) -> Prepared:
-        fi = _module(self.module)
-        q, k, v = (x[0].transpose(0, 1) for x in (t.q, t.k, t.v))  # (s, h, d): NHD
-        causal = config.causal != "none"
-        if config.s_q == 1:
-
-            def run() -> Any:
-                return fi.single_decode_with_kv_cache(q[0], k, v, sm_scale=config.scale).view(
-                    1, -1, 1, config.d_v
-                )
-
-            return Prepared(run, "FlashInfer single_decode_with_kv_cache")
-
-        def run() -> Any:
-            out = fi.single_prefill_with_kv_cache(q, k, v, causal=causal, sm_scale=config.scale)
-            return out.transpose(0, 1).unsqueeze(0)
-
-        return Prepared(run, "FlashInfer single_prefill_with_kv_cache")
-
-
 ADAPTERS: dict[str, Any] = {
     a.key: a
     for a in (
         *(TorchBackend(b) for b in ("FLASH", "EFFICIENT", "CUDNN", "MATH")),
         Flex(),
         FlashAttention3(),
+        FlashAttention4(),
         FlashInfer(),
     )
 }

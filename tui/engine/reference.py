@@ -24,6 +24,7 @@ from typing import Any
 from ..model.config import REFERENCE_CHUNK_BYTES, SdpaConfig
 from ..model.tensor_plan import TensorSpec, drawn_inputs
 from .cancel import between_chunks
+from .modifiers import capped, keeps
 
 REFERENCE_NAME = "fp32 math on the same logical tensors (explicit mask, GQA expanded, TF32 off)"
 CPU_CHUNK_FLOPS = 1 << 27  # one chunk of the CPU reference (the peer: 4 times): 0.05-0.1 s of 2 CPUs
@@ -31,12 +32,13 @@ DRAW_CHUNK_ELEMENTS = 1 << 22  # numbers drawn on the CPU at once (0.1 s): the s
 
 
 def torch_dtype(torch: Any, dtype: str) -> Any:
-    return {
+    types = {
         "fp16": torch.float16,
         "bf16": torch.bfloat16,
         "fp8_e4m3": torch.float8_e4m3fn,
         "fp32": torch.float32,
-    }[dtype]
+    }
+    return types[dtype]
 
 
 def empty(torch: Any, spec: TensorSpec, device: Any) -> Any:
@@ -115,12 +117,13 @@ def random_d_o(config: SdpaConfig, device: str, seed: int) -> Any:
 
 def keep_mask(config: SdpaConfig, rows: range, device: Any, batch: int = 0, keys: range | None = None) -> Any:
     """Boolean (len(rows), len(keys)): True where query i may attend key j in one batch entry
-    (causal band, sliding window, real lengths); None when nothing is masked. Keys: all by default."""
+    (causal band, sliding window, real lengths, the variant's mask: modifiers.keeps); None when
+    nothing is masked. Keys: all by default."""
     import torch
 
     lo, hi = config.band(batch)
     lq, lkv = config.lengths(batch)
-    if lo is None and hi is None and not config.padded:
+    if lo is None and hi is None and not config.padded and not config.modifier.masks:
         return None
     keys = keys or range(config.s_kv)
     i = torch.arange(rows.start, rows.stop, device=device).unsqueeze(1)
@@ -130,7 +133,7 @@ def keep_mask(config: SdpaConfig, rows: range, device: Any, batch: int = 0, keys
         keep &= j <= i + hi
     if lo is not None:
         keep &= j > i + lo
-    return keep
+    return keep & keeps(config.modifier, i, j) if config.modifier.masks else keep
 
 
 def key_span(config: SdpaConfig, batch: int, rows: range) -> range:
@@ -138,6 +141,8 @@ def key_span(config: SdpaConfig, batch: int, rows: range) -> range:
     lengths): every other key is masked for all of its rows, so its column adds exp(-inf) = 0 and
     is left out. A causal block of the 32k context then computes half the scores. All keys where
     no row attends any (the block's rows are all padding), so such rows still read as empty."""
+    if config.modifier.masks:  # alone: cuDNN takes a score modifier beside no other mask
+        return range(*config.modifier.keys(rows.start, rows.stop, config.s_kv))
     lo, hi = config.band(batch)
     _, lkv = config.lengths(batch)
     start = 0 if lo is None else max(0, rows.start + lo + 1)
@@ -314,13 +319,8 @@ def _attend(
     if sink is not None:
         p = p[..., :-1]
     if dropout_mask is not None:
-        p = (
-            p
-            * dropout_mask[
-                bi, heads.start : heads.stop, rows.start : rows.stop, keys.start : keys.stop
-            ].float()
-            / (1.0 - config.dropout)
-        )
+        kept = dropout_mask[bi, heads.start : heads.stop, rows.start : rows.stop, keys.start : keys.stop]
+        p = p * kept.float() / (1.0 - config.dropout)
     out = torch.matmul(_by_kv_head(p, vb.shape[0]), vb[..., keys.start : keys.stop, :])
     return out.view(len(heads), len(rows), -1)
 
@@ -336,15 +336,16 @@ def block_scores(
     sink: Any = None,
     keys: range | None = None,
 ) -> Any:
-    """One block's scores q k^T * scale + bias + ALiBi, -inf where masked, and the sink logits as
-    a last column when there are sink tokens: (heads, rows, len(keys) [+ 1]) fp32, for `kb`'s
-    keys in `keys` (all by default). `kb`: the kv heads that the block's query heads read, one
+    """One block's scores q k^T * scale (a variant's softcap applied) + bias + ALiBi, -inf where
+    masked, and the sink logits as a last column when there are sink tokens: (heads, rows,
+    len(keys) [+ 1]) fp32, for `kb`'s keys in `keys` (all by default). `kb`: the kv heads that the block's query heads read, one
     each (GQA expanded) or one for each group of query heads that shares it."""
     import torch
 
     keys = keys or range(config.s_kv)
     k_t = kb[..., keys.start : keys.stop, :].transpose(-1, -2)
     scores = torch.matmul(_by_kv_head(qb, kb.shape[0]), k_t).view(len(heads), len(rows), -1) * config.scale
+    scores = capped(config.modifier, scores)  # a softcap, before the bias as cuDNN's score_mod
     term = additive_terms(config, bi, heads, rows, bias, qb.device, keys)
     if term is not None:
         scores = scores + term
@@ -367,10 +368,8 @@ def softmax_rows(config: SdpaConfig, q: Any, k: Any, bias: Any = None, sink: Any
             qb = q[bi, heads.start : heads.stop, rows.start : rows.stop].float()
             scores = block_scores(config, bi, heads, rows, qb, kb, bias, sink, key_span(config, bi, rows))
             m = scores.amax(dim=-1, keepdim=True)
-            top[bi, heads.start : heads.stop, rows.start : rows.stop] = m
-            total[bi, heads.start : heads.stop, rows.start : rows.stop] = (
-                (scores - m).exp().sum(-1, keepdim=True)
-            )
+            at = (bi, slice(heads.start, heads.stop), slice(rows.start, rows.stop))
+            top[at], total[at] = m, (scores - m).exp().sum(-1, keepdim=True)
     return top, total
 
 

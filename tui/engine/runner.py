@@ -37,9 +37,10 @@ from . import environment as envmod
 from . import faults
 from .cancel import Cancelled
 from .cpu import cpu_passes
+from .forms import measure_forms
 from .graph import GraphBuildError
 from .measure import Bench, Measurement, counts, measure
-from .passes import BuiltPass, Pass, passes_of
+from .passes import FORWARD_PASS, BuiltPass, Pass, passes_of
 
 
 class Engine:
@@ -248,7 +249,12 @@ class Engine:
             try:
                 this = self._built(config, spec, built, options.seed, options.plan_cache)
                 bench = self.bench()
-                results.append(measure(spec, this, built, options, bench))
+                result = measure(spec, this, built, options, bench)
+                if spec.kind == FORWARD:  # its equivalent forms, where it has any (engine/forms.py)
+                    result = measure_forms(
+                        config, this, result, options, bench, lambda c: self._form(c, options)
+                    )
+                results.append(result)
                 if spec is not specs[-1]:  # the next pass reads what the heuristic's plan writes (o, stats)
                     Measurement(spec, this, built, bench).run_plan(this.graph.chosen)()
             except GraphBuildError as exc:
@@ -268,6 +274,15 @@ class Engine:
             self._cache.pop(config, None)  # nothing built (or the context was lost): nothing to keep
         self._evict()
         return results, hit
+
+    def _form(self, form: SdpaConfig, options: RunOptions) -> BuiltPass:
+        """The forward of an equivalent form, built as its own configuration (kept in the cache)."""
+        built = self._cache.setdefault(form, {})
+        try:
+            return self._built(form, FORWARD_PASS, built, options.seed, options.plan_cache)
+        finally:
+            if not built:
+                self._cache.pop(form, None)
 
     def context_lost(self, spec: Pass, config: SdpaConfig, exc: Exception) -> PassResult:
         """The pass that lost the CUDA context: what was running, in CUDA's words. Nothing the

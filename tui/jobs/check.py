@@ -13,6 +13,7 @@ from rich.markup import escape
 from ..model.config import SdpaConfig
 from ..model.results import PassResult, RunResult, TimingStats
 from ..model.statuses import STATUS_CPU_ONLY, STATUS_CRASH, STATUS_KNOWN_ISSUE, STATUS_OK
+from ..present.fastest import fastest_record, record_cell
 from ..present.format import regime_note, regime_style, us, versions_words
 
 SMOKE = "smoke"  # the name of the smoke set's cases (the others are named by their preset)
@@ -50,6 +51,7 @@ def pass_figures(p: PassResult) -> dict[str, Any]:
         "tflops": p.tflops,
         "max_abs_error": max(errors) if errors else None,
         "plan": pick.name if pick else "-",
+        "fastest": fastest_record(p),  # the fastest way (present/fastest.py); None: no contest
     }
 
 
@@ -97,7 +99,15 @@ def case_line(name: str, result: RunResult) -> str:
         lead = "" if i == 0 else f"{f['kind']} "
         parts.append(f"{lead}{us(f['kernel_us']):>11}{regime_markup(p.timing)}  {(f['tflops'] or 0):6.1f} TFLOPS  "
                      f"max abs err {err:.2e}  plan {f['plan']}")  # fmt: skip
+        if f["fastest"]:  # with peers (or autotune, or an equivalent form): the winner and its margin
+            parts.append(fastest_words(f["fastest"]))
     return f"{mark} {name:20} {result.config.label():42} " + "  ".join(parts)
+
+
+def fastest_words(record: dict) -> str:
+    """'fastest FA4 1.11x', and each faster kernel that failed its check, in red: a finding."""
+    wrong = "".join(f" [red]{escape(name)} faster but FAILS[/red]" for name in record.get("findings") or ())
+    return f"fastest {escape(record_cell(record))}{wrong}"
 
 
 def regime_markup(t: TimingStats | None) -> str:

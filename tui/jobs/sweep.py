@@ -5,15 +5,13 @@ step `xK` or an arithmetic step `+K`), each value checked by the field it sets b
 runs. Every point has a key (its varied values and the base configuration), so that a sweep
 killed half-way resumes where it stopped, a slice of it runs on another host (`--shard`), and
 the slices merge back into one table. A row is built from a RunResult in one place
-(`point_row`); the JSON lines, the CSV and the printed table all read rows.
+(`point_row`); the JSON lines, the CSV (sweep_csv.py) and the printed table all read rows.
 """
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import hashlib
-import io
 import itertools
 import json
 import math
@@ -27,8 +25,9 @@ from rich.text import Text
 from ..model.config import ConfigError, SdpaConfig
 from ..model.fields import FIELD, FIELDS, SHORTHANDS, Choice, Number, Switch, Whole, from_entries, quote
 from ..model.gpu_peaks import Peak, peak_for, roofline
-from ..model.results import PassResult, PeerResult, RunResult
+from ..model.results import Environment, PassResult, PeerResult, RunResult
 from ..model.statuses import PASS_KINDS, STATUS_CRASH, STATUS_ERROR, STATUS_MISMATCH
+from ..present.fastest import fastest_record, record_cell
 from ..present.format import pass_short, peer_errors, peer_speedup, sci, status_style, status_word, us
 from ..present.tables import FIGURE, NAME, WORDS, FitTable
 
@@ -41,16 +40,8 @@ PASS_COLUMNS = (
     "max_abs_error", "passed", "flops", "io_bytes",
 )  # fmt: skip
 ROW_COLUMNS = ("status", "message", "label", "device", "gpu", "gpu_index")  # a point's own, after its vary.*
-PEER_COLUMNS = (
-    "name",
-    "kernel_us",
-    "tflops",
-    "cudnn_speedup",
-    "max_abs_error",
-    "passed",
-    "compile_seconds",
-    "reason",
-)
+PEER_COLUMNS = ("name", "kernel_us", "tflops", "cudnn_speedup", "max_abs_error", "passed", "compile_seconds",
+                "reason")  # fmt: skip
 ROOFLINE_COLUMNS = (
     "peak", "peak_tflops", "peak_tbs", "intensity", "ridge", "bound", "attainable_tflops", "share",
 )  # fmt: skip
@@ -244,6 +235,7 @@ def point_row(point: Point, result: RunResult) -> dict[str, Any]:
         "gpu_index": env.gpu_index if env is not None else None,
         "config": result.config.to_dict(),
         "passes": {p.kind: pass_row(p, result.config.dtype, peak) for p in result.passes},
+        "versions": versions(env),  # what a chart's legend names
         "wall_seconds": round(result.wall_seconds, 3),
     }
 
@@ -263,7 +255,18 @@ def pass_row(p: PassResult, dtype: str, peak: Peak | None) -> dict[str, Any]:
     row["roofline"] = None if line is None else {"peak": peak.name, **dataclasses.asdict(line)}
     if p.field_peers:
         row["peers"] = {peer.short: peer_row(p, peer) for peer in p.field_peers}
+    if p.forms:  # the pass in its equivalent forms (engine/forms.py), by what each changes
+        row["forms"] = {f.words: {"kernel_us": f.timing and f.timing.median_us, "passed": f.matches,
+                                  "plan": f.plan, "reason": f.reason} for f in p.forms}  # fmt: skip
+    row["fastest"] = fastest_record(p)  # the fastest way (present/fastest.py); None: no contest
     return row
+
+
+def versions(env: Environment | None) -> dict[str, str]:
+    """cuDNN, the frontend and torch as the point ran them ({} where not recorded)."""
+    if env is None:
+        return {}
+    return {"cudnn": env.cudnn_backend_version, "frontend": env.frontend_version, "torch": env.torch_version}
 
 
 def peer_row(p: PassResult, peer: PeerResult) -> dict[str, Any]:
@@ -339,16 +342,8 @@ def _difference(a: dict, b: dict) -> str:
     return "other figures (" + ", ".join(k for k in a if a.get(k) != b.get(k)) + ")"
 
 
-# ---- the CSV and the table ----------------------------------------------------------------
-def _cell(value: Any) -> Any:
-    if value is None:
-        return ""
-    if isinstance(value, list):
-        return ",".join(map(str, value))
-    return value
-
-
-def _columns(rows: list[dict]) -> tuple[list[str], list[str], dict[str, list[str]]]:
+# ---- the table (the CSV: sweep_csv.py) ----------------------------------------------------
+def row_columns(rows: list[dict]) -> tuple[list[str], list[str], dict[str, list[str]]]:
     """The varied names, the passes, and each pass's peers that some row holds: a column (group) each."""
     labels = list(dict.fromkeys(k for r in rows for k in r.get("varied", {})))
     kinds = [k for k in PASS_KINDS if any(k in r.get("passes", {}) for r in rows)]
@@ -357,38 +352,6 @@ def _columns(rows: list[dict]) -> tuple[list[str], list[str], dict[str, list[str
         for k in kinds
     }
     return labels, kinds, peers
-
-
-def _flat_pass(kind: str, p: dict) -> dict[str, Any]:
-    """A pass's figures by CSV column: its own, its roofline's, then each peer's."""
-    flat = {f"{kind}.{c}": v for c, v in p.items() if c not in ("roofline", "peers")}
-    flat.update({f"{kind}.roofline.{c}": v for c, v in (p.get("roofline") or {}).items()})
-    for short, peer in (p.get("peers") or {}).items():
-        flat.update({f"{kind}.peer.{short}.{c}": v for c, v in peer.items()})
-    return flat
-
-
-def _flat(r: dict) -> dict[str, Any]:
-    """A row's figures by CSV column: its own, its varied values, its fields, then each pass's."""
-    flat = {**r, **{f"vary.{k}": v for k, v in r.get("varied", {}).items()}, **r.get("config", {})}
-    for kind, p in r.get("passes", {}).items():
-        flat.update(_flat_pass(kind, p))
-    return flat
-
-
-def csv_text(rows: list[dict]) -> str:
-    """The rows flattened: the varied values, status, every field, then each pass's figures."""
-    labels, kinds, peers = _columns(rows)
-    pass_columns = [*PASS_COLUMNS, *(f"roofline.{c}" for c in ROOFLINE_COLUMNS)]
-    head = ["index", "key", *(f"vary.{lab}" for lab in labels), *ROW_COLUMNS]
-    tail = [f"{kind}.{c}" for kind in kinds for c in pass_columns]
-    tail += [f"{kind}.peer.{short}.{c}" for kind in kinds for short in peers[kind] for c in PEER_COLUMNS]
-    columns = [*head, *(f.name for f in FIELDS), *tail, "wall_seconds"]
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(columns)
-    writer.writerows([_cell(flat.get(c)) for c in columns] for flat in map(_flat, rows))
-    return buf.getvalue()
 
 
 def share_cell(p: dict) -> str:
@@ -415,27 +378,31 @@ def _has_peaks(rows: list[dict]) -> bool:
     return any((p.get("roofline") or {}).get("share") is not None for r in rows for p in r["passes"].values())
 
 
-def _pass_cells(p: dict, peaks: bool, shorts: list[str]) -> list[str]:
+def _pass_cells(p: dict, peaks: bool, shorts: list[str], won: bool) -> list[str]:
     """A pass's cells in a point's row: kernel time, TFLOPS, worst error, share of peak, each peer."""
     tflops = p.get("tflops")
     cells = [us(p.get("kernel_us")), "-" if tflops is None else f"{tflops:.1f}", sci(p.get("max_abs_error"))]
     cells += [share_cell(p)] if peaks else []
-    return cells + [peer_cell((p.get("peers") or {}).get(short)) for short in shorts]
+    cells += [peer_cell((p.get("peers") or {}).get(short)) for short in shorts]
+    return cells + ([record_cell(p.get("fastest"))] if won else [])
 
 
-def _point_cells(r: dict, labels: list[str], kinds: list[str], peaks: bool, peers: dict) -> list:
+def _point_cells(r: dict, labels: list[str], kinds: list[str], peaks: bool, peers: dict, won: set) -> list:
     """A point's row: its varied values, its status, then each pass's cells."""
     cells: list = [Text(str(r.get("varied", {}).get(lab, "-"))) for lab in labels]
     cells.append(Text(status_word(r.get("status", "")), style=status_style(r.get("status", ""))))
     for kind in kinds:
-        cells += _pass_cells(r.get("passes", {}).get(kind, {}), peaks, peers[kind])
+        cells += _pass_cells(r.get("passes", {}).get(kind, {}), peaks, peers[kind], kind in won)
     return cells
 
 
 def points_table(rows: list[dict], title: str) -> FitTable:
     """One row a point: its varied values, status, and each pass's kernel time, TFLOPS, worst
     error and share of the GPU's peak (where the GPU is known)."""
-    (labels, kinds, peers), peaks = _columns(rows), _has_peaks(rows)
+    (labels, kinds, peers), peaks = row_columns(rows), _has_peaks(rows)
+    won = {
+        k for k in kinds if any(r["passes"].get(k, {}).get("fastest") for r in rows)
+    }  # a contest somewhere
     table = FitTable(title=Text(title))
     table.add_columns(labels, FIGURE)
     table.add_column("status", NAME)
@@ -445,6 +412,8 @@ def points_table(rows: list[dict], title: str) -> FitTable:
         if peaks:
             table.add_column(f"{k} of peak", WORDS, justify="right", drop=100 + n)
         table.add_columns([f"{k} {col}" for col in peers[kind]], FIGURE, drop=10 * n)
+        if kind in won:
+            table.add_column(f"{k} fastest", NAME, drop=50 + n)  # the fastest way, and its margin
     for r in rows:
-        table.add_row(*_point_cells(r, labels, kinds, peaks, peers))
+        table.add_row(*_point_cells(r, labels, kinds, peaks, peers, won))
     return table

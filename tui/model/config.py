@@ -19,9 +19,12 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .layouts import LAYOUTS
+
+if TYPE_CHECKING:
+    from .variants import Variant
 
 DTYPES = ("fp16", "bf16", "fp8_e4m3")
 DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp8_e4m3": 1}
@@ -145,6 +148,10 @@ class SdpaConfig:
         metadata={"kind": "flag", "group": "masks", "label": "ALiBi", "form_label": "ALiBi position biases",
                   "help": "add ALiBi position biases to the scores", "tag": " alibi"},
     )
+    variant: str = field(default="none", metadata={  # docs/VARIANTS.md
+        "kind": "variant", "group": "masks", "label": "variant", "tag": " {}",
+        "help": "a score modifier built as cuDNN's score_mod sub-graph; cuDNN takes it with causal none, no window, "
+                "no padding, no ALiBi"})
     bias: str = field(
         default="none",
         metadata={"kind": "choice", "choices": BIAS_SHAPES, "group": "masks", "label": "bias",
@@ -257,6 +264,13 @@ class SdpaConfig:
         return self.padded and any(self.lengths(i) != (self.s_q, self.s_kv) for i in range(self.b))
 
     @property
+    def modifier(self) -> Variant:
+        """The score modifier `variant` names (variants.py); ValueError where its text is not one."""
+        from .variants import parse_variant
+
+        return parse_variant(self.variant)
+
+    @property
     def paged(self) -> bool:
         return self.page_size is not None
 
@@ -303,6 +317,8 @@ class SdpaConfig:
                 return self.b * self.kept_pairs(0)
             return sum(self.kept_pairs(i) for i in range(self.b))
         lq, lkv = self.lengths(batch)
+        if self.variant != "none":  # its mask alone: cuDNN refuses a score_mod beside any other
+            return self.modifier.kept_pairs(lq, lkv)
         lo, hi = self.band(batch)
         upto = lq * lkv if hi is None else self._kept_below_diagonal(lq, lkv, hi)
         below = 0 if lo is None else self._kept_below_diagonal(lq, lkv, lo)
@@ -359,9 +375,8 @@ class SdpaConfig:
         bias = 0 if self.bias not in BIAS_SHAPES[1:] else scores * 2 * (self.b if self.bias[0] == "b" else 1)
         bias *= self.h_q if self.bias[-1] == "h" else 1
         # torch's own SDPA is given an explicit mask when the mask is more than plain causal
-        torch_mask = (
-            self.b * self.h_q * scores * 2 if (self.window or self.padded or self.alibi or bias) else 0
-        )
+        masked = self.window or self.padded or self.alibi or bias or self.variant != "none"
+        torch_mask = self.b * self.h_q * scores * 2 if masked else 0
         dump = self.b * self.h_q * scores * 4 if self.dropout else 0  # the dropout mask cuDNN dumps
         extras = gqa + bias + torch_mask + dump + REFERENCE_CHUNK_BYTES
         need = elems * 2 + elems * 4 + out_elems * (4 + 2) + extras

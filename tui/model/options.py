@@ -16,7 +16,7 @@ from .fields import quote
 from .statuses import REGIME_BURST, REGIMES
 
 # The peers a run may time beside cuDNN, in the order they are shown (engine/peers.py adapts each).
-PEER_KEYS = ("flash", "efficient", "cudnn", "math", "flex", "fa3", "flashinfer")
+PEER_KEYS = ("flash", "efficient", "cudnn", "math", "flex", "fa3", "fa4", "flashinfer")
 MAX_REPLAYS = 10_000  # at the 2 ms a replay aims for, 20 s of timing: more only waits longer
 
 

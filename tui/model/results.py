@@ -201,6 +201,28 @@ class PeerResult:
 
 
 @dataclass(frozen=True)
+class FormResult:
+    """The pass run in an equivalent form of its configuration (model/equivalents.py): the same
+    scores, planned by cuDNN afresh; its heuristic pick timed in the same regime and its outputs
+    checked against the configuration's own reference; or why it did not run."""
+
+    changes: dict[str, str]  # field -> its value in the form ("none" for no value)
+    why: str  # why the form keeps the same scores
+    plan: str = ""  # the form's heuristic pick
+    timing: TimingStats | None = None
+    tflops: float | None = None
+    max_abs_error: float | None = None
+    matches: bool | None = None  # every output within the configuration's tolerance (None: not checked)
+    reason: str = ""  # why it did not run ('' when it ran)
+
+    @property
+    def words(self) -> str:
+        """What to change: 'causal none', 'causal none, seq lengths none'."""
+        return ", ".join(f"{k.replace('seq_lens_q', 'seq lengths')} {v}" for k, v in self.changes.items()
+                         if k != "seq_lens_kv")  # fmt: skip
+
+
+@dataclass(frozen=True)
 class PassResult:
     """One measured pass: its own graph, build phases, plans, kernel time and output checks."""
 
@@ -229,6 +251,7 @@ class PassResult:
     fp8: Fp8Scaling | None = None
     notes: tuple[str, ...] = ()
     graph_json: str = ""
+    forms: tuple[FormResult, ...] = ()  # the pass in equivalent forms of its configuration (2.6)
 
     @property
     def passed(self) -> bool | None:

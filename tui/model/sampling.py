@@ -130,12 +130,31 @@ def _masks(rng: random.Random, v: Values, shares: Shares) -> Values:
 
     padded, biased = rng.random() < FEATURE_SHARE, rng.random() < FEATURE_SHARE
     bias = FIELD["bias"]
-    return dict(
+    drawn = dict(
         window=_up_to(rng, v["s_kv"]) if rng.random() < FEATURE_SHARE else None,
         seq_lens_q=lengths(v["s_q"]) if padded else None,
         seq_lens_kv=lengths(v["s_kv"]) if padded else None,
         bias=rng.choice([c for c in bias.choices if c != bias.default]) if biased else bias.default,
     )
+    if rng.random() < FEATURE_SHARE:  # a score modifier, alone as cuDNN takes it
+        drawn.update(variant=_variant(rng, v), causal="none", window=None, seq_lens_q=None, seq_lens_kv=None,
+                     alibi=False, layout=rng.choice([x for x in FIELD["layout"].choices if x != "THD"]))  # fmt: skip
+    return drawn
+
+
+def _variant(rng: random.Random, v: Values) -> str:
+    """One of the variants, its parameters within the shape (documents where s_q = s_kv)."""
+    cap = round(rng.uniform(2, 60), 1)
+    names = ["softcap", "softcap-causal", "prefix-lm"] + (["document"] if v["s_q"] == v["s_kv"] > 1 else [])
+    name = rng.choice(names)
+    if name == "softcap":
+        return f"softcap:{cap:g}"
+    if name == "softcap-causal":
+        return f"softcap-causal:{cap:g}" + (f",{_up_to(rng, v['s_kv'])}" if rng.random() < 0.5 else "")
+    if name == "prefix-lm":
+        return f"prefix-lm:{_up_to(rng, v['s_kv'])}"
+    cuts = sorted(rng.sample(range(1, v["s_q"]), min(rng.randint(1, 4), v["s_q"] - 1)))
+    return "document:" + ",".join(str(b - a) for a, b in zip([0, *cuts], [*cuts, v["s_q"]], strict=True))
 
 
 def _inference(rng: random.Random, v: Values, shares: Shares) -> Values:

@@ -2,7 +2,7 @@
 be, and the kinds of pass. Apart from results.py so that the reader of older files
 (results_v1.py) needs only these."""
 
-SCHEMA_VERSION = "2.5"  # 2.5: a pinned plan; 2.4: where a plan comes from; 2.3: peers timed beside cuDNN; 2.2: a crash as a finding, known issues; 2.1: timing regime, samples,
+SCHEMA_VERSION = "2.6"  # 2.6: equivalent forms timed; 2.5: a pinned plan; 2.4: where a plan comes from; 2.3: peers timed beside cuDNN; 2.2: a crash as a finding, known issues; 2.1: timing regime, samples,
 # stability, GPU telemetry, the peer's backend
 # 2.0: a run is a list of passes; 1.1 (fp8, backward) and 1.0 files still read
 

@@ -108,6 +108,83 @@ def deterministic_needs_backward(config: SdpaConfig, bad: set[str]) -> Iterator[
         )
 
 
+_DIAGONAL = "cuDNN refuses a score_mod beside diagonal bounds (causal, window)"
+
+
+def inside(config: SdpaConfig) -> str | None:
+    """The variant that writes the configuration's causal mask (and window) inside its score
+    modifier, for the same attention with causal none; None where there is none (no causal mask,
+    or one the modifier's top-left causal mask is not)."""
+    if (
+        config.variant == "none"
+        or config.causal == "none"
+        or (config.causal == "bottom_right" and config.s_q != config.s_kv)
+    ):
+        return None
+    v = config.modifier
+    if v.cap is not None:
+        window = config.window or v.window
+        return f"softcap-causal:{v.text.partition(':')[2].split(',')[0]}" + (f",{window}" if window else "")
+    return v.text if v.masks and not config.window else None
+
+
+def modifier_alone(config: SdpaConfig, bad: set[str]) -> Iterator[FieldError]:
+    """cuDNN's sdpa refuses a score_mod beside diagonal bounds (causal, window), a padding mask or
+    ALiBi ("Attention score mod enabled and hence other subgraphs are disabled"): a variant writes
+    the mask it needs inside itself, and each refusal says which one does."""
+    if config.variant == "none" or {"variant", "s_q", "s_kv"} & bad:
+        return
+    said, same = f"the score modifier {config.variant}", inside(config)
+    if config.window or config.causal != "none":
+        what = "a sliding window" if config.window else "the causal mask"
+        off = [w for w, on in (("causal none", config.causal != "none"), ("no window", config.window)) if on]
+        how = "set " + " and ".join(off)
+        if same == config.variant:
+            how = f"{config.modifier.name} writes its causal mask inside the modifier: {how}"
+        elif same:
+            how = f"write it inside the modifier: variant {same} with {how.removeprefix('set ')}"
+        yield FieldError("variant", f"{said} cannot go with {what}: {_DIAGONAL}; {how}")
+    for on, what in ((config.padded, "a padding mask (real lengths, a paged cache or packed THD tokens)"),
+                     (config.alibi, "ALiBi")):  # fmt: skip
+        if on:
+            yield FieldError("variant", f"{said} cannot go with {what}: cuDNN refuses a score_mod beside it")
+
+
+def modifier_edits(config: SdpaConfig) -> list[dict]:
+    """explain's edits of a score modifier beside a mask cuDNN refuses with it: the same attention
+    with the causal mask (and a window) written inside the modifier, and the padding off."""
+    if config.variant == "none" or any(f.problem(getattr(config, f.name)) for f in FIELDS):
+        return []
+    same, edits = inside(config), []
+    if same:
+        edits.append({"variant": same, "causal": "none", "window": None})
+    if config.padded:
+        edits.append({"seq_lens_q": None, "seq_lens_kv": None, "page_size": None, "layout": "BSHD"})
+    return edits
+
+
+def moved_inside(config: SdpaConfig, edited: SdpaConfig) -> bool:
+    """Whether `edited` is `config` with its causal mask written inside its score modifier: the
+    same attention (explain ranks it as an edit that leaves the result as it was)."""
+    same = None if any(f.problem(getattr(config, f.name)) for f in FIELDS) else inside(config)
+    return same is not None and edited == config.replace(variant=same, causal="none", window=None)
+
+
+def modifier_fits(config: SdpaConfig, bad: set[str]) -> Iterator[FieldError]:
+    """A prefix within the keys; documents that tile the sequence (queries and keys alike)."""
+    if config.variant == "none" or {"variant", "s_q", "s_kv"} & bad:
+        return
+    v = config.modifier
+    if v.prefix is not None and v.prefix > config.s_kv:
+        yield FieldError("variant", f"prefix-lm's prefix of {v.prefix} is longer than s_kv ({config.s_kv})")
+    if v.documents and (config.s_q != config.s_kv or sum(v.documents) != config.s_q):
+        yield FieldError(
+            "variant",
+            f"document lengths must add up to the sequence length, with s_q = s_kv (got {sum(v.documents)} "
+            f"for s_q {config.s_q}, s_kv {config.s_kv})",
+        )
+
+
 def fits_in_memory(config: SdpaConfig, bad: set[str], gpu_memory_bytes: int) -> Iterator[FieldError]:
     """The estimate of a checked run against the GPU's memory, said at the batch."""
     if (SHAPE | {"dtype"}) & bad or config.dtype not in DTYPES:
@@ -130,4 +207,6 @@ RULES: tuple[Rule, ...] = (
     pages_fit,
     out_dtype_for_fp8,
     deterministic_needs_backward,
+    modifier_alone,
+    modifier_fits,
 )

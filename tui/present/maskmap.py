@@ -1,7 +1,7 @@
 """Which scores a configuration keeps, downsampled to a grid a terminal can draw.
 
-Pure arithmetic on the mask's definition (SdpaConfig.band and the real lengths), so the
-dashboard draws it instantly without torch.
+Pure arithmetic on the mask's definition (SdpaConfig.band and the real lengths, or the score
+modifier's mask: Variant.span), so the dashboard draws it instantly without torch.
 """
 
 from __future__ import annotations
@@ -16,10 +16,22 @@ def kept_in_row(config: SdpaConfig, batch: int, i: int, c0: int, c1: int) -> int
     lq, lkv = config.lengths(batch)
     if i >= lq:
         return 0
+    if config.variant != "none":  # its mask alone: cuDNN takes a score_mod beside no other
+        first, stop = config.modifier.span(i, lkv)
+        return max(0, min(stop, c1) - max(first, c0))
     lo, hi = config.band(batch)
     first = 0 if lo is None else max(0, i + lo + 1)
     last = lkv - 1 if hi is None else min(lkv - 1, i + hi)
     return max(0, min(last, c1 - 1) - max(first, c0) + 1)
+
+
+def modifier_words(config: SdpaConfig) -> str:
+    """The score modifier under the picture: what it does, and where its mask comes from."""
+    if config.variant == "none":
+        return ""
+    v = config.modifier
+    where = "its mask is written inside cuDNN's score_mod" if v.masks else "it masks nothing"
+    return f"score modifier {v.text}: {v.words()}; {where}"
 
 
 def mask_grid(config: SdpaConfig, batch: int, rows: int, cols: int) -> list[list[float]]:

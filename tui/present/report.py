@@ -19,6 +19,7 @@ from ..model.results import (
     RunResult,
     TimingStats,
 )
+from .fastest import fastest_lines
 from .format import (
     PEER_COLUMNS,
     finding_rows,
@@ -52,6 +53,7 @@ from .format import (
     us,
     verdict_words,
 )
+from .peer_steps import step_table
 from .tables import FIGURE, NAME, WORDS, FitTable
 
 
@@ -270,6 +272,8 @@ def pass_text(p: PassResult, run_message: str, env: Environment | None = None) -
         text.append(f"\n{k} autotune: {p.autotune_verdict()}")
     if peer_standing(p):
         text.append(f"\n{k} against peers: {peer_standing(p)} (their kernel time over cuDNN's)")
+    for words, style in fastest_lines(p):
+        text.append(f"\n{k} {words}", style=style)
     if p.deterministic or p.repeatable is not None:
         text.append(
             f"\n{k}: {repeat_words(p)}", style="red" if p.deterministic and p.repeatable is False else None
@@ -327,6 +331,9 @@ def result_renderable(result: RunResult) -> Group:
             parts.append(peers_table(p))
         elif p.notes:
             parts.append(Text("; ".join(p.notes), style="yellow"))
+    step = step_table(result)  # the training step against the peers: forward + backward each
+    if step is not None:
+        parts.append(step)
     return Group(*parts)
 
 

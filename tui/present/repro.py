@@ -30,10 +30,11 @@ from .repro_graph import (
     storage_helpers,
 )
 from .repro_reference import heads_step, reference, reference_grads
+from .repro_variant import reference_constants, score_mod_class
 
 # The most lines a script may have: a forward; one whose inputs need more written out (a paged
-# cache's table and pool, packed tokens, real lengths, the dropout mask cuDNN drew); a training
-# step or FP8.
+# cache's table and pool, packed tokens, real lengths, the dropout mask cuDNN drew, a score
+# modifier's sub-graph); a training step or FP8.
 FORWARD_LINES, STORED_LINES, TRAINING_LINES = 150, 200, 300
 
 
@@ -41,7 +42,7 @@ def budget(config: SdpaConfig) -> int:
     """The most lines the script of `config` may have."""
     if config.backward or config.fp8:
         return TRAINING_LINES
-    return STORED_LINES if config.padded or config.dropout else FORWARD_LINES
+    return STORED_LINES if config.padded or config.dropout or config.variant != "none" else FORWARD_LINES
 
 
 def tool_version() -> str:
@@ -63,6 +64,7 @@ def script(config: SdpaConfig, seed: int = 0, finding: str = "") -> str:
         _imports(c),
         _constants(c, seed),
         storage_helpers(c),
+        score_mod_class(c),
         graph_function(c),
         graph_function(c, backward=True) if c.backward else [],
         _building(c),
@@ -126,6 +128,7 @@ def _constants(c: SdpaConfig, seed: int) -> list[str]:
         lines.append(f"WINDOW = {c.window}  # each query sees this many keys back")
     if c.dropout:
         lines.append(f"DROPOUT = {c.dropout!r}")
+    lines += reference_constants(c)
     if heads_step(c) < c.h_q or c.backward:
         lines.append(
             f"HEADS = {heads_step(c)}  # query heads the reference takes at once (its scores' memory)"

@@ -29,6 +29,11 @@ class Name:
         return self.name
 
 
+class Code(Name):
+    """An option's value written as code (the score modifier's object): not a tensor, so it keeps
+    its place among the options, where the graph's JSON has it."""
+
+
 def literal(value: Any) -> str:
     """A keyword's value as the script writes it: tensors by name, cuDNN's enums by member."""
     if type(value).__module__.startswith("cudnn"):
@@ -119,8 +124,17 @@ def graph_function(config: SdpaConfig, backward: bool = False) -> list[str]:
         keywords = sdpa_kwargs(config, {s.name: Name(s.name) for s in plan.reads}, op, plan.tokens)
     except UnsupportedOption as exc:  # the frontend would drop the keyword silently: the tool refuses
         return [*lines[:2], f'    sys.exit("{exc}: the tool refuses this configuration")']
+    if "score_mod" in keywords:  # one ScoreMod for both callbacks: its bprop reads what it kept
+        lines.append(f"    mod = {keywords['score_mod']!r}  # the variant's sub-graph (ScoreMod, above)")
+        keywords.update(
+            {
+                k: Code(f"mod{'.bprop' * (k == 'score_mod_bprop')}")
+                for k in keywords
+                if k.startswith("score_mod")
+            }
+        )
     returned = ", ".join(name or "_" for name in plan.returns)
-    first = ["name", *(k for k, v in keywords.items() if isinstance(v, Name))]  # then the options
+    first = ["name", *(k for k, v in keywords.items() if type(v) is Name)]  # then the options
     ordered = [*first, *(k for k in keywords if k not in first)]
     lines += call(f"{returned} = graph.{op}", [f"{k}={literal(keywords[k])}" for k in ordered])
     reads = {s.name for s in plan.reads}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ..engine.reference import chunk_steps
 from ..model.config import SdpaConfig
+from .repro_variant import reference_lines
 
 
 def _scores(c: SdpaConfig) -> list[str]:
@@ -21,6 +22,8 @@ def _scores(c: SdpaConfig) -> list[str]:
         terms.append(f"bias[{heads}, :, :lkv].float()")
     if c.alibi:
         terms.append("(j - i) * torch.tensor(SLOPES[heads], device=DEVICE).view(-1, 1, 1)")
+    capped, inside = reference_lines(c)  # a score modifier: its cap first, as cuDNN's score_mod
+    lines += capped
     if terms:
         lines.append(
             f"    scores = scores + ({' + '.join(terms)})"
@@ -33,6 +36,8 @@ def _scores(c: SdpaConfig) -> list[str]:
         keep.append(f"(j <= i + {align})" if align != "0" else "(j <= i)")
     if c.window:
         keep.append(f"(j > i + {align} - WINDOW)" if align != "0" else "(j > i - WINDOW)")
+    if inside:  # its mask alone: cuDNN takes a score_mod beside no other
+        keep.append(inside)
     if keep:
         kept = " & ".join(keep) if len(keep) > 1 else keep[0][1:-1]
         lines.append(f'    scores = scores.masked_fill(~({kept}), float("-inf"))')
@@ -60,6 +65,7 @@ def reference(c: SdpaConfig) -> list[str]:
             ("bias", c.bias != "none"),
             ("ALiBi", c.alibi),
             ("sinks", c.sink),
+            (f"score modifier {c.variant}", c.variant != "none"),
             ("dropout", c.dropout),
         )
         if on  # fmt: skip
@@ -78,7 +84,7 @@ def reference(c: SdpaConfig) -> list[str]:
         lines.append("    kv = slice(heads.start // (H_Q // H_KV), (heads.stop - 1) // (H_Q // H_KV) + 1)")
     kv = "kv" if c.h_q != c.h_kv else "heads"
     lines.append(f"    qb, kb, vb = q[heads].float(), k[{kv}, :lkv].float(), v[{kv}, :lkv].float()")
-    if c.causal != "none" or c.window or c.alibi or c.padded:
+    if c.causal != "none" or c.window or c.alibi or c.padded or c.modifier.masks:
         kind = ", dtype=torch.float32" if c.alibi else ""
         lines.append(
             f"    i, j = torch.arange(S_Q, device=DEVICE{kind}).view(-1, 1), torch.arange(lkv, device=DEVICE{kind})"

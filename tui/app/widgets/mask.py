@@ -1,6 +1,7 @@
-"""Mask: which scores the configuration keeps (causal, window, padding), per batch entry,
-downsampled to the pane, drawn from the form's configuration so users see what they asked for;
-under it, where K and V live: a paged cache's page table, or what packed tokens save."""
+"""Mask: which scores the configuration keeps (causal, window, padding, a score modifier's mask),
+per batch entry, downsampled to the pane, drawn from the form's configuration so users see what
+they asked for; under it, where K and V live: a paged cache's page table, or what packed tokens
+save."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Select, Static
 
 from ...model.config import SdpaConfig
-from ...present.maskmap import mask_grid
+from ...present.maskmap import mask_grid, modifier_words
 from ...present.pagemap import MORE, packing_words, page_view
 from .fitted import FittedStatic
 
@@ -76,6 +77,8 @@ class MaskPane(VerticalScroll):
             t.append("".join(SHADES[min(4, round(f * 4))] for f in row), style="cyan")
             t.append("│\n")
         t.append("█ kept  ░▒▓ partly kept (a cell covers many scores)  blank: masked", style="dim")
+        if words := modifier_words(c):
+            t.append("\n" + words, style="dim")
         self.query_one("#mask-map", Static).update(t)
         view = self.query_one("#mask-storage", Static)
         view.display = storage is not None

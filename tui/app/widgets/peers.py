@@ -12,8 +12,10 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
+from ...model.fastest import fastest_way
 from ...model.results import PassResult, RunResult, TimingStats
 from ...model.statuses import BACKWARD, STATUS_CPU_ONLY, STATUS_MISMATCH, STATUS_OK
+from ...present.fastest import change_line, fastest_line, finding_lines
 from ...present.format import (
     PEER_COLUMNS,
     multiple,
@@ -27,6 +29,7 @@ from ...present.format import (
     us,
     verdict_words,
 )
+from ...present.peer_steps import STEP_COLUMNS, STEP_TITLE, StepRow, step_cells, step_rows
 from .fitted import FittedStatic, FittingTable
 
 HOW_TO_ASK = (
@@ -34,6 +37,7 @@ HOW_TO_ASK = (
     "--peers flash,flex (or --peers all): each is timed and checked on the same tensors as cuDNN."
 )
 SPEED_WORDS = "cuDNN speed: a row's kernel time over cuDNN's heuristic pick's (above 1: cuDNN is faster)"
+STEP_SPEED_WORDS = "cuDNN speed: a row's step over cuDNN's (above 1: cuDNN's step is faster)"
 OFF_SCALE = 10.0  # a bar this many times the pick's time would flatten the others: named, not drawn
 
 
@@ -81,6 +85,28 @@ def cudnn_rows(p: PassResult) -> list[Row]:
     return rows
 
 
+def form_rows(p: PassResult) -> list[Row]:
+    """cuDNN on each equivalent form of the configuration (the same scores, planned afresh)."""
+    rows = []
+    for f in p.forms:
+        verdict = {True: Text("pass"), False: Text("FAIL", style="red"), None: Text("-")}[f.matches]
+        what = Text(f"equivalent form: {f.why}; plan {f.plan}" if f.timing else f.reason)
+        name = f"cuDNN {f.words}"
+        rows.append(Row(name, name, f.timing, f.tflops, f.max_abs_error, verdict, None, what, True))
+    return rows
+
+
+def fastest_row(p: PassResult) -> list[Row]:
+    """The fastest way (model/fastest.py), for the table only: the winner and its margin."""
+    way = fastest_way(p)
+    if way is None:
+        return []
+    w = way.winner
+    what = Text(fastest_line(way) + "".join(f"; {x}" for x in (change_line(way), *finding_lines(way)) if x))
+    verdict = Text(w.verdict, style="" if w.passed is not False else "red")
+    return [Row(f"fastest: {w.name}", "", w.timing, None, w.max_abs, verdict, None, what)]
+
+
 def peer_rows(p: PassResult) -> list[Row]:
     """Each peer asked for: its figures, its error of O, what it is or why it did not run."""
     errors = peer_errors(p)
@@ -123,8 +149,26 @@ class PeerTable(FittingTable):
             )
 
 
+class PeerStepTable(FittingTable):
+    """The training step against the peers (present/peer_steps.py): cuDNN's step, then each
+    peer's forward, backward and step; a narrow pane leaves out why a peer has no step, then its
+    forward's and backward's times (the step, cuDNN's speed and the verdict stay)."""
+
+    DROPS = (STEP_COLUMNS[-1], STEP_COLUMNS[1], STEP_COLUMNS[2])
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
+        self.add_columns(*STEP_COLUMNS)
+
+    def show_rows(self, rows: list[StepRow]) -> None:
+        self.clear()
+        for row in rows:
+            self.add_row(*step_cells(row, rows, short=True))  # the precision is the forward table's
+
+
 class PeersPane(VerticalScroll):
-    """The forward's peers (the backward has none yet): a head line, the table and the chart."""
+    """The forward's peers: a head line, the table and the chart; with the backward's peers, the
+    training step against them (forward + backward each) under the table."""
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -134,31 +178,44 @@ class PeersPane(VerticalScroll):
     def compose(self) -> ComposeResult:
         yield FittedStatic(no_peers_words(None), id="peers-head")
         yield PeerTable(id="peers-table")
+        yield FittedStatic("", id="peers-step-head")
+        yield PeerStepTable(id="peers-step")
         yield PlotextPlot(id="peers-chart")
         yield FittedStatic("", id="peers-unrun")  # the peers that did not run and why, wider than a cell
 
     def on_mount(self) -> None:
         self._measured(False)
+        self.query_one("#peers-step-head").display = self.query_one(PeerStepTable).display = False
 
     def show(self, result: RunResult) -> None:
         p = result.forward
         unrun = peers_unrun(p) if p is not None else ""
         head = self.query_one("#peers-head", Static)
+        self._show_step(result)
         if p is None or not p.field_peers or unrun:
             head.update(Text(unrun, style="yellow") if unrun else no_peers_words(result))
             self._measured(False)
             return
         # where cuDNN stands is in the headline above; here, how to read the table
         text = Text(SPEED_WORDS if peer_standing(p) else "no peer was timed: each row says why", style="dim")
-        if result.pass_of(BACKWARD) is not None:
-            text.append("; peers are timed for the forward, the backward has none yet", style="dim")
+        if result.pass_of(BACKWARD) is not None and not step_rows(result):
+            text.append("; no peer was timed for the backward in this result", style="dim")
         head.update(text)
-        rows = cudnn_rows(p) + peer_rows(p)
-        self.query_one(PeerTable).show_rows(p, rows)
+        rows = cudnn_rows(p) + form_rows(p) + peer_rows(p)
+        self.query_one(PeerTable).show_rows(p, rows + fastest_row(p))
         unrun_lines = [f"{peer.name} did not run: {peer.reason}" for peer in p.field_peers if not peer.ran]
         self.query_one("#peers-unrun", Static).update(Text("\n".join(unrun_lines), style="yellow"))
         self._measured(True)
         self._draw(p, rows)
+
+    def _show_step(self, result: RunResult) -> None:
+        """The training step's table, shown where the backward timed peers."""
+        rows = step_rows(result)
+        head = self.query_one("#peers-step-head", Static)
+        if rows:
+            head.update(Text.assemble((STEP_TITLE, "bold"), ("\n" + STEP_SPEED_WORDS, "dim")))
+            self.query_one(PeerStepTable).show_rows(rows)
+        head.display = self.query_one(PeerStepTable).display = bool(rows)
 
     def _measured(self, shown: bool) -> None:
         for part in ("#peers-table", "#peers-unrun", "#peers-chart"):

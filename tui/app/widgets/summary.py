@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from ...model.results import ErrorMetrics, PassResult, RunResult
+from ...present.fastest import fastest_lines
 from ...present.format import (
     finding_rows,
     pass_note,
@@ -148,6 +149,8 @@ def pass_lines(p: PassResult, run_message: str) -> Text:
         t.append_text(verdict)
     if peer_standing(p):  # their kernel time over cuDNN's pick's: the Peers pane has the rest
         t.append(f"\n  against peers: {peer_standing(p)}", style="bold")
+    for words, style in fastest_lines(p):  # the fastest way: cuDNN's plans, its forms, the peers
+        t.append(f"\n  {words}", style=style)
     if details_line(p):
         t.append(f"\n  {details_line(p)}", style="dim")
     words, style = pass_note(p, run_message)

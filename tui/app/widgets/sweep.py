@@ -2,8 +2,9 @@
 CLI's `--vary` syntax; the app runs the points one at a time (app/sweeping.py). A row a point, as
 `sweep` writes it (tui.jobs.sweep.point_row, so the pane and the CLI agree on every figure), and a chart
 along the first vary: TFLOPS (TB/s for decode shapes, where no matmul dominates) of cuDNN's
-heuristic pick, of its fastest plan where that is another, of each peer that ran, and the GPU's
-dense peak."""
+heuristic pick, of its fastest plan where that is another, of each equivalent form and peer that
+ran, and the GPU's dense peak (tui.jobs.sweep_chart, which `sweep --plot` draws too; Save chart
+writes it as SVG), with the fastest way along the sweep under it."""
 
 from __future__ import annotations
 
@@ -16,8 +17,20 @@ from textual.widgets import Button, Input, Label, Static
 from textual_plotext import PlotextPlot
 
 from ...jobs.sweep import peer_cell, share_cell
-from ...model.gpu_peaks import peak_for
+from ...jobs.sweep_chart import (
+    FASTEST,
+    PICK,
+    decode_like,
+    legend,
+    pass_kinds,
+    peak_lines,
+    peers_that_ran,
+    series,
+    unrun_words,
+    winners_words,
+)
 from ...model.statuses import PASS_KINDS, STATUS_CPU_ONLY, STATUS_OK
+from ...present.fastest import record_cell
 from ...present.format import pass_short, status_style, status_word, us
 from .. import sweep_progress
 from ..messages import SweepAsked
@@ -29,7 +42,6 @@ VARY_HINTS = ("s=1024..32768x2", "then (optional) d=64,128")
 NO_GPU_WORDS = (
     "Kernel times need a GPU ({why}): each point runs what a CPU can, and the table shows its status."
 )
-PICK, FASTEST = "cuDNN H", "cuDNN *"  # the chart's names, as the Peers pane's
 # a colour per implementation (RGB, so that the chart and its legend below draw the same one)
 COLORS = ((0, 215, 255), (95, 135, 255), (255, 135, 0), (95, 215, 95), (215, 95, 215), (255, 215, 0),
           (175, 175, 175), (255, 255, 255))  # fmt: skip
@@ -37,93 +49,9 @@ PEAK_COLOR = (255, 85, 85)
 MARKERS = ("braille", "•", "x", "+", "o", "*", "#")  # a marker per value of the second vary
 
 
-# ---- the rows as the table and the chart read them -----------------------------------------
-def pass_kinds(rows: list[dict]) -> list[str]:
-    return [k for k in PASS_KINDS if any(k in r.get("passes", {}) for r in rows)]
-
-
-def peers_that_ran(rows: list[dict], kind: str = PASS_KINDS[0]) -> list[str]:
-    """A pass's peers timed at some point, in the order they were asked for."""
-    passes = (r.get("passes", {}).get(kind, {}) for r in rows)
-    return list(
-        dict.fromkeys(s for p in passes for s, peer in p.get("peers", {}).items() if peer.get("kernel_us"))
-    )
-
-
-def forward(row: dict) -> dict:
-    return row.get("passes", {}).get(PASS_KINDS[0], {})
-
-
-def unrun_words(rows: list[dict]) -> str:
-    """The peers asked for that ran at no point, and why (as the first point said it; peers of
-    one reason named together)."""
-    ran = set(peers_that_ran(rows))
-    why: dict[str, str] = {}
-    for r in rows:
-        for short, peer in forward(r).get("peers", {}).items():
-            if short not in ran and peer.get("reason"):
-                why.setdefault(short, peer["reason"])
-    by_reason: dict[str, list[str]] = {}
-    for short, reason in why.items():
-        by_reason.setdefault(reason, []).append(short)
-    return "; ".join(f"{', '.join(shorts)} ran at no point: {reason}" for reason, shorts in by_reason.items())
-
-
-def decode_like(rows: list[dict]) -> bool:
-    """One query a point (s_q = 1): memory-bound, so read against the bandwidth, not the FLOPs."""
-    return bool(rows) and all(r.get("config", {}).get("s_q") == 1 for r in rows)
-
-
-def rate(p: dict, kernel_us: float | None, decode: bool) -> float | None:
-    """TFLOPS (TB/s when `decode`) of a kernel time over the pass's FLOPs (minimum bytes)."""
-    amount = p.get("io_bytes" if decode else "flops")
-    return amount / kernel_us / 1e6 if kernel_us and amount else None
-
-
-def figures(row: dict, decode: bool) -> dict[str, float | None]:
-    """One point's figure per implementation: the pick's as point_row gives it, the fastest plan's
-    where that is another plan, each peer's."""
-    p = forward(row)
-    bandwidth = p.get("bandwidth_gbs")
-    pick = (bandwidth / 1000 if bandwidth else None) if decode else p.get("tflops")
-    found: dict[str, float | None] = {PICK: pick}
-    if p.get("fastest_us") and p.get("fastest_us") != p.get("kernel_us"):
-        found[FASTEST] = rate(p, p["fastest_us"], decode)
-    for short, peer in p.get("peers", {}).items():
-        found[short] = rate(p, peer.get("kernel_us"), decode) if decode else peer.get("tflops")
-    return found
-
-
-Line = tuple[str, str]  # (implementation, the second vary's value as `d=64`, or "")
-
-
-def series(
-    rows: list[dict], labels: list[str], xs: list[str], decode: bool
-) -> dict[Line, list[tuple[int, float]]]:
-    """Each line of the chart: (x position from 1, figure) per point. The first vary's values go
-    along x; with a second vary, a line per implementation and value of the second (in that
-    order: the legend groups an implementation's lines)."""
-    lines: dict[Line, list[tuple[int, float]]] = {}
-    for r in rows:
-        varied = r.get("varied", {})
-        x = xs.index(str(varied.get(labels[0]))) + 1
-        second = f"{labels[1]}={varied.get(labels[1])}" if len(labels) > 1 else ""
-        for name, value in figures(r, decode).items():
-            if value is not None:
-                lines.setdefault((name, second), []).append((x, value))
-    names = list(dict.fromkeys(name for name, _ in lines))
-    seconds = list(dict.fromkeys(second for _, second in lines))
-    return dict(sorted(lines.items(), key=lambda kv: (names.index(kv[0][0]), seconds.index(kv[0][1]))))
-
-
-def legend(line: Line) -> str:
-    """A line's name: 'FLASH', or 'FLASH d=64' with a second vary."""
-    return " ".join(part for part in line if part)
-
-
-def legend_text(names: list[str], seconds: list[str], peaks: list[str]) -> Text:
+def legend_text(names: list[str], seconds: list[str], peaks: list[str], winners: str = "") -> Text:
     """The chart's legend: a colour per implementation and peak; with a second vary, a marker per
-    value of it."""
+    value of it; then the fastest way along the sweep."""
     text = Text()
     for i, name in enumerate(names):
         text.append("━━ ", style="rgb({},{},{})".format(*COLORS[i % len(COLORS)]))
@@ -136,24 +64,10 @@ def legend_text(names: list[str], seconds: list[str], peaks: list[str]) -> Text:
         for i, second in enumerate(seconds):
             marker = MARKERS[i % len(MARKERS)]
             text.append(f"{'⠒⠒' if marker == 'braille' else marker * 2} {second}  ")
+    if winners:
+        text.append(f"\n{winners}", style="bold")
     text.append(f"\n{PICK}: cuDNN's heuristic pick, {FASTEST}: its fastest plan", style="dim")
     return text
-
-
-def peak_lines(rows: list[dict], decode: bool) -> tuple[dict[str, float], str]:
-    """The GPU's dense peak (its bandwidth for decode shapes) by legend name, one per dtype swept;
-    or why there is none."""
-    gpu = next((r["gpu"] for r in rows if r.get("gpu")), "")
-    peak = peak_for(gpu) if gpu else None
-    if peak is None:
-        return {}, f"peak unknown for {gpu}" if gpu else ""
-    if decode:
-        return {f"peak {peak.bandwidth_tbs:g} TB/s ({peak.name})": peak.bandwidth_tbs}, ""
-    dtypes = list(dict.fromkeys(r.get("config", {}).get("dtype", "") for r in rows))
-    found = {d: peak.tflops(d) for d in dtypes}
-    lines = {f"peak {v:g} ({peak.name} {d})": v for d, v in found.items() if v is not None}
-    missing = [d for d, v in found.items() if v is None]
-    return lines, f"no {', '.join(missing)} peak for {peak.name}" if missing else ""
 
 
 # ---- the table ----------------------------------------------------------------------------
@@ -173,15 +87,15 @@ class SweepTable(FittedTable):
     def show_rows(self, rows: list[dict], labels: list[str]) -> None:
         kinds, share = pass_kinds(rows), _has_share(rows)
         peers = {kind: peers_that_ran(rows, kind) for kind in kinds}
+        won = {k for k in kinds if any(r.get("passes", {}).get(k, {}).get("fastest") for r in rows)}
         said = any(r.get("message") and r.get("status") not in (STATUS_OK, STATUS_CPU_ONLY) for r in rows)
         at = self.cursor_row
         self.clear(columns=True)
         heads = [*labels, "status"]
         for kind in kinds:
             prefix = "" if kind == PASS_KINDS[0] else f"{pass_short(kind)} "
-            heads += [
-                f"{prefix}{c}" for c in ("kernel", "TFLOPS", *(("of peak",) if share else ()), *peers[kind])
-            ]
+            extra = ("of peak",) * share + tuple(peers[kind]) + ("fastest",) * (kind in won)
+            heads += [f"{prefix}{c}" for c in ("kernel", "TFLOPS", *extra)]
         self.add_columns(*heads, *(("message",) if said else ()))
         for r in rows:
             status = r.get("status", "")
@@ -193,6 +107,7 @@ class SweepTable(FittedTable):
                 cells += [us(p.get("kernel_us")), "-" if tflops is None else f"{tflops:.1f}"]
                 cells += [share_cell(p)] if share else []
                 cells += [peer_cell(p.get("peers", {}).get(short)) for short in peers[kind]]
+                cells += [record_cell(p.get("fastest"))] if kind in won else []
             if said:
                 cells.append("" if status in (STATUS_OK, STATUS_CPU_ONLY) else r.get("message", ""))
             self.add_row(*cells, key=r.get("key"))
@@ -223,6 +138,7 @@ class SweepPane(VerticalScroll):
             yield FittedStatic("", id=f"sweep-error-{i}", classes="sweep-error")
         with Horizontal(id="sweep-bar"):
             yield Button("Start", id="sweep-start", variant="primary", compact=True)
+            yield Button("Save chart", id="sweep-save", compact=True)  # as SVG, into the current folder
             yield FittedStatic(IDLE_WORDS, id="sweep-status")
         yield FittedStatic("", id="sweep-note")  # what is missing without a GPU
         yield SweepTable(id="sweep-table")
@@ -232,7 +148,14 @@ class SweepPane(VerticalScroll):
 
     def on_mount(self) -> None:
         self.set_interval(1.0, self._tick)
-        for part in ("#sweep-note", "#sweep-table", "#sweep-chart", "#sweep-legend", "#sweep-unrun"):
+        for part in (
+            "#sweep-note",
+            "#sweep-table",
+            "#sweep-chart",
+            "#sweep-legend",
+            "#sweep-unrun",
+            "#sweep-save",
+        ):
             self.query_one(part).display = False
 
     @property
@@ -241,7 +164,28 @@ class SweepPane(VerticalScroll):
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
-        self.post_message(SweepAsked(self.texts))
+        if event.button.id == "sweep-save":
+            self.save_chart()
+        else:
+            self.post_message(SweepAsked(self.texts))
+
+    def save_chart(self, path: str | None = None) -> tuple[str, bool]:
+        """The chart as `sweep --plot` draws it (jobs/sweep_plot.py), to `path` or a new SVG in the
+        current folder named by the first vary; said in a toast, and returned (the line, written)."""
+        from ...jobs.sweep_plot import save_chart
+        from ...store.files import resolved
+
+        if path is None:
+            stem = f"sweep-{(self.labels or ['chart'])[0]}"
+            path = next(
+                str(p)
+                for n in range(1, 10_000)
+                if not (p := resolved(f"{stem}{'' if n == 1 else f'-{n}'}.svg")).exists()
+            )
+        words, ok = save_chart(self.rows, path)
+        self.app.notify(words, title="Chart saved" if ok else "Chart not saved",
+                        severity="information" if ok else "warning", markup=False)  # fmt: skip
+        return words, ok
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
@@ -303,6 +247,7 @@ class SweepPane(VerticalScroll):
         seconds = list(dict.fromkeys(second for _, second in lines))
         plot = self.query_one("#sweep-chart", PlotextPlot)
         plot.display = self.query_one("#sweep-legend").display = bool(lines)  # nothing timed: no empty frame
+        self.query_one("#sweep-save").display = bool(lines)  # a chart to save
         plt = plot.plt
         plt.clear_data()
         plt.clear_figure()
@@ -323,7 +268,8 @@ class SweepPane(VerticalScroll):
             plt.xlim(0.8, len(self.xs) + 0.2)
             plt.xlabel(self.labels[0])
         plot.refresh()
-        self.query_one("#sweep-legend", Static).update(legend_text(names, seconds, list(peaks)))
+        winners = winners_words(self.rows)
+        self.query_one("#sweep-legend", Static).update(legend_text(names, seconds, list(peaks), winners))
 
     def _title(self, decode: bool, why: str) -> str:
         """What is drawn against what, and why there is no peak line."""
