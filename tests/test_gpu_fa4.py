@@ -29,7 +29,7 @@ SHAPES = {
     ),
     "paged decode": SdpaConfig(
         b=16, h_q=32, h_kv=8, s_q=1, s_kv=4096, d_qk=128, d_v=128, dtype="bf16", causal="bottom_right",
-        page_size=64, seq_lens_kv=tuple(4096 - 200 * i for i in range(16)),
+        page_size=64, seq_lens_q=(1,) * 16, seq_lens_kv=tuple(4096 - 200 * i for i in range(16)),
     ),
 }  # fmt: skip
 
@@ -69,8 +69,9 @@ def test_fa4s_backward_on_the_training_preset_is_checked_and_its_step_set_beside
     r = engine.run(config, RunOptions(peers=("fa4", "flash", "flex"), autotune=False))
     assert r.status == "ok", r.message
     backward = r.passes[1]
-    for other in backward.field_peers:  # each backward captured and timed as cuDNN's is
-        assert not other.ran or not other.timing_method, (other.name, other.timing_method)
+    for other in backward.field_peers:  # each backward captured and timed as cuDNN's is, or says why not
+        eager = other.timing_method.startswith("CUPTI kernel sum over eager calls")
+        assert not other.ran or not other.timing_method or eager, (other.name, other.timing_method)
     peer = fa4_of(backward)
     if not peer.ran:  # FA4's own words for a backward it has not on this GPU
         assert peer.reason.startswith("FA4: "), peer.reason

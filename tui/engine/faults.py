@@ -38,14 +38,18 @@ class ContextLost(Exception):
 
 
 def usable() -> bool:
-    """Whether the context still runs work: after a sticky error every call fails."""
+    """Whether the context still runs work: after a sticky error every call fails. A failed
+    capture's error is reported once, by the next call, and then gone: so a second try decides."""
     import torch
 
-    try:
-        torch.cuda.synchronize()
-        return int(torch.ones(1, device="cuda").add_(1).item()) == 2
-    except Exception:
-        return False
+    for _ in range(2):
+        try:
+            torch.cuda.synchronize()
+            if int(torch.ones(1, device="cuda").add_(1).item()) == 2:
+                return True
+        except Exception:
+            continue
+    return False
 
 
 def sticky(exc: BaseException) -> bool:

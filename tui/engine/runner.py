@@ -85,7 +85,7 @@ class Engine:
         """Make, on a thread, what every process's first run makes: the cuDNN handle, and the
         reference's first use of cuBLAS and torch's kernels (0.3 s of the first case of a check
         on the H200, against 0.01 s for the next). An engine process starts this as it reports
-        ready, so the first build overlaps it; nothing is measured until it is done."""
+        ready, so it overlaps the wait for the first request; a run waits for it before it builds."""
         self._warming = threading.Thread(target=self._warm, name="engine warm-up", daemon=True)
         self._warming.start()
 
@@ -107,7 +107,8 @@ class Engine:
 
     def _warmed(self) -> None:
         """Wait for the warm-up: no other thread may launch work while a CUDA graph is captured
-        or the profiler records the plan's kernels."""
+        (by the timing, or by a build: a warm-up beside one failed its cuBLAS call on the H200 once
+        the CuTe DSL's engines were there) or the profiler records the plan's kernels."""
         if self._warming is not None:
             self._warming.join()
             self._warming = None
@@ -156,6 +157,7 @@ class Engine:
         issues, withheld = self._withheld(config, options, env, base)
         if withheld is not None:
             return withheld
+        self._warmed()  # before anything is built: a build may capture (the frontend's own engines)
         try:
             passes, hit, status, message = self._passes(config, options, env)
         except Cancelled as stop:  # at a step boundary: nothing half-measured is shown

@@ -55,7 +55,11 @@ def _logical(graph: Any, op: str, a: Any, b: Any) -> Any:
 
 
 def _whole(graph: Any, n: int) -> Any:
-    return graph.tensor_scalar(int(n), _types()[2])
+    """An INT32 scalar: cuDNN's fused kernels compare INT32 indices with INT32 operands only."""
+    int32, _boolean, kind, _inf = _types()
+    t = graph.tensor_scalar(int(n), kind)
+    t.set_data_type(int32)
+    return t
 
 
 def _document(graph: Any, index: Any, v: Variant) -> Any:

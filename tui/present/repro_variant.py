@@ -28,14 +28,14 @@ def _keep_lines(c: SdpaConfig) -> list[str]:
     if v.window:
         lines += [
             "        back = self.typed(graph.sub(a=row, b=col, compute_data_type=i32), i32)",
-            f"        near = graph.cmp_lt(input=back, comparison=graph.tensor_scalar({v.window}, {_SCALAR}),"
+            f"        near = graph.cmp_lt(input=back, comparison=self.typed(graph.tensor_scalar({v.window}, {_SCALAR}), i32),"
             " compute_data_type=boolean)",
             "        kept = self.typed(graph.logical_and(a=kept, b=self.typed(near, boolean), compute_data_type=boolean),"
             " boolean)",
         ]
     if v.prefix is not None:
         lines += [
-            f"        head = graph.cmp_lt(input=col, comparison=graph.tensor_scalar({v.prefix}, {_SCALAR}),"
+            f"        head = graph.cmp_lt(input=col, comparison=self.typed(graph.tensor_scalar({v.prefix}, {_SCALAR}), i32),"
             " compute_data_type=boolean)",
             "        kept = self.typed(graph.logical_or(a=kept, b=self.typed(head, boolean), compute_data_type=boolean),"
             " boolean)",
@@ -46,7 +46,7 @@ def _keep_lines(c: SdpaConfig) -> list[str]:
             "        for index in (row, col):  # each position's document: the starts after the first it reached",
             "            doc = None",
             f"            for start in {list(v.starts[1:])}:",
-            f"                at = graph.cmp_ge(input=index, comparison=graph.tensor_scalar(start, {_SCALAR}),"
+            f"                at = graph.cmp_ge(input=index, comparison=self.typed(graph.tensor_scalar(start, {_SCALAR}), i32),"
             " compute_data_type=boolean)",
             "                at = self.typed(at, i32)",
             "                doc = at if doc is None else self.typed(graph.add(a=doc, b=at, compute_data_type=i32), i32)",
