@@ -364,8 +364,10 @@ def test_the_backward_peers_gradients_are_checked(monkeypatch, eager, case):
     by_key = dict(zip(("flash", "fa4"), results, strict=True))
     assert by_key["fa4"].ran, by_key["fa4"].reason
     assert "autograd" in by_key["fa4"].description
-    assert by_key["fa4"].timing.median_us == 40.0 and by_key["fa4"].timing_method == ""  # as cuDNN's
+    # FA4's backward fails inside a capture on the H200 (and leaves the context erroring): eager
+    assert by_key["fa4"].timing.median_us == 55.0 and peer_fa4.UNCAPTURED in by_key["fa4"].timing_method
     ran = [p for p in results if p.ran]
+    assert all(p.timing.median_us == 40.0 and not p.timing_method for p in ran if p is not by_key["fa4"])
     if config.varlen:
         assert "NaN" in by_key["flash"].reason
     for output in ("dQ", "dK", "dV"):
@@ -414,6 +416,9 @@ def test_a_graph_that_recorded_no_kernels_is_not_a_figure(monkeypatch, eager):
     monkeypatch.setattr(
         peer_runs, "kernel_time", lambda *_a, **_k: stats(1.0, "cuda-graph replay (no CUPTI records)")
     )
-    results, _errors = backward_peers(monkeypatch, CASES["GQA"].replace(backward=True), ("fa4",))
+    monkeypatch.setattr(peer_fa4, "_module", lambda: FakeFA4())
+    results, _errors = peer_runs.measure_peers(
+        measurement(CASES["GQA"], FORWARD_PASS), ("fa4",), RunOptions(), 10**9, 10**6
+    )
     assert results[0].timing.median_us == 55.0
     assert "recorded no kernels" in results[0].timing_method

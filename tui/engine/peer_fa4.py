@@ -16,6 +16,7 @@ assertions (a head dim, a GPU) are its refusal, in its words. Its backward runs 
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import time
 from typing import Any
@@ -25,6 +26,9 @@ from . import storage
 from .peer_base import Prepared, Refused, Tensors, always, backward_of, precision
 
 MODULE = "flash_attn.cute"
+# measured on the H200 (flash-attn-4 4.0.0b36, torch 2.11): a CUDA graph capturing FA4's backward
+# fails, and its failed capture leaves every later call erroring; so it is timed over eager calls
+UNCAPTURED = "FA4's backward fails inside a CUDA graph capture"
 MISSING = "flash_attn.cute is not installed (FlashAttention-4): uv sync --extra peers"
 # where FA4's own refusals come from: its assertions, and the CuTe DSL's compile errors
 FA4_ERRORS = ("flash_attn", "cutlass", "quack", "tvm_ffi")
@@ -189,10 +193,11 @@ class FlashAttention4:
     def prepare_backward(self, config: SdpaConfig, t: Tensors, d_o: Any) -> Prepared:
         """dQ, dK, dV through FA4's backward (autograd); its assertions are its refusal."""
         try:
-            return backward_of(self, config, t, d_o)
+            prepared = backward_of(self, config, t, d_o)
         except Refused:
             raise
         except Exception as exc:
             if _fa4_error(exc):
                 raise Refused(fa4_words(exc)) from exc
             raise
+        return dataclasses.replace(prepared, uncapturable=UNCAPTURED)
