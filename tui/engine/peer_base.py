@@ -67,29 +67,24 @@ def always(config: SdpaConfig, sinks: bool = False, modifiers: bool = False) -> 
     return ""
 
 
+UNCAPTURED = "a backward through autograd is timed over eager calls"
+
+
 def backward_of(adapter: Any, config: SdpaConfig, t: Tensors, d_o: Any) -> Prepared:
     """A peer's backward through autograd: its forward once on leaves that want gradients (kept
     for every call), then each call computes dQ, dK, dV for the same dO. The first backward is
     part of preparing (Flex and FA4 compile it), reported with the forward's compile time.
 
-    Autograd runs each backward operation on its forward's stream, synchronised with the stream
-    the call is made on: the forward runs on a stream of its own (not the legacy default stream,
-    which no capture may wait on), so a CUDA graph captured on another stream takes the backward
-    in, and the backward is timed as cuDNN's is (kernel_time; a capture refused falls back to
-    eager calls, and says so)."""
+    It is timed by CUPTI over eager calls (kernel sums), not in a CUDA graph: on the H200 a
+    capture of autograd's backward failed for FA4 ("operation failed due to a previous error
+    during capture") and, with the forward on a stream of its own, for Flex ("capturing stream
+    has unjoined work"), each leaving the context erroring."""
     import torch
 
     q, k, v = (x.detach().requires_grad_() for x in (t.q, t.k, t.v))
     forward = adapter.prepare(config, dataclasses.replace(t, q=q, k=k, v=v))
     t0 = time.perf_counter()
-    if q.is_cuda:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            out = forward.outputs(forward.run())
-        torch.cuda.current_stream().wait_stream(side)
-    else:
-        out = forward.outputs(forward.run())
+    out = forward.outputs(forward.run())
 
     def run() -> dict[str, Any]:
         grads = torch.autograd.grad(out, (q, k, v), d_o, retain_graph=True)
@@ -99,7 +94,9 @@ def backward_of(adapter: Any, config: SdpaConfig, t: Tensors, d_o: Any) -> Prepa
     if q.is_cuda:
         torch.cuda.synchronize()
     compiled = None if forward.compile_seconds is None else forward.compile_seconds + time.perf_counter() - t0
-    return Prepared(run, f"{forward.description}; its backward through autograd", compiled)
+    return Prepared(
+        run, f"{forward.description}; its backward through autograd", compiled, uncapturable=UNCAPTURED
+    )
 
 
 class OptionalPeer:

@@ -16,7 +16,6 @@ assertions (a head dim, a GPU) are its refusal, in its words. Its backward runs 
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import time
 from typing import Any
@@ -26,9 +25,6 @@ from . import storage
 from .peer_base import Prepared, Refused, Tensors, always, backward_of, precision
 
 MODULE = "flash_attn.cute"
-# measured on the H200 (flash-attn-4 4.0.0b36, torch 2.11): a CUDA graph capturing FA4's backward
-# fails, and its failed capture leaves every later call erroring; so it is timed over eager calls
-UNCAPTURED = "FA4's backward fails inside a CUDA graph capture"
 MISSING = "flash_attn.cute is not installed (FlashAttention-4): uv sync --extra peers"
 # where FA4's own refusals come from: its assertions, and the CuTe DSL's compile errors
 FA4_ERRORS = ("flash_attn", "cutlass", "quack", "tvm_ffi")
@@ -200,4 +196,4 @@ class FlashAttention4:
             if _fa4_error(exc):
                 raise Refused(fa4_words(exc)) from exc
             raise
-        return dataclasses.replace(prepared, uncapturable=UNCAPTURED)
+        return prepared
