@@ -73,7 +73,7 @@ def check(preset_names, quick, as_json, gpus, **values) -> None:
         env = session.ready()
         if env is None:
             _fail_run([f"the engine process cannot start: {session.down}"], as_json)
-        rows, passed = run_cases(
+        rows, passed, known = run_cases(
             session,
             cases,
             lambda name: options_for(name, env),
@@ -83,7 +83,7 @@ def check(preset_names, quick, as_json, gpus, **values) -> None:
             recorder.add,
         )
         restarts = (session.restarts, session.restart_reasons)
-    failed = len(cases) - passed
+    failed = len(cases) - passed - known
     from ..jobs.fleet import identity_of
 
     summary = {
@@ -91,6 +91,7 @@ def check(preset_names, quick, as_json, gpus, **values) -> None:
         "gpu_available": env.gpu_available,
         "passed": passed,
         "failed": failed,
+        "known": known,  # not run: this cuDNN on this GPU is known to refuse it
         "restarts": restarts[0],
         "plan_cache": plan_cache_counts(result for _name, result in recorder.cases),
         **recorder.finish(as_json),
@@ -110,7 +111,8 @@ def check(preset_names, quick, as_json, gpus, **values) -> None:
         again = f"; the engine process was restarted {restarts[0]} time(s)" if restarts[0] else ""
         cache = summary["plan_cache"]
         cached = f"; graphs: {cache['loaded']} loaded from the plan cache, {cache['built']} built"
-        terminal().print(f"{passed} passed, {failed} failed{again}{cached}")
+        refused = f", {known} known to be refused here" if known else ""
+        terminal().print(f"{passed} passed, {failed} failed{refused}{again}{cached}")
     sys.exit(EXIT_OK if failed == 0 and env.gpu_available and recorder.passed else EXIT_FAIL)
 
 

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..model.config import SdpaConfig
+from ..model.known_issues import REFUSED
 from ..model.results import PassResult, RunResult, TimingStats
 from ..model.statuses import STATUS_CPU_ONLY, STATUS_CRASH, STATUS_KNOWN_ISSUE, STATUS_OK
 from ..present.fastest import fastest_record, record_cell
@@ -85,10 +86,19 @@ def plan_cache_counts(results: Any) -> dict[str, Any]:
     return counts
 
 
+def known_refusal(result: RunResult) -> bool:
+    """Not run because this cuDNN on this GPU is known to refuse it (model/known_issues.py): the
+    box behaves as known, which is no failure of it; a known crash still is."""
+    issues = result.known_issues
+    return result.status == STATUS_KNOWN_ISSUE and bool(issues) and all(i.outcome == REFUSED for i in issues)
+
+
 def case_line(name: str, result: RunResult) -> str:
-    """One case for the terminal: PASS or FAIL, then each pass's figures (or why it failed)."""
+    """One case for the terminal: PASS, KNOWN or FAIL, then each pass's figures (or why not)."""
     ok = result.status == STATUS_OK
     mark = "[green]PASS[/green]" if ok else "[red]FAIL[/red]"
+    if known_refusal(result):
+        return f"[yellow]KNOWN[/yellow] {name:19} {result.config.label():42} {escape(result.message)}"
     if result.status == STATUS_CPU_ONLY:  # no GPU: what cuDNN's validate() said is all there is
         return f"[yellow]VALID[/yellow] {name:20} {result.config.label():42} cuDNN's validate() accepts it (not run: no GPU)"
     if not ok:
@@ -126,21 +136,22 @@ def run_cases(
     on_result: Callable[[str, RunResult], None] | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
     """Each case through one engine session, one line (or JSON row) a case; the rows and how
-    many passed. A case that crashes costs the session's process, not the cases after it.
+    many passed and how many this cuDNN is known to refuse. A case that crashes costs the session's process, not the cases after it.
     `on_result` is given each case's whole result as it comes (the history, a baseline)."""
     if not as_json:
         console.print(escape(versions_words(session.environment)))
-    rows, passed = [], 0
+    rows, passed, known = [], 0, 0
     for name, config in cases:
         result = session.run(config, options_for(name))
         if on_result is not None:
             on_result(name, result)
         passed += result.status == STATUS_OK
+        known += known_refusal(result)
         rows.append(case_row(name, result))
         if not as_json:
             console.print(case_line(name, result), soft_wrap=True)  # a case is one line, for grep
         follow_up(result, seed, Console(stderr=True), name)
-    return rows, passed
+    return rows, passed, known
 
 
 def follow_up(result: RunResult, seed: int, err: Console, name: str = "") -> None:

@@ -43,6 +43,14 @@ class KnownIssue:
         return KnownIssueMatch(self.key, self.summary, self.outcome, self.established)
 
 
+def _compares_positions(c: SdpaConfig) -> bool:
+    """A score modifier whose mask compares a position with a number (engine/score_mod.py)."""
+    if getattr(c, "variant", "none") == "none":
+        return False
+    m = c.modifier
+    return bool(m.window) or m.prefix is not None or len(m.documents) > 1
+
+
 _SUPPORT_SURFACE = "the frontend's own support check refuses it (sdpa_support_surface.h, frontend 1.32): "
 
 KNOWN_ISSUES: tuple[KnownIssue, ...] = (
@@ -89,6 +97,20 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
         outcome=REFUSED,
         established=_SUPPORT_SURFACE + "'cuDNN 9.14.0 has a known bug with non-causal + s_kv > 1024 + "
         "sliding window attention'",
+    ),
+    KnownIssue(
+        key="score-mod-position-compare-hopper-cudnn-9.19",
+        summary="a score modifier that compares positions with a number (a window in the modifier, a "
+        "prefix length, document starts) has no engine on Hopper in cuDNN 9.19 (the backend declines "
+        "its comparison: 'get_fort_io_type_str(port.first.getKernelType()) != \"int32_t\"')",
+        cudnn=((9, 19, 0), (9, 20, 0)),
+        archs=(9,),
+        applies=_compares_positions,
+        outcome=REFUSED,
+        established="measured on an H200 with cuDNN 9.19.0 and frontend 1.32 (benchmarks/variants_probe.py, "
+        "docs/VARIANTS.md): softcap:50 and softcap-causal:50 build and pass forward and backward; "
+        "softcap-causal:50,1024, prefix-lm:1024 and document:... are declined by every engine, with "
+        "the scalars as INT32 or not",
     ),
 )
 
