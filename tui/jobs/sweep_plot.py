@@ -9,7 +9,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from .sweep_chart import decode_like, forward, legend, peak_lines, series, winners_words
+from .sweep_chart import FASTEST, PICK, decode_like, forward, legend, peak_lines, series, winners_words
 
 PLOT_SUFFIXES = (".png", ".svg")
 NO_MATPLOTLIB = "the chart needs matplotlib: uv sync --extra plots (or pip install matplotlib)"
@@ -27,13 +27,17 @@ def plot_problem(path: str) -> str:
     return ""
 
 
+# the terminal chart's short names, spelled out where a report's legend has the room
+SPELLED = {PICK: "cuDNN H (the heuristic's pick)", FASTEST: "cuDNN * (its fastest plan)"}
+
+
 def versions_words(rows: list[dict]) -> str:
     """'cuDNN 9.19.0, frontend 1.32.0, torch 2.11.0; NVIDIA H200': the first point that says."""
     found = next((r["versions"] for r in rows if r.get("versions")), {})
     gpu = next((r["gpu"] for r in rows if r.get("gpu")), "")
     parts = [f"{name} {found[key]}" for key, name in (("cudnn", "cuDNN"), ("frontend", "frontend"),
              ("torch", "torch")) if found.get(key)]  # fmt: skip
-    return ", ".join(parts) + (f"; {gpu}" if gpu else "") if parts or gpu else "versions not recorded"
+    return f"{', '.join(parts) or 'versions not recorded'}" + (f"; {gpu}" if gpu else "")
 
 
 def labels_of(rows: list[dict]) -> list[str]:
@@ -62,7 +66,15 @@ def chart_bytes(rows: list[dict], suffix: str, title: str = "") -> bytes:
     for (name, second), points in lines.items():
         x, y = zip(*points, strict=True)
         style = LINE_STYLES[seconds.index(second) % len(LINE_STYLES)]
-        ax.plot(x, y, style, marker="o", ms=4, color=colors[names.index(name)], label=legend((name, second)))
+        ax.plot(
+            x,
+            y,
+            style,
+            marker="o",
+            ms=4,
+            color=colors[names.index(name)],
+            label=legend((SPELLED.get(name, name), second)),
+        )
     for name, value in peaks.items():
         ax.axhline(value, color="red", ls="--", lw=1, label=name)
     _stars(ax, rows, labels, xs, lines)
