@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -65,6 +66,16 @@ def always(config: SdpaConfig, sinks: bool = False, modifiers: bool = False) -> 
     if config.variant != "none" and not modifiers:
         return f"the score modifier {config.variant}: this peer is not given it here"
     return ""
+
+
+def lengths_of(config: SdpaConfig, side: int) -> list[int]:
+    """Each sequence's real length on one side (0: queries, 1: keys and values)."""
+    return [config.lengths(i)[side] for i in range(config.b)]
+
+
+def starts(lengths: list[int]) -> list[int]:
+    """[0, l0, l0 + l1, ...]: where each sequence's tokens start, then the total (cu_seqlens, indptr)."""
+    return list(itertools.accumulate(lengths, initial=0))
 
 
 UNCAPTURED = "a backward through autograd is timed over eager calls"

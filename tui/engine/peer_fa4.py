@@ -22,7 +22,7 @@ from typing import Any
 
 from ..model.config import SdpaConfig
 from . import storage
-from .peer_base import Prepared, Refused, Tensors, always, backward_of, precision
+from .peer_base import OptionalPeer, Prepared, Refused, Tensors, always, backward_of, lengths_of, starts
 
 MODULE = "flash_attn.cute"
 MISSING = "flash_attn.cute is not installed (FlashAttention-4): uv sync --extra peers"
@@ -32,17 +32,6 @@ FA4_ERRORS = ("flash_attn", "cutlass", "quack", "tvm_ffi")
 
 def _module() -> Any:
     return importlib.import_module(MODULE)
-
-
-def _lengths(config: SdpaConfig, side: int) -> list[int]:
-    return [config.lengths(i)[side] for i in range(config.b)]
-
-
-def _cumulative(lengths: list[int]) -> list[int]:
-    out = [0]
-    for n in lengths:
-        out.append(out[-1] + n)
-    return out
 
 
 def unsupported(config: SdpaConfig, kind: str = "forward") -> str:
@@ -109,10 +98,10 @@ def call(config: SdpaConfig, t: Tensors) -> tuple[str, tuple[Any, Any, Any], dic
 
     if not (config.packed or config.paged or config.varlen):
         return "flash_attn_func", (q, k, v), kwargs
-    lq, lkv = _lengths(config, 0), _lengths(config, 1)
+    lq, lkv = lengths_of(config, 0), lengths_of(config, 1)
     if config.packed:
         q = storage.pack(torch, config, t.q, "q")
-        kwargs.update(cu_seqlens_q=ints(_cumulative(lq)), max_seqlen_q=max(lq))
+        kwargs.update(cu_seqlens_q=ints(starts(lq)), max_seqlen_q=max(lq))
     elif lq != [config.s_q] * config.b:
         kwargs.update(seqused_q=ints(lq), max_seqlen_q=config.s_q)
     if config.paged:
@@ -121,7 +110,7 @@ def call(config: SdpaConfig, t: Tensors) -> tuple[str, tuple[Any, Any, Any], dic
         kwargs.update(page_table=table, seqused_k=ints(lkv))
     elif config.packed:
         k, v = (storage.pack(torch, config, x, name) for x, name in ((t.k, "k"), (t.v, "v")))
-        kwargs.update(cu_seqlens_k=ints(_cumulative(lkv)), max_seqlen_k=max(lkv))
+        kwargs.update(cu_seqlens_k=ints(starts(lkv)), max_seqlen_k=max(lkv))
     elif lkv != [config.s_kv] * config.b:
         kwargs.update(seqused_k=ints(lkv), max_seqlen_k=config.s_kv)
     return "flash_attn_varlen_func", (q, k, v), kwargs
@@ -137,22 +126,13 @@ def _fa4_error(exc: BaseException) -> bool:
     return isinstance(exc, AssertionError) or type(exc).__module__.startswith(FA4_ERRORS)
 
 
-class FlashAttention4:
+class FlashAttention4(OptionalPeer):
     """FlashAttention-4 through `flash_attn.cute`: where installed, for what its interface takes."""
 
-    key, title = "fa4", "FA4"
+    key, module, title, missing = "fa4", MODULE, "FA4", MISSING
 
-    def name(self, config: SdpaConfig) -> str:
-        return f"{self.title} {precision(config)}"
-
-    def unavailable(self) -> str:
-        try:
-            _module()
-        except ImportError:
-            return MISSING
-        except Exception as exc:  # a DSL or driver that does not load: its words
-            return f"flash_attn.cute does not import: {fa4_words(exc).removeprefix('FA4: ')}"
-        return ""
+    def load(self) -> Any:
+        return _module()  # the module's own look-up, which a test can stand in for
 
     def refusal(self, config: SdpaConfig, kind: str = "forward") -> str:
         return unsupported(config, kind)

@@ -31,7 +31,7 @@ from typing import Any
 
 from ..model.config import SdpaConfig
 from . import fp8, storage
-from .peer_base import OptionalPeer, Prepared, Tensors, always
+from .peer_base import OptionalPeer, Prepared, Tensors, always, lengths_of, starts
 
 WORKSPACE_BYTES = 128 << 20  # FlashInfer's recommended float workspace
 DENSE_PAGE = 16  # tokens a page of a dense cache seen as pages (vLLM's default block)
@@ -64,14 +64,6 @@ def paged_kv(config: SdpaConfig, table: list[list[int]], page_size: int) -> Page
         indptr.append(indptr[-1] + n)
         last.append(kv - (n - 1) * page_size if n else 0)
     return PagedKV(indptr, indices, last)
-
-
-def indptr_of(lengths: list[int]) -> list[int]:
-    """[0, l0, l0 + l1, ...]: where each sequence's tokens start, then the total."""
-    out = [0]
-    for n in lengths:
-        out.append(out[-1] + n)
-    return out
 
 
 def modifier(config: SdpaConfig) -> tuple[dict[str, Any], str]:
@@ -258,7 +250,7 @@ def _paged(fi: Any, torch: Any, config: SdpaConfig, t: Tensors, ws: Any) -> _Cal
                      _keywords(config, q, k), (q, (k, v)), lambda out: out.unsqueeze(2))  # fmt: skip
     wrapper = fi.BatchPrefillWithPagedKVCacheWrapper(ws, "HND")
     q = _tokens(torch, config, t.q, "q")
-    qo = _int32(torch, indptr_of([config.lengths(i)[0] for i in range(config.b)]), device)
+    qo = _int32(torch, starts(lengths_of(config, 0)), device)
     return _Call(wrapper, f"BatchPrefillWithPagedKVCacheWrapper, {where}", (qo, *pages, last, *heads),
                  _prefill_keywords(config, q, k), (q, (k, v)), _output(torch, config))  # fmt: skip
 
@@ -293,8 +285,8 @@ def _dense_decode(fi: Any, torch: Any, config: SdpaConfig, t: Tensors, ws: Any) 
 def _ragged(fi: Any, torch: Any, config: SdpaConfig, t: Tensors, ws: Any) -> _Call:
     device = t.q.device
     q, k, v = (_tokens(torch, config, x, name) for x, name in ((t.q, "q"), (t.k, "k"), (t.v, "v")))
-    qo = _int32(torch, indptr_of([config.lengths(i)[0] for i in range(config.b)]), device)
-    kv = _int32(torch, indptr_of([config.lengths(i)[1] for i in range(config.b)]), device)
+    qo = _int32(torch, starts(lengths_of(config, 0)), device)
+    kv = _int32(torch, starts(lengths_of(config, 1)), device)
     wrapper = fi.BatchPrefillWithRaggedKVCacheWrapper(ws, "NHD")
     plan = (qo, kv, config.h_q, config.h_kv, config.d_qk)
     what = "BatchPrefillWithRaggedKVCacheWrapper, NHD tokens packed one sequence after another"
