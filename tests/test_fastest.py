@@ -152,7 +152,13 @@ def test_check_prints_and_keeps_the_winner_of_each_case():
     pick_us = PEERS.forward.plan(PEERS.forward.heuristic_plan).timing.median_us
     result = with_peer(PEERS, "FA4 bf16", pick_us / 1.109, GOOD)
     assert case_line("llama3-8b-prefill", result).endswith("fastest FA4 1.11x")
-    assert case_row("llama3-8b-prefill", result)["fastest"]["name"] == "FA4"
+    row = case_row("llama3-8b-prefill", result)
+    assert row["fastest"]["name"] == "FA4"
+    # every contender is kept, so a table of cuDNN against each peer comes from one check run
+    fa4 = next(c for c in row["contenders"] if c["name"] == "FA4")
+    assert fa4 == {"name": "FA4", "role": "peer", "kernel_us": pick_us / 1.109, "passed": True,
+                   "detail": "FA4 bf16"}  # fmt: skip
+    assert row["contenders"][0]["role"] == "pick" and row["contenders"][0]["kernel_us"] == pick_us
     wrong = with_peer(PEERS, "FA4 bf16", pick_us / 2, WRONG)
     assert "fastest cuDNN H [red]FA4 faster but FAILS[/red]" in case_line("x", wrong)
     assert "fastest" not in case_line("x", dataclasses.replace(SEED, passes=(
@@ -220,3 +226,32 @@ def test_a_decode_shape_times_its_equivalent_form_against_the_same_reference():
     assert form.timing is not None and form.timing.regime == result.forward.timing.regime
     assert form.matches is True and form.max_abs_error is not None
     assert fastest_record(result.forward) is not None  # the pick against its form at least
+
+
+def test_the_docs_table_is_drawn_from_one_check_run_with_each_peer_and_the_step():
+    from benchmarks.peers_table import table
+
+    pick_us = PEERS.forward.plan(PEERS.forward.heuristic_plan).timing.median_us
+    fwd = case_row("llama3-8b-prefill", with_peer(PEERS, "FA4 bf16", pick_us / 1.109, GOOD))
+    wrong = case_row("x", with_peer(PEERS, "FA4 bf16", pick_us / 2, WRONG))
+
+    def timed(name, role, us, passed=True):
+        return {"name": name, "role": role, "kernel_us": us, "passed": passed, "detail": ""}
+
+    train = {"case": "train", "passes": [
+        {"kind": "forward", "contenders": [timed("cuDNN H", "pick", 100.0), timed("Flex", "peer", 90.0)]},
+        {"kind": "backward", "contenders": [timed("cuDNN H", "pick", 300.0), timed("Flex", "peer", 400.0),
+                                            timed("FA4", "peer", 10.0, False)]},
+    ]}  # fmt: skip
+    refused = {"case": "gemma2", "status": "known_issue", "message": "not run: it matches a known issue"}
+    lines = table({"cases": [fwd, wrong, train, refused]}).splitlines()
+    assert lines[0].startswith("| preset | pass | cuDNN pick | cuDNN fastest plan | FA4 |")
+    cells = [line.strip("| ").split(" | ") for line in lines]
+    assert cells[2][2] == f"{pick_us:.1f}" and cells[2][4] == f"{pick_us / 1.109:.1f}"
+    assert cells[2][7] == "FA4 1.11x"
+    assert cells[3][4] == f"{pick_us / 2:.1f} FAIL" and cells[3][7] == "cuDNN H"  # never the winner
+    assert lines[4] == "| train | forward | 100.0 | 100.0 | - | - | 90.0 | Flex 1.11x |"
+    assert lines[6] == "| train | step | 400.0 | 400.0 | - | - | 490.0 | cuDNN H |"  # FA4 ran no forward
+    assert lines[7].startswith("| gemma2 | - |") and lines[7].endswith(
+        "| not run: it matches a known issue |"
+    )

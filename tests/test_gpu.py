@@ -142,7 +142,9 @@ def test_check_passes_over_the_smoke_set_and_every_builtin_preset():
     result = CliRunner().invoke(main, ["check"])
     assert result.exit_code == 0, result.output
     cases = 6 + len(list(builtin_dir().glob("*.toml")))
-    assert f"{cases} passed, 0 failed" in result.output
+    counts = re.search(r"(\d+) passed, 0 failed(?:, (\d+) known to be refused here)?", result.output)
+    assert counts, result.output  # a preset cuDNN is known to refuse here is counted apart, never lost
+    assert int(counts[1]) + int(counts[2] or 0) == cases, result.output
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from ..model.config import SdpaConfig
 from ..model.known_issues import REFUSED
 from ..model.results import PassResult, RunResult, TimingStats
 from ..model.statuses import STATUS_CPU_ONLY, STATUS_CRASH, STATUS_KNOWN_ISSUE, STATUS_OK
-from ..present.fastest import fastest_record, record_cell
+from ..present.fastest import contender_records, fastest_record, record_cell
 from ..present.format import regime_note, regime_style, us, versions_words
 
 SMOKE = "smoke"  # the name of the smoke set's cases (the others are named by their preset)
@@ -53,6 +53,7 @@ def pass_figures(p: PassResult) -> dict[str, Any]:
         "max_abs_error": max(errors) if errors else None,
         "plan": pick.name if pick else "-",
         "fastest": fastest_record(p),  # the fastest way (present/fastest.py); None: no contest
+        "contenders": contender_records(p),  # every timed way: cuDNN's plans, forms, peers
     }
 
 

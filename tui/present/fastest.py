@@ -5,7 +5,7 @@ Peers pane, `check` and the sweep say the same."""
 
 from __future__ import annotations
 
-from ..model.fastest import FORM, PICK, Contender, FastestWay, fastest_way
+from ..model.fastest import FORM, PICK, Contender, FastestWay, contenders, fastest_way
 from ..model.results import PassResult
 from .format import multiple, us
 
@@ -81,6 +81,15 @@ def fastest_record(p: PassResult) -> dict | None:
     figures = (w.name, w.role, w.kernel_us, round(way.margin, 4), w.passed, change,
                [c.name for c in way.findings])  # fmt: skip
     return dict(zip(FASTEST_COLUMNS, figures, strict=True))
+
+
+def contender_records(p: PassResult) -> list[dict]:
+    """Every timed way to run the pass as `check --json` carries it, so a table of cuDNN's plans
+    against each peer can be drawn from one run: name, role, kernel time, verdict, what it ran."""
+    return [
+        {"name": c.name, "role": c.role, "kernel_us": c.kernel_us, "passed": c.passed, "detail": c.detail}
+        for c in contenders(p)
+    ]
 
 
 def record_cell(record: dict | None) -> str:
