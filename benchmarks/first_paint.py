@@ -4,9 +4,13 @@ Each launch is a fresh process with its fork server, so the time includes Python
 imports, the engine's fork server starting beside it and Textual's first frame.
 
     python -m benchmarks.first_paint [--repeat N] [-- COMMAND ...]
+    python -m benchmarks.first_paint --profile FILE [--sort cumulative|tottime|ncalls]
 
-The command defaults to `uv run sdpa-explorer`. Target (not a test assertion): at most 1.0 s on a
-2-core machine.
+The command defaults to `uv run sdpa-explorer`. Targets (not test assertions): at most 1.5 s on a
+2-core machine, 1.0 s on the H200 (`python3 -m tui`). `--profile` launches the dashboard the same way (`python -m tui`, in the same
+terminal) under cProfile, from its first import until the frame that shows the form's first label
+and the footer's keys, writes the profile to FILE (for pstats or snakeviz) and prints its top
+entries; the profiler's overhead makes that launch about twice as slow, so time it without.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import select
 import signal
 import statistics
 import struct
+import sys
 import termios
 import time
 
@@ -59,11 +64,66 @@ def first_frame(command: list[str], timeout_s: float = 30.0) -> float | None:
     return seen
 
 
+def profiled_launch(out: str) -> None:
+    """The dashboard as `python -m tui` starts it, under cProfile until its first full frame is
+    written (the form's first label and the footer's keys), the profile then saved to `out`."""
+    import cProfile
+    import gc
+    import runpy
+
+    gc.disable()  # as tui/__main__.py does
+    profile = cProfile.Profile()
+    profile.enable()
+    from textual.app import App
+
+    display = App._display
+
+    def display_then_look(app: App, screen, renderable) -> None:
+        display(app, screen, renderable)
+        footer = app.query("FooterKey")
+        if footer and any(key.action == "switch_region" for key in footer):
+            profile.disable()
+            profile.dump_stats(out)
+            app.exit()
+
+    App._display = display_then_look  # type: ignore[method-assign]
+    sys.argv = ["tui"]
+    runpy.run_module("tui", run_name="__main__", alter_sys=True)
+
+
+def profile_first_frame(out: str, sort: str, top: int = 40) -> int:
+    """Launch the profiled dashboard in the terminal, wait for it to end, and print the top entries."""
+    command = [sys.executable, "-m", "benchmarks.first_paint", "--profile-child", out]
+    if os.path.exists(out):
+        os.remove(out)
+    seen = first_frame(command, timeout_s=60.0)
+    if not os.path.exists(out):
+        print(f"no profile was written to {out} (first frame seen: {seen})")
+        return 1
+    import pstats
+
+    pstats.Stats(out).sort_stats(sort).print_stats(top)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=6, help="launches; the median is reported")
+    parser.add_argument("--profile", metavar="FILE", help="one launch under cProfile, saved to FILE")
+    parser.add_argument(
+        "--sort",
+        default="cumulative",
+        choices=("cumulative", "tottime", "ncalls"),
+        help="the profile's order",
+    )
+    parser.add_argument("--profile-child", metavar="FILE", help=argparse.SUPPRESS)
     parser.add_argument("command", nargs="*", default=["uv", "run", "sdpa-explorer"])
     args = parser.parse_args(argv)
+    if args.profile_child:
+        profiled_launch(args.profile_child)
+        return 0
+    if args.profile:
+        return profile_first_frame(args.profile, args.sort)
     times = [first_frame(args.command) for _ in range(args.repeat)]
     seen = [t for t in times if t is not None]
     figures = {

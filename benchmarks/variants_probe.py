@@ -5,9 +5,11 @@ plans, at what kernel time and with which check verdict, beside FlexAttention (a
 Every row runs through the project's Engine, as `sdpa-explorer run --variant ... --peers flex,fa4`
 would: cuDNN's score_mod sub-graph built (without the plan cache, which cannot hold a callback),
 every plan timed, the chosen one checked against the fp32 reference that applies the same
-modifier; the peers timed and checked on the same tensors. Where cuDNN refuses a pass the row
-gives cuDNN's words, and Flex is run by this script alone on the inputs the engine draws (timed
-with CUDA events, checked against the same reference), so the variant still has a figure.
+modifier; the peers timed and checked on the same tensors. Where cuDNN refuses a pass (or is
+known to: its graph is then not built) the row gives cuDNN's words and the engine still times and
+checks the peers on the pass's tensors (engine/declined.py), so the variant has their figures;
+where a pass was not run at all, Flex is run by this script alone on the inputs the engine draws
+(timed with CUDA events, checked against the same reference).
 
     uv run python -m benchmarks.variants_probe [--quick] [--json out.json]
 
@@ -33,7 +35,12 @@ VARIANTS = (
     ("prefix-lm:1024", dict(causal="none", variant="prefix-lm:1024")),
     ("document:4 docs", dict(causal="none", variant="document:{half},{quarter},{eighth},{eighth}")),
 )
-PRESETS = ("gemma2-9b-softcap", "paligemma-prefix-lm", "llama3-8b-packed-documents")
+PRESETS = (
+    "gemma2-9b-softcap",
+    "gemma2-9b-global-softcap",
+    "paligemma-prefix-lm",
+    "llama3-8b-packed-documents",
+)
 PEERS = ("flex", "fa4")
 
 
@@ -145,11 +152,11 @@ def main() -> int:
             built = [x for x in p.plans if x.built]
             ran = p.status in ("ok", "mismatch")
             cudnn = "builds" if ran else f"{p.status}: {p.message}"
-            flex = _peer(p, "Flex") if ran else flex_alone(config, kind)
+            flex = _peer(p, "Flex")  # the engine runs the peers where cuDNN declines the pass too
             time = p.timing.median_us if p.timing else None
             plans = ", ".join(sorted({x.name for x in built}))[:80] or "-"
             print(f"| {name} | {shape} | {kind} | {cudnn} | {len(built)}: {plans} | {_us(time)} | "
-                  f"{_verdict(p)} | {flex} | {_peer(p, 'FA4') if ran else '-'} |")  # fmt: skip
+                  f"{_verdict(p)} | {flex} | {_peer(p, 'FA4')} |")  # fmt: skip
             rows.append(dict(variant=name, config=config.to_dict(), pass_=kind, status=p.status,
                              message=p.message, plans=[x.name for x in built], kernel_us=time,
                              passed=p.passed, flex=flex, notes=list(p.notes)))  # fmt: skip

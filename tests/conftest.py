@@ -10,8 +10,31 @@ from __future__ import annotations
 import gc
 import os
 import shutil
+import sys
 
 import pytest
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _share_the_cores() -> None:
+    """Each test process's torch gets its share of the cores, not all of them (the engine processes
+    it starts inherit the setting): torch's CPU threads spin while they wait, so two test processes
+    of two threads each on two cores spent most of a CPU check spinning (test_cpu_chunks took 86 s
+    of CPU with two threads a process, 15 s with one, on a busy 2-core machine). A thread count the
+    user set is kept; one test process (`-n 0`, and on a GPU machine) keeps torch's default."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers < 2 or "OMP_NUM_THREADS" in os.environ:
+        return
+    threads = max(1, _cores() // workers)
+    os.environ["OMP_NUM_THREADS"] = str(threads)  # read when torch loads, here and in every child
+    if "torch" in sys.modules:  # loaded already: tell it too
+        sys.modules["torch"].set_num_threads(threads)
+
+
+_share_the_cores()  # before collection imports torch
 
 
 def _gpu_reason() -> str | None:
@@ -29,7 +52,7 @@ def pytest_xdist_auto_num_workers(config):
     where an NVIDIA GPU is present, none (one process), so GPU timings never share the device."""
     if os.path.exists("/dev/nvidiactl") or shutil.which("nvidia-smi"):
         return 0
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    cores = _cores()
     return min(cores, 4) if cores > 1 else 0
 
 
@@ -99,7 +122,32 @@ def short_idle_looks():
         yield
 
 
+_SHARED_SCOPES = {"package": pytest.Package, "module": pytest.Module, "class": pytest.Class}  # broadest first
+
+
+def shared_scope(item) -> str | None:
+    """The node whose tests share a fixture `item` uses (a package's, a module's or a class's,
+    the broadest), or None: such tests are one group for `--dist loadgroup`, so one test process
+    makes the fixture once (an app started for a class, the snapshots' screens, an engine server)
+    instead of each process it was split across."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return None
+    scopes = {defs[-1].scope for defs in info.name2fixturedefs.values() if defs}
+    for scope, node_type in _SHARED_SCOPES.items():
+        if scope in scopes:
+            node = item.getparent(node_type)
+            if node is not None:
+                return node.nodeid
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist names each test of a group by it
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        group = shared_scope(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
     gpu_items = [item for item in items if "gpu" in item.keywords]
     if not gpu_items:
         return

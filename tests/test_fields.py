@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 from textual.app import App
+from textual.widgets import Checkbox, Input, Select
 
+from tests.pilot_waits import wait_for
 from tui.app.widgets.config_form import ConfigForm
 from tui.cli.main import main
 from tui.model.config import ConfigError, SdpaConfig
@@ -21,6 +23,7 @@ from tui.model.fields import (
     SHORTHANDS,
     Choice,
     Field,
+    InputRecipe,
     Lengths,
     Modes,
     Modifier,
@@ -32,6 +35,7 @@ from tui.model.fields import (
     from_entries,
 )
 from tui.model.option_table import option_table, with_option_table
+from tui.model.options import options_from
 from tui.model.validation import validate
 from tui.store.presets import to_toml
 
@@ -69,6 +73,7 @@ RICH = SdpaConfig(
     page_order="ordered",
     sink=True,
     softmax_out="stats",
+    inputs="seed:3,scale:100,pad:nan",
 )
 # the one field RICH leaves at its default: cuDNN takes a score modifier beside none of its masks
 MODIFIED = SdpaConfig(causal="none", variant="softcap-causal:30,128", backward=True)
@@ -90,6 +95,8 @@ def sample(field: Field):
         return "1 KERNEL_CFG=27 SPLIT_KV=2"
     if isinstance(field, Modifier):
         return "softcap:30"
+    if isinstance(field, InputRecipe):
+        return "seed:3,pad:nan"
     return field.meta.get("min", 0) + 1 if field.default is None else field.default + 1
 
 
@@ -97,13 +104,15 @@ def test_the_declaration_is_complete():
     assert [f.name for f in dataclasses.fields(SdpaConfig)] == IDS
     for f in FIELDS:
         assert f.label and f.help and f.group in GROUPS, f.name
-        assert isinstance(f, Switch | Choice | Modes | Lengths | Number | Whole | Plan | Modifier)
+        assert isinstance(
+            f, Switch | Choice | Modes | Lengths | Number | Whole | Plan | Modifier | InputRecipe
+        )
     assert all(len(names) >= 2 and all(n in FIELD for n in names) for names in SHORTHANDS.values())
 
 
 @pytest.mark.parametrize("field", FIELDS, ids=IDS)
 def test_every_field_has_a_cli_option(field):
-    run = main.commands["run"]
+    run = main.get_command(None, "run")  # imported when first named
     options = {opt: p.name for p in run.params for opt in (*p.opts, *p.secondary_opts)}
     assert options[field.option] == field.name
     if isinstance(field, Switch):
@@ -224,7 +233,7 @@ def test_label_tags_come_from_the_declaration():
         assert changed == (f.name in shape or "tag" in f.meta), f.name
     assert RICH.label() == (
         "b2 h8/4 s512x2048 d128/96 fp8_e4m3 SBHD causal-br plan[1 KERNEL_CFG=27] win64 varlen alibi bias1xh unified paged16 ordered "
-        "sink +stats drop0.25 out-bf16 +bwd-det"
+        "sink +stats drop0.25 out-bf16 +bwd-det inputs[seed:3,scale:100,pad:nan]"
     )
     assert SdpaConfig(dtype="fp8_e4m3", out_dtype="fp8_e4m3", deterministic=True).label().endswith("causal")
 
@@ -260,6 +269,7 @@ async def test_every_field_has_a_form_widget_that_loads_and_reads_back():
     app = FormApp()
     async with app.run_test(size=(60, 80)) as pilot:
         form = app.query_one(ConfigForm)
+        await wait_for(pilot, lambda: form.made)  # the folded sections, made after the first frame
         for f in FIELDS:
             if isinstance(f, Modes):
                 assert all(form.query_one(f"#{f.form_id}-{choice}") for choice in f.choices)
@@ -272,6 +282,40 @@ async def test_every_field_has_a_form_widget_that_loads_and_reads_back():
         form.load(MODIFIED)
         await pilot.pause()
         assert form.read() == (MODIFIED, {})
+
+
+class LoadedEarly(FormApp):
+    """The form, given a configuration and run options before its folded sections are made."""
+
+    OPTIONS = options_from({"peers": ("flex", "fa4"), "regime": "sustained", "autotune": False})
+
+    def on_mount(self) -> None:
+        form = self.query_one(ConfigForm)
+        self.folded_unmade = not form.made  # made once the first frame is on screen
+        form.load(RICH)
+        form.load_options(self.OPTIONS)
+        self.read_early = (form.read(), form.options)
+
+
+@pytest.mark.asyncio
+async def test_what_is_loaded_before_the_folded_sections_are_made_is_read_and_then_shown():
+    """The folded sections' widgets are made after the first frame: until then the form holds their
+    values, reads them and takes loads into them, and the widgets, once made, show the same."""
+    app = LoadedEarly()
+    async with app.run_test(size=(60, 80)) as pilot:
+        form = app.query_one(ConfigForm)
+        await wait_for(pilot, lambda: form.made)
+        assert app.folded_unmade, "the folded sections were made before the first frame"
+        expected = ((RICH.replace(heuristics=("A", "B")), {}), app.OPTIONS)
+        assert app.read_early == expected, "read while folded and unmade"
+        assert (form.read(), form.options) == expected, "read from the widgets made since"
+        assert form.query_one("#f-dtype", Select).value == RICH.dtype
+        assert form.query_one("#f-page_size", Input).value == str(RICH.page_size)
+        assert [form.query_one(f"#f-peer-{k}", Checkbox).value for k in ("flash", "flex", "fa4")] == [
+            False,
+            True,
+            True,
+        ]
 
 
 @pytest.mark.asyncio

@@ -38,22 +38,32 @@ def screen_text(app) -> str:
     return console.export_text()
 
 
-async def drawn(pilot, wanted: list[str]) -> str:
+async def drawn(pilot, wanted: list[str], scroller: ScrollableContainer | None = None) -> str:
     """The screen's text once it shows every string of `wanted` (a pane just made draws in the
-    frames after it): where the wait runs out, the text as it is, for judge() to say what is missing."""
+    frames after it), or once `scroller` scrolls (what is below its fold is read page by page):
+    where the wait runs out, the text as it is, for judge() to say what is missing. Each look
+    renders the screen once, whatever the number of strings (a render is tens of ms)."""
+
+    def shown() -> bool:
+        if scroller is not None and scroller.max_scroll_y:
+            return True
+        text = screen_text(pilot.app)
+        return all(w in text for w in wanted)
+
     with contextlib.suppress(AssertionError):
-        await wait_for(pilot, lambda: all(w in screen_text(pilot.app) for w in wanted), timeout=20)
+        await wait_for(pilot, shown, timeout=20)
     return screen_text(pilot.app)
 
 
 async def read_through(pilot, name: str, wanted: list[str] = ()) -> str:
     """The pane `name` shown, and its screen text at each page it scrolls to (the first page once
-    it is drawn: it shows what the pane shows above the fold of `wanted`, or all of it)."""
+    it is drawn: it shows what the pane shows above the fold of `wanted`, or all of it; a pane
+    that turns out to scroll once drawn is read through too)."""
     await show_pane(pilot, name)
     pane = pilot.app.pane(name)
     scroller = pane if isinstance(pane, ScrollableContainer) else None
     if scroller is None or not scroller.max_scroll_y:
-        texts = [await drawn(pilot, list(wanted))]
+        texts = [await drawn(pilot, list(wanted), scroller)]
     else:
         await pilot.pause()
         texts = [screen_text(pilot.app)]

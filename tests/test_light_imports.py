@@ -3,9 +3,12 @@ process (forked from a server that imported it once), and what comes back over t
 data. Importing torch costs seconds of CPU; the UI paying it again would double its start-up."""
 
 import dataclasses
+import json
 import pickle
 import subprocess
 import sys
+
+import pytest
 
 from tui.engine.environment import collect
 from tui.model.results import Environment
@@ -46,10 +49,40 @@ print(json.dumps({"env": json.loads(r.output), "heavy": heavy[:5]}))
 """
 
 
-def _python(code: str, stdin: bytes = b"") -> str:
-    done = subprocess.run([sys.executable, "-c", code], input=stdin, capture_output=True, timeout=120)
+def _python(code: str, stdin: bytes = b"", timeout: float = 120) -> str:
+    done = subprocess.run([sys.executable, "-c", code], input=stdin, capture_output=True, timeout=timeout)
     assert done.returncode == 0, done.stderr.decode()[-3000:]
     return done.stdout.decode().strip().splitlines()[-1]
+
+
+# the snippets in turn in one fresh interpreter, each with its own stdin and globals: its words are
+# its last line of output, or how it failed
+IN_TURN = """
+import contextlib, io, json, sys, traceback, types
+said = {}
+for name, code, stdin in json.loads(sys.stdin.read()):
+    out = io.StringIO()
+    sys.stdin = types.SimpleNamespace(buffer=io.BytesIO(bytes.fromhex(stdin)))
+    try:
+        with contextlib.redirect_stdout(out):
+            exec(compile(code, name, "exec"), {"__name__": "__main__"})
+        said[name] = (out.getvalue().strip().splitlines() or [""])[-1]
+    except BaseException:
+        said[name] = "failed: " + traceback.format_exc()[-3000:]
+print(json.dumps(said))
+"""
+
+
+@pytest.fixture(scope="module")
+def said() -> dict[str, str]:
+    """What each snippet says, all run in one fresh interpreter (its start, the package's imports
+    and a fork server importing torch for the engine cost seconds each, once): the checks of what
+    is not imported yet come first (the dashboard's start, the command group), the commands that
+    import more after them."""
+    received = pickle.dumps(dataclasses.asdict(collect()))  # as the engine sends it
+    steps = [("start", START, b""), ("group", GROUP, b""), ("unpickle", UNPICKLE, received),
+             ("run", RUN, b""), ("env", ENV, b"")]  # fmt: skip
+    return json.loads(_python(IN_TURN, json.dumps([(n, c, i.hex()) for n, c, i in steps]).encode(), 300))
 
 
 def test_the_environment_carries_plain_strings():
@@ -61,24 +94,21 @@ def test_the_environment_carries_plain_strings():
     assert type(env.torch_version) is str
 
 
-def test_an_environment_from_the_engine_leaves_torch_out_of_the_ui():
-    received = pickle.dumps(dataclasses.asdict(collect()))  # as the engine sends it
-    assert _python(UNPICKLE, received) == "light"
+def test_an_environment_from_the_engine_leaves_torch_out_of_the_ui(said):
+    assert said["unpickle"] == "light"
 
 
-def test_run_leaves_torch_in_the_engine_process():
+def test_run_leaves_torch_in_the_engine_process(said):
     """End to end: the environment, the result and every event the engine sends are plain data."""
-    assert _python(RUN) == "light"
+    assert said["run"] == "light"
 
 
-def test_env_asks_the_engine_process_and_leaves_torch_there():
+def test_env_asks_the_engine_process_and_leaves_torch_there(said):
     """`env` prints what the engine process sees, the JSON it always printed, and its own process
     never imports torch (seconds of a launch, where the engine server holds it imported)."""
-    import json
-
-    said = json.loads(_python(ENV))
-    assert said["heavy"] == []
-    assert said["env"] == dataclasses.asdict(collect())
+    env = json.loads(said["env"])
+    assert env["heavy"] == []
+    assert env["env"] == dataclasses.asdict(collect())
 
 
 def test_the_dashboard_starts_the_fork_server_first(monkeypatch):
@@ -114,13 +144,32 @@ async def main():
         pass  # the first screen is painted
 asyncio.run(main())
 late = ("tui.engine.runner", "tui.engine.measure", "tui.engine.graph", "tui.engine.cpu", "markdown_it",
-        "plotext", "sqlite3", *(f"tui.app.widgets.{m}" for m in ("peers", "phases", "accuracy", "latency",
-        "mask", "environment", "graph_json", "sweep", "explain", "history", "search")))
+        "plotext", "sqlite3", "tui.jobs.sweep", "tui.present.report", *(f"tui.app.widgets.{m}" for m in (
+        "peers", "phases", "accuracy", "latency", "mask", "environment", "graph_json", "sweep", "explain",
+        "history", "search", "hunt")))
 print(" ".join(m for m in late if m in sys.modules) or "light")
 """
 
 
-def test_the_dashboards_start_imports_only_what_its_first_screen_needs():
-    """The engine's GPU code, help's Markdown parser, the charts, the run history's database and
-    the modules of the panes not yet shown are imported when first needed."""
-    assert _python(START) == "light"
+def test_the_dashboards_start_imports_only_what_its_first_screen_needs(said):
+    """The engine's GPU code, help's Markdown parser, the charts, the run history's database, the
+    sweep's grid, the report's renderings and the modules of the panes not yet shown are imported
+    when first needed."""
+    assert said["start"] == "light"
+
+
+# the command group alone, as the dashboard (no command) starts: a command's module is imported
+# when the command is named
+GROUP = """
+import sys
+from click.testing import CliRunner
+from tui.cli.main import main
+before = sorted(m for m in sys.modules if m.startswith("tui.cli.") and m != "tui.cli.main")
+r = CliRunner().invoke(main, ["env", "--help"])
+assert r.exit_code == 0 and "tui.cli.env" in sys.modules and "tui.cli.run" not in sys.modules, r.output
+print(" ".join(before) or "light")
+"""
+
+
+def test_the_command_group_imports_a_command_when_it_is_named(said):
+    assert said["group"] == "light"

@@ -8,7 +8,9 @@ packed (tokens, h, d) tensors, causal masks and windows aligned to the end of th
 (k <= q + (s_k - s_q) + right, k >= q + (s_k - s_q) - left), window_size (left, right) with None
 for unbounded, the sink a logit per query head, a page pool (pages, page size, h_kv, d) read
 through page_table up to seqused_k, (out, lse) returned, and a compile the first time a shape is
-called. It computes in fp32 with torch, so autograd gives its backward."""
+called. It computes in fp32 with torch, so autograd gives its backward. A mask_mod (prefix-LM,
+documents) is called as FA4 calls it, (batch, head, q_idx, kv_idx, seqlen_info, aux_tensors), on
+torch index tensors: the mask it gives replaces causal and the window, as FA4's does."""
 
 from __future__ import annotations
 
@@ -61,7 +63,16 @@ CASES = {
     "paged prefill": BASE.replace(page_size=16, causal="bottom_right", h_kv=2, **LENGTHS),
     "softcap": BASE.replace(variant="softcap:1.5", h_kv=2),
     "softcap, causal and a window": BASE.replace(variant="softcap-causal:1.5,9"),
+    "prefix-LM": BASE.replace(variant="prefix-lm:13", h_kv=2),
+    "documents": BASE.replace(variant="document:9,20,11"),
 }
+
+
+def torch_dsl():
+    """FA4's CuTe DSL as torch: no compile, a constant as a tensor, an aux tensor read at indices."""
+    import torch
+
+    return peer_fa4.Dsl(lambda f: f, lambda n: torch.tensor(n, dtype=torch.int32), lambda t, i: t[i.long()])
 
 
 class FakeFA4:
@@ -163,6 +174,11 @@ class FakeFA4:
             keep &= col <= row + right
         if left is not None:
             keep &= col >= row - left
+        if kw.get("mask_mod") is not None:  # FA4 takes it in place of causal and the window
+            assert not kw.get("causal") and "window_size" not in kw, "a mask_mod with causal or a window"
+            q_idx = torch.arange(s_q, dtype=torch.int32).view(-1, 1)  # its own positions, top-left
+            keep = kw["mask_mod"](0, 0, q_idx, col.int(), None, kw.get("aux_tensors")).bool()
+            keep = keep.expand(s_q, s_k)
         scores = scores.masked_fill(~keep, float("-inf"))
         sink = kw.get("learnable_sink")
         if sink is not None:
@@ -194,6 +210,7 @@ def error(config: SdpaConfig, out, t: Tensors) -> float:
 def fake(monkeypatch) -> FakeFA4:
     module = FakeFA4()
     monkeypatch.setattr(peer_fa4, "_module", lambda: module)
+    monkeypatch.setattr(peer_fa4, "_dsl", torch_dsl)
     return module
 
 
@@ -248,6 +265,28 @@ def test_the_keywords_of_each_configuration(fake):
     assert called("softcap")[4] == {"softmax_scale": scale, "causal": False, "softcap": 1.5}
     want = {"softmax_scale": scale, "causal": True, "window_size": (8, 0), "softcap": 1.5}
     assert called("softcap, causal and a window")[4] == want
+    kw = called("prefix-LM")[4]
+    assert set(kw) == {"softmax_scale", "causal", "mask_mod"} and kw["causal"] is False
+    entry, _q, _k, _v, kw = called("documents")
+    assert entry == "flash_attn_func" and set(kw) == {"softmax_scale", "causal", "mask_mod", "aux_tensors"}
+    (ids,) = kw["aux_tensors"]  # each key's document, as FA4 reads an aux tensor: int32, contiguous
+    assert str(ids.dtype) == "torch.int32" and ids.is_contiguous()
+    assert ids.tolist() == [0] * 9 + [1] * 20 + [2] * 11
+
+
+def test_fa4s_mask_mods_keep_what_the_variant_keeps():
+    """The mask_mod written for FA4, called on every (query, key) pair, keeps exactly the keys the
+    variant's own arithmetic says each query keeps (model/variants.py: the Mask pane's)."""
+    import torch
+
+    for text in ("prefix-lm:13", "prefix-lm:40", "document:9,20,11", "document:40"):
+        config = BASE.replace(variant=text)
+        made = peer_fa4.mask_mod(config, "cpu", torch_dsl())
+        rows, cols = torch.arange(40).view(-1, 1).int(), torch.arange(40).view(1, -1).int()
+        keep = made["mask_mod"](0, 0, rows, cols, None, made.get("aux_tensors")).expand(40, 40)
+        for i in range(40):
+            first, stop = config.modifier.span(i, 40)
+            assert keep[i].nonzero().flatten().tolist() == list(range(first, stop)), (text, i)
 
 
 def test_the_fields_fa4_cannot_take_each_say_which(fake):
@@ -261,10 +300,9 @@ def test_the_fields_fa4_cannot_take_each_say_which(fake):
     assert "top-left" in fa4.refusal(BASE.replace(causal="top_left", **LENGTHS))  # unequal real lengths
     assert fa4.refusal(CASES["paged"].replace(backward=True), "backward").startswith("FA4 has no backward")
     assert fa4.refusal(CASES["sinks"]) == ""  # FA4 takes sinks: no peer refusal for them
-    assert fa4.refusal(BASE.replace(variant="prefix-lm:8")).startswith(
-        "FA4 takes no prefix-lm score modifier"
-    )
-    assert fa4.refusal(BASE.replace(variant="document:20,20")).startswith("FA4 takes no document score")
+    assert fa4.refusal(BASE.replace(variant="prefix-lm:8")) == ""  # its mask_mod
+    assert fa4.refusal(BASE.replace(variant="document:20,20")) == ""
+    assert fa4.refusal(BASE.replace(variant="prefix-lm:8", s_q=24)) == ""  # the mask_mod's own alignment
     assert "softcap-causal's top-left" in fa4.refusal(BASE.replace(variant="softcap-causal:2", s_q=24))
     for line in (fa4.refusal(BASE.replace(alibi=True)), top_left):
         assert "\n" not in line
@@ -351,11 +389,12 @@ def backward_peers(monkeypatch, config, keys, **fake_kwargs):
     import torch
 
     monkeypatch.setattr(peer_fa4, "_module", lambda: FakeFA4(**fake_kwargs))
+    monkeypatch.setattr(peer_fa4, "_dsl", torch_dsl)
     d_o = torch.randn(config.o_dims, generator=torch.Generator().manual_seed(7))
     return peer_runs.measure_peers(measurement(config, BACKWARD_PASS, d_o), keys, RunOptions(), 10**9, 10**6)
 
 
-@pytest.mark.parametrize("case", ["GQA", "window, causal", "sinks", "THD"])
+@pytest.mark.parametrize("case", ["GQA", "window, causal", "sinks", "THD", "prefix-LM", "documents"])
 def test_the_backward_peers_gradients_are_checked(monkeypatch, eager, case):
     """FA4's and torch FLASH's dQ, dK, dV each against the reference's gradients (where torch's
     refuses padding, it says so). Flex's backward is the same autograd path, compiled: GPU only."""

@@ -48,8 +48,20 @@ CONFIGS = {
     "train-softcap-causal-window": shape(1, 4, 2, 48, 48, 16, 16, causal="none", variant="softcap-causal:3,20",
                                          backward=True),
     "train-documents": shape(1, 4, 2, 64, 64, 16, 16, causal="none", variant="document:32,16,16", backward=True),
+    # input recipes (model/inputs.py): NaN where no output may read, magnitudes, padded strides
+    "recipe-padded-bias-nan": shape(2, 4, 2, 64, 64, 16, 8, dtype="bf16", window=9, bias="bx1", layout="SBHD",
+                                    inputs="seed:5,scale:30,pad:nan", **PADDED),
+    "recipe-paged-nan-shift": shape(3, 4, 2, 1, 80, 16, 16, causal="bottom_right", page_size=16,
+                                    seq_lens_q=(1, 1, 1), seq_lens_kv=(80, 17, 40), inputs="shift:-1000,pad:nan"),
+    "recipe-fp8-paged-nan": shape(2, 4, 2, 1, 64, 16, 16, dtype="fp8_e4m3", causal="bottom_right", page_size=16,
+                                  seq_lens_q=(1, 1), seq_lens_kv=(64, 9), inputs="near-equal,pad:nan"),
+    "recipe-train-thd-nan": shape(2, 4, 2, 32, 32, 16, 16, dtype="bf16", layout="THD", backward=True,
+                                  seq_lens_q=(32, 9), seq_lens_kv=(32, 9), inputs="pad:nan"),
+    "recipe-train-strides-nan": shape(2, 4, 2, 64, 64, 16, 16, backward=True, bias="1xh", inputs="near-equal,pad:nan,strides:padded",
+                                      **PADDED),
 }  # fmt: skip
 VARIANTS = [name for name, c in CONFIGS.items() if c.variant != "none"]
+RECIPES = [name for name, c in CONFIGS.items() if c.inputs != "normal"]
 IDS, CASES = list(CONFIGS), list(CONFIGS.values())
 
 
@@ -80,6 +92,8 @@ def test_the_seeds_script_is_short_and_every_preset_within_its_budget():
         assert lines <= budget(c), (name, lines)
     for config in random_configs(seed=5, n=30, max_elements=1 << 16):  # many options at once
         assert len(script(config).splitlines()) <= TRAINING_LINES, config.label()
+    for name in RECIPES:  # input recipes write their steps within RECIPE_LINES more
+        assert len(script(CONFIGS[name]).splitlines()) <= budget(CONFIGS[name]), name
 
 
 def test_a_plain_forward_says_nothing_of_what_it_does_not_use():
@@ -192,7 +206,7 @@ def test_a_scripts_reference_is_the_engines(config):
     mask = dropout_mask(config) if config.dropout else None
     inputs = Inputs(
         *(logical_of(config, ours, n) for n in "qkv"), ours.get("bias"), None, mask, ours.get("sink_token")
-    )
+    ).real_parts(config)  # as the engine's check reads them: an input recipe's fill zeroed
     extra = [t for t, used in ((logical.get("bias"), config.bias != "none"), (data.get("sink_token"), config.sink),
                                (mask, config.dropout)) if used]  # fmt: skip
     theirs = m.reference(logical["q"], logical["k"], logical["v"], *extra)
@@ -202,7 +216,7 @@ def test_a_scripts_reference_is_the_engines(config):
         assert_same_rows(theirs[name], ref, rows[name], name)
     if config.backward:
         backward = backward_tensors(config, ours, "cpu", 0)
-        inputs = dataclasses.replace(inputs, d_o=logical_of(config, backward, "dO"))
+        inputs = dataclasses.replace(inputs, d_o=logical_of(config, backward, "dO")).real_parts(config)
         data = m.backward_tensors(data, logical)
         grads = m.reference_grads(logical["q"], logical["k"], logical["v"], logical["dO"], *extra)
         rows = BACKWARD_PASS.rows(config, "cpu")
@@ -266,6 +280,7 @@ def fake_executor(config: SdpaConfig, mask, wrong: bool = False):
     import torch
 
     from tui.engine import fp8
+    from tui.engine.recipes import real_parts
     from tui.engine.reference import reference_fp32, reference_grads, softmax_rows
     from tui.engine.storage import pack
 
@@ -273,9 +288,9 @@ def fake_executor(config: SdpaConfig, mask, wrong: bool = False):
         if data[name].element_size() == 1:
             data[f"amax_{name.lower()}"].fill_(float(value.abs().max()))
             value = value * data[fp8.OUTPUT_SCALES[name]]
-        if config.packed:
+        if config.packed:  # a buffer with an input recipe's fill holds more than the real tokens
             value = pack(torch, config, value, name)
-        data[name].copy_(value)
+        data[name][: len(value)].copy_(value)
 
     def executor(graph, tensors, data, handle, **_):
         def run():
@@ -283,6 +298,8 @@ def fake_executor(config: SdpaConfig, mask, wrong: bool = False):
                 return
             q, k, v = (logical_of(config, data, n) for n in "qkv")
             bias, sink = data.get("bias"), data.get("sink_token")
+            d_o = logical_of(config, data, "dO") if "dQ" in tensors else None
+            q, k, v, bias, d_o = real_parts(config, q, k, v, bias, d_o)  # a kernel never reads the fill
             if "dQ" not in tensors:
                 write(data, "o", reference_fp32(config, q, k, v, bias, mask, sink=sink))
                 top, total = softmax_rows(config, q, k, bias, sink)
@@ -290,7 +307,7 @@ def fake_executor(config: SdpaConfig, mask, wrong: bool = False):
                     if name in data:
                         data[name].copy_(t)
                 return
-            grads = reference_grads(config, q, k, v, logical_of(config, data, "dO"), bias, mask, sink=sink)
+            grads = reference_grads(config, q, k, v, d_o, bias, mask, sink=sink)
             for name, grad in zip(("dQ", "dK", "dV"), grads[:3], strict=True):
                 write(data, name, grad)
             if sink is not None:

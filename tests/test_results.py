@@ -64,7 +64,7 @@ def test_schema_2_round_trip_and_a_newer_major_is_refused():
         again = RunResult.from_json(result.to_json())
         assert again == result
     data = json.loads(TRAINING.to_json())
-    assert data["schema_version"] == SCHEMA_VERSION == "2.6" and len(data["passes"]) == 2
+    assert data["schema_version"] == SCHEMA_VERSION == "2.7" and len(data["passes"]) == 2
     data["schema_version"] = "3.0"
     with pytest.raises(ValueError, match="schema 3.0"):
         RunResult.from_dict(data)
@@ -195,3 +195,28 @@ def test_a_result_of_the_wrong_shape_is_a_result_error_naming_the_field(text, wo
 
     with pytest.raises(ResultError, match=re.escape(words)):
         RunResult.from_json(text)
+
+
+def test_the_fp64_cross_check_round_trips_and_a_2_6_file_reads_without_it():
+    """OutputCheck.fp64 and reference_fp64 (schema 2.7) are written and read back; a 2.6 file
+    (no such keys) reads with both at None; RunOptions.cross_check round-trips and is an option."""
+    from tui.model.options import OPTION, RunOptions, options_from
+    from tui.model.results import ErrorMetrics
+
+    fp64 = ErrorMetrics(max_abs=2e-3, max_rel=1e-2, mean_abs=1e-4, mismatched=3, total=64)
+    ref = ErrorMetrics(max_abs=1e-7, max_rel=1e-6, mean_abs=1e-8, mismatched=0, total=64)
+    checks = tuple(dataclasses.replace(c, fp64=fp64, reference_fp64=ref) for c in TRAINING.forward.checks)
+    crossed = with_forward(TRAINING, checks=checks)
+    again = RunResult.from_json(crossed.to_json())
+    assert again == crossed and again.forward.checks[0].fp64 == fp64
+    assert again.forward.checks[0].reference_fp64.passed and not again.forward.checks[0].fp64.passed
+    old = json.loads(TRAINING.to_json())
+    old["schema_version"] = "2.6"
+    for p in old["passes"]:
+        for c in p["checks"]:
+            del c["fp64"], c["reference_fp64"]
+    read = RunResult.from_dict(old)
+    assert read.schema_version == SCHEMA_VERSION and all(c.fp64 is None for c in read.forward.checks)
+    options = options_from({"cross_check": True})
+    assert options.cross_check and RunOptions.from_dict(options.to_dict()) == options
+    assert OPTION["cross_check"].flag == "--cross-check/--no-cross-check" and not RunOptions().cross_check

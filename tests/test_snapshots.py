@@ -1,10 +1,10 @@
 """What a user sees, compared with stored SVG snapshots (update with --snapshot-update).
 
 Figures come from results recorded on the H200 (tests/data), so run-to-run values are fixed and
-the snapshots are stable on any machine. Where several panes of one result are compared, one app
-shows them in turn: the same final screens as an app per pane, at a fraction of the start-ups (the
-screens of the seed's configuration and of the padded batch are taken once for the five tests
-that compare them).
+the snapshots are stable on any machine. Where several screens need no engine, one app shows them
+in turn: the same final screens as an app per screen, at a fraction of the start-ups (the screens
+of the saved results, the masks and the run history are taken once, by `saved_screens`, for the
+eight tests that compare them).
 """
 
 from __future__ import annotations
@@ -65,14 +65,6 @@ async def screenshot(pilot, view) -> str:
     return pilot.app.export_screenshot(title=pilot.app.title, simplify=True)
 
 
-async def screenshots(result, views: dict, size=(120, 40)) -> dict[str, str]:
-    """One app shows `result`, then each of `views` in turn: the screen as SVG, per view."""
-    app = make_app(result.config, start_engine=False)
-    async with app.run_test(size=size) as pilot:
-        await show_recorded(pilot, result)
-        return {name: await screenshot(pilot, view) for name, view in views.items()}
-
-
 def mismatched(snapshot, shots: dict[str, str]) -> list[str]:
     """The panes whose screen differs from its stored snapshot (every one is compared, and
     recorded under --snapshot-update, before the test says which)."""
@@ -125,22 +117,79 @@ async def field_fixed(pilot) -> None:
     await wait_for(pilot, lambda: pilot.app.status.state.phase is Phase.DONE)
 
 
+PAGED = SdpaConfig(b=4, h_q=32, h_kv=8, s_q=512, s_kv=2048, d_qk=128, d_v=128, dtype="bf16",
+                   causal="bottom_right", page_size=64)  # fmt: skip
+
+
+async def paged_mask_at_80x24(pilot) -> None:
+    """A view: llama3-8b-chunked-prefill's shape in the form (no result) at 80x24, the mask of its
+    third batch entry, then the page table with that sequence's row."""
+    app = pilot.app
+    await pilot.resize_terminal(80, 24)
+    app.form.load(PAGED)
+    await wait_for(pilot, lambda: app.mask_config[0] == PAGED)
+    await show_pane(pilot, "mask")
+    app.query_one("#mask-batch").value = 2
+    storage = app.query_one("#mask-storage")
+    await wait_for(pilot, lambda: "seq 2 " in str(storage.render()) and storage.size.width > 40)
+    await terminal(80, 24)(pilot)
+
+
+async def opened(pilot, result) -> None:
+    """A saved result opened: its configuration in the form, the result in the panes."""
+    app = pilot.app
+    app.form.load(result.config)
+    await wait_for(pilot, lambda: app.mask_config[0] == result.config)
+    await show_recorded(pilot, result)
+
+
+def kept_runs() -> None:
+    """Three kept runs (the seed, the seed 25% slower, a training step), an hour apart from
+    2026-01-01 00:00 UTC, in the run history."""
+    with History() as history:
+        history.record_many([(RECORDED, "seed", "run"), (slowed(RECORDED, 1.25), "seed", "check"),
+                             (TRAINING, "llama3-8b-train", "dashboard")])  # fmt: skip
+    with sqlite3.connect(history.path) as db:
+        db.execute("UPDATE runs SET recorded_at = 1767225600 + 3600 * id")
+
+
+async def two_runs_compared(pilot) -> None:
+    """A view: the History pane, the two seeds marked and compared."""
+    app = pilot.app
+    await pilot.press("f2")
+    history_pane = app.query_one("#history")
+    await wait_for(pilot, lambda: len(history_pane.rows) == 3)
+    table = app.query_one("#history-table")
+    table.focus()
+    table.move_cursor(row=1)
+    await pilot.press("space", "down", "space", "c")
+    await wait_for(pilot, lambda: history_pane.has_class("-comparing"))
+    await pane("history")(pilot)
+
+
 RESULT_TABS = ("plans", "phases", "accuracy", "latency", "environment", "mask", "graph")  # the seed's
 SIZES = {"120x40": (120, 40), "80x24": (80, 24)}
 
 
 @pytest.fixture(scope="module")
-def recorded_screens() -> dict[str, str]:
-    """Every screen the tests below compare, of one app (a start-up each would be most of their
-    time): before any result, the help and a padded batch's mask; then the seed's recording on
-    each pane of a result at 120x40, with a field error, and each again at 80x24."""
+def saved_screens(tmp_path_factory) -> dict:
+    """Every screen the tests below compare that needs no engine, of one app (a start-up each
+    would be most of their time): before any result, the help, a padded batch's mask and a paged
+    batch's at 80x24; then the seed's recording on each pane of a result at 120x40, with a field
+    error, and each again at 80x24; then back at 120x40 the saved results opened in turn (the one
+    with every peer, the FP8 prefill, the training step: a table keeps its columns' widths, and each
+    result's are at least as wide as those before it, so each screen is the one a fresh app shows);
+    then the seed's again with the run history of three kept runs at a fixed time in UTC, at
+    120x40 and at 80x24. Also the History table's column widths and size at 80x24."""
 
-    async def take() -> dict[str, str]:
+    async def take() -> dict:
         app = recorded_app()
         async with app.run_test(size=(120, 40)) as pilot:
             shots = {"help": await screenshot(pilot, help_screen)}  # no result yet
             await help_closed(pilot)
             shots["padded-mask"] = await screenshot(pilot, padded_mask)
+            shots["paged-mask-80x24"] = await screenshot(pilot, paged_mask_at_80x24)
+            await terminal(120, 40)(pilot)
             await mask_closed(pilot)
             await show_recorded(pilot)
             shots |= {f"{tab}-120x40": await screenshot(pilot, pane(tab)) for tab in RESULT_TABS}
@@ -148,45 +197,65 @@ def recorded_screens() -> dict[str, str]:
             await field_fixed(pilot)
             await terminal(80, 24)(pilot)
             shots |= {f"{tab}-80x24": await screenshot(pilot, pane(tab)) for tab in RESULT_TABS}
+            await terminal(120, 40)(pilot)
+            await opened(pilot, PEERS)
+            shots["peers-120x40"] = await screenshot(pilot, pane("peers"))
+            shots["peers-80x24"] = await screenshot(pilot, terminal(80, 24))
+            await terminal(120, 40)(pilot)
+            await opened(pilot, FP8)
+            shots["fp8-accuracy"] = await screenshot(pilot, pane("accuracy"))
+            await opened(pilot, TRAINING)
+            shots |= {
+                f"training-{tab}": await screenshot(pilot, pane(tab))
+                for tab in ("plans", "accuracy", "phases")
+            }
+            await opened(pilot, RECORDED)
+            shots["history-120x40"] = await screenshot(pilot, two_runs_compared)
+            shots["history-80x24"] = await screenshot(pilot, terminal(80, 24))
+            table = app.query_one("#history-table")
+            shots["history-widths-80x24"] = (list(table.widths), table.size)
         return shots
 
-    return asyncio.run(take())
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SDPA_EXPLORER_DATA_DIR", str(tmp_path_factory.mktemp("kept-runs")))
+        mp.setenv("TZ", "UTC")
+        time.tzset()
+        try:
+            kept_runs()
+            return asyncio.run(take())
+        finally:
+            mp.undo()
+            time.tzset()
 
 
-def test_result_panes(snapshot, recorded_screens):
+def test_result_panes(snapshot, saved_screens):
     """The seed's recording on each pane that draws a result, at 120x40 and at 80x24."""
     names = [f"{tab}-{size}" for size in SIZES for tab in RESULT_TABS]
-    assert mismatched(snapshot, {name: recorded_screens[name] for name in names}) == []
+    assert mismatched(snapshot, {name: saved_screens[name] for name in names}) == []
 
 
-def test_field_error_marks_results_stale(snapshot, recorded_screens):
-    assert snapshot.use_extension(SVGImageExtension) == recorded_screens["stale"]
+def test_field_error_marks_results_stale(snapshot, saved_screens):
+    assert snapshot.use_extension(SVGImageExtension) == saved_screens["stale"]
 
 
-def test_help_screen(snapshot, recorded_screens):
-    assert snapshot.use_extension(SVGImageExtension) == recorded_screens["help"]
+def test_help_screen(snapshot, saved_screens):
+    assert snapshot.use_extension(SVGImageExtension) == saved_screens["help"]
 
 
-def test_mask_of_a_padded_sliding_window_batch(snapshot, recorded_screens):
-    assert snapshot.use_extension(SVGImageExtension) == recorded_screens["padded-mask"]
+def test_mask_of_a_padded_sliding_window_batch(snapshot, saved_screens):
+    assert snapshot.use_extension(SVGImageExtension) == saved_screens["padded-mask"]
 
 
-@pytest.mark.asyncio
-async def test_training_step_and_fp8(snapshot):
+def test_training_step_and_fp8(snapshot, saved_screens):
     """Recorded on the H200: the Llama-3-8B training step (both plan tables, both graphs' phases,
     the gradients) and the Llama-3-70B FP8 prefill (scales, amax against the reference)."""
-    shots = await screenshots(
-        TRAINING, {f"training-{tab}": pane(tab) for tab in ("plans", "accuracy", "phases")}
-    )
-    shots |= await screenshots(FP8, {"fp8-accuracy": pane("accuracy")})
-    assert mismatched(snapshot, shots) == []
+    names = ["training-plans", "training-accuracy", "training-phases", "fp8-accuracy"]
+    assert mismatched(snapshot, {name: saved_screens[name] for name in names}) == []
 
 
-@pytest.mark.asyncio
-async def test_peers_pane(snapshot):
+def test_peers_pane(snapshot, saved_screens):
     """Recorded on the H200: llama3-8b-prefill with every peer (--peers all), at 120x40 and 80x24."""
-    shots = await screenshots(PEERS, {"120x40": pane("peers"), "80x24": terminal(80, 24)})
-    assert mismatched(snapshot, shots) == []
+    assert mismatched(snapshot, {size: saved_screens[f"peers-{size}"] for size in SIZES}) == []
 
 
 @pytest.mark.asyncio
@@ -210,20 +279,10 @@ async def test_sweep_pane(snapshot, monkeypatch):
     assert mismatched(snapshot, shots) == []
 
 
-@pytest.mark.asyncio
-async def test_mask_of_a_paged_prefill_batch_at_80x24(snapshot):
+def test_mask_of_a_paged_prefill_batch_at_80x24(snapshot, saved_screens):
     """llama3-8b-chunked-prefill's shape (512 new tokens against 2048 in shuffled pages of 64) in the
     form, its third batch entry selected: the mask, then the page table with that sequence's row."""
-    paged = SdpaConfig(b=4, h_q=32, h_kv=8, s_q=512, s_kv=2048, d_qk=128, d_v=128, dtype="bf16",
-                       causal="bottom_right", page_size=64)  # fmt: skip
-    app = make_app(paged, start_engine=False)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await show_pane(pilot, "mask")
-        app.query_one("#mask-batch").value = 2
-        storage = app.query_one("#mask-storage")
-        await wait_for(pilot, lambda: "seq 2 " in str(storage.render()) and storage.size.width > 40)
-        shot = await screenshot(pilot, terminal(80, 24))
-    assert snapshot.use_extension(SVGImageExtension) == shot
+    assert snapshot.use_extension(SVGImageExtension) == saved_screens["paged-mask-80x24"]
 
 
 @pytest.mark.asyncio
@@ -255,36 +314,14 @@ async def test_explain_pane(snapshot):
     assert mismatched(snapshot, shots) == []
 
 
-@pytest.mark.asyncio
-async def test_history_pane(snapshot, tmp_path, monkeypatch):
+def test_history_pane(snapshot, saved_screens):
     """Three kept runs (the seed, the seed 25% slower, a training step) at a fixed time in UTC, the
     two seeds marked and compared, at 120x40 and 80x24."""
-    monkeypatch.setenv("SDPA_EXPLORER_DATA_DIR", str(tmp_path))
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    with History() as history:
-        history.record_many([(RECORDED, "seed", "run"), (slowed(RECORDED, 1.25), "seed", "check"),
-                             (TRAINING, "llama3-8b-train", "dashboard")])  # fmt: skip
-    with sqlite3.connect(history.path) as db:
-        db.execute("UPDATE runs SET recorded_at = 1767225600 + 3600 * id")  # 2026-01-01, an hour apart
-    app = make_app(RECORDED.config, start_engine=False)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await show_recorded(pilot)
-        await pilot.press("f2")
-        history_pane = app.query_one("#history")
-        await wait_for(pilot, lambda: len(history_pane.rows) == 3)
-        table = app.query_one("#history-table")
-        table.focus()
-        table.move_cursor(row=1)
-        await pilot.press("space", "down", "space", "c")
-        await wait_for(pilot, lambda: history_pane.has_class("-comparing"))
-        shots = {"120x40": await screenshot(pilot, pane("history"))}
-        shots["80x24"] = await screenshot(pilot, terminal(80, 24))
-        table = app.query_one("#history-table")  # at 80 columns: id, status, kernel and preset whole
-        assert sum(w + 2 for w in table.widths[:5]) <= table.size.width, (table.widths, table.size)
-    monkeypatch.delenv("TZ")
-    time.tzset()
-    assert mismatched(snapshot, shots) == []
+    widths, table_size = saved_screens[
+        "history-widths-80x24"
+    ]  # at 80 columns: id, status, kernel, preset whole
+    assert sum(w + 2 for w in widths[:5]) <= table_size.width, (widths, table_size)
+    assert mismatched(snapshot, {size: saved_screens[f"history-{size}"] for size in SIZES}) == []
 
 
 @pytest.mark.asyncio

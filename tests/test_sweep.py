@@ -219,7 +219,7 @@ def test_ctrl_c_keeps_the_finished_points_and_says_how_to_resume(fake, monkeypat
 
 
 def test_resume_command_repeats_the_options_given():
-    command = main.commands["sweep"]
+    command = main.get_command(None, "sweep")  # imported when first named
     argv = ["--vary", "s=1..4x2", "--vary", "d=64", "--dtype", "bf16", "--no-check", "--out", "a b.jsonl"]
     with command.make_context("sdpa-explorer sweep", argv) as ctx:
         said = resume_command(ctx)

@@ -228,3 +228,15 @@ def test_explain_puts_the_causal_mask_inside_the_modifier_first():
     first = e.nearest[0]
     assert first.config == config.replace(causal="none", window=None, variant="softcap-causal:50,64")
     assert first.command.endswith("--causal none --variant softcap-causal:50,64")
+
+
+def test_explain_offers_the_softcap_without_its_window_where_cuDNN_declines_the_window():
+    """A window inside softcap-causal compares positions with a number: cuDNN 9.19 declines it on
+    Hopper (a known refusal), so the nearest configuration explain tries keeps the cap and the
+    causal mask and drops the window; a softcap without a window is offered no such edit."""
+    from tui.model.validation import modifier_edits
+
+    local = SdpaConfig(b=1, h_q=4, h_kv=4, s_q=256, s_kv=256, causal="none", variant="softcap-causal:50,64")
+    assert modifier_edits(local) == [{"variant": "softcap-causal:50"}]
+    assert modifier_edits(local.replace(variant="softcap-causal:50")) == []
+    assert modifier_edits(local.replace(variant="prefix-lm:64")) == []

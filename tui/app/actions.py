@@ -2,18 +2,22 @@
 
 A part the app holds, for its actions that touch files rather than the engine, so app.py keeps
 to the flow form -> engine -> panes. Dialogs and exporters are imported when first asked for: the first
-paint needs none of them.
+paint needs none of them, nor the presets (read once it is on screen).
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from textual.binding import Binding
 
 from ..model.config import SdpaConfig
 from ..model.options import options_from
 from ..store.files import atomic_write, resolved
-from ..store.presets import Preset, PresetExists, load_all, problem_lines, save_user
 from .host import Host
+
+if TYPE_CHECKING:
+    from ..store.presets import Preset
 
 TOAST_PROBLEMS = 3  # a start-up toast says this many of the presets' problems, then a count
 
@@ -27,6 +31,8 @@ class Keeping:
     def reload_presets(self) -> None:
         """Presets read again; what did not load is one toast (the first few problems and a
         count), however many files are broken: Ctrl+O lists them."""
+        from ..store.presets import load_all, problem_lines
+
         self.app.presets, self.app.preset_problems = load_all()
         if self.app.preset_problems:
             lines = problem_lines(self.app.preset_problems, TOAST_PROBLEMS, "Ctrl+O lists them")
@@ -65,6 +71,7 @@ class Keeping:
     def _save_preset(
         self, config: SdpaConfig, answer: tuple[str, str] | None, overwrite: bool = False
     ) -> None:
+        from ..store.presets import PresetExists, save_user
         from .screens.presets import Confirm, SavePreset
 
         if answer is None:

@@ -8,9 +8,9 @@ from functools import partial
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from ..engine.peers import PEER_KEYS
 from ..model.fields import FIELD
 from ..model.layouts import LAYOUTS
+from ..model.options import PEER_KEYS
 from .navigation import pane_key
 
 

@@ -14,15 +14,19 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+from typing import TYPE_CHECKING, cast
 
 from textual.css.query import NoMatches
 from textual.widgets import TabbedContent
 
-from ..jobs.scheduler import EXPLAIN, RUN, SEARCH, SWEEP
+from ..jobs.scheduler import EXPLAIN, HUNT, RUN, SEARCH, SWEEP
 from ..model.config import SdpaConfig
 from ..process.client import EngineDied, EngineEvent, EngineExplained
 from .host import Host
 from .messages import NearestChosen
+
+if TYPE_CHECKING:
+    from .widgets.explain import ExplainPane
 
 EXPLAIN_TAB = "tab-explain"
 
@@ -34,6 +38,11 @@ class Explains:
         self.app = app
         self._explaining: SdpaConfig | None = None  # what the request in flight (the scheduler's) asks
         self._explained: SdpaConfig | None = None  # what the pane shows (or failed on): not asked again
+
+    @property
+    def pane(self) -> ExplainPane:
+        """The Explain pane, once made (else NoMatches, as any query)."""
+        return cast("ExplainPane", self.app.query_one("#explain"))
 
     @property
     def shown(self) -> bool:
@@ -48,7 +57,7 @@ class Explains:
         with contextlib.suppress(NoMatches):  # asked as the app closes
             if not self.shown or self.app.scheduler.in_flight(EXPLAIN) is not None:
                 return
-            pane = self.app.explain_pane
+            pane = self.pane
             config, errors = self.app.form.read_as_typed()
             if config is None:
                 pane.say(f"Nothing to ask cuDNN until these fields are fixed: {', '.join(sorted(errors))}.")
@@ -62,6 +71,8 @@ class Explains:
                 pane.say(f"A sweep runs: {config.label()} is asked about when it ends.", config)
             elif ahead == SEARCH:
                 pane.say(f"A knob search runs: {config.label()} is asked about when it ends.", config)
+            elif ahead == HUNT:
+                pane.say(f"A hunt runs: {config.label()} is asked about when it ends.", config)
             elif ahead == RUN:
                 pane.say(f"The form's run comes first; then cuDNN is asked about {config.label()}.", config)
             else:
@@ -78,7 +89,7 @@ class Explains:
         if request_id is None or config is None:
             return False
         said_of = getattr(event, "request_id", None)
-        pane = self.app.explain_pane
+        pane = self.pane
         if isinstance(event, EngineExplained) and said_of == request_id:
             self._asked_no_more()
             self._explained = config

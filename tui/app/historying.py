@@ -9,13 +9,16 @@ configuration in the form, and is not recorded again.
 from __future__ import annotations
 
 import contextlib
+from typing import TYPE_CHECKING
 
 from textual.css.query import NoMatches
 
 from ..model.results import RunResult
-from ..store.presets import Preset
 from .host import Host
 from .messages import HistoryOpened
+
+if TYPE_CHECKING:
+    from ..store.presets import Preset
 
 
 class Keeper:

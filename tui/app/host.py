@@ -1,4 +1,4 @@
-"""What the dashboard's parts (the form's runs, the sweep, search and explain drivers, the history
+"""What the dashboard's parts (the form's runs, the sweep, search, hunt and explain drivers, the history
 keeper) need of the app that holds them: its engine client and scheduler, its form, status line
 and panes, and the few things it does for all of them. The App is one (app.py); a part is given
 it when made."""
@@ -19,9 +19,6 @@ if TYPE_CHECKING:
     from ..process.client import EngineClientProtocol
     from ..store.presets import Preset, PresetProblem
     from .widgets import ConfigForm, StatusLine
-    from .widgets.explain import ExplainPane
-    from .widgets.search import SearchPane
-    from .widgets.sweep import SweepPane
 
 
 class KeepsRuns(Protocol):
@@ -57,12 +54,6 @@ class Host(Protocol):
     def form(self) -> ConfigForm: ...
     @property
     def status(self) -> StatusLine: ...
-    @property
-    def sweep_pane(self) -> SweepPane: ...
-    @property
-    def search_pane(self) -> SearchPane: ...
-    @property
-    def explain_pane(self) -> ExplainPane: ...
     def pane(self, name: str) -> Widget | None: ...
     def query_one(self, selector: Any, expect_type: Any = None) -> Any: ...
     def live_options(self, options: RunOptions) -> RunOptions: ...

@@ -78,6 +78,22 @@ class SearchAsked(Message):
     budget: str
 
 
+@dataclass
+class HuntAsked(Message):
+    """Start, or Enter in an input, in the Hunt pane: its budget, seed and focus as typed."""
+
+    budget: str
+    seed: str
+    focus: str
+
+
+@dataclass
+class HuntFindingChosen(Message):
+    """Enter on a finding in the Hunt pane: its minimal configuration, for the form."""
+
+    config: SdpaConfig
+
+
 class SearchStopAsked(Message):
     """Cancel in the Search pane: stop the search at its next candidate, keeping what it found."""
 

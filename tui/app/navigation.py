@@ -49,7 +49,7 @@ class PaneKeysInput(Input):
 
 
 DIGIT_PANES = 10  # Alt+1 ... Alt+9, Alt+0; the panes after them have keys of their own
-LATER_KEYS = ("f2", "f3")  # the eleventh pane's (History), the twelfth's (Search)
+LATER_KEYS = ("f2", "f3", "f4")  # the eleventh pane's (History), the twelfth's (Search), Hunt's
 
 
 def pane_digit(index: int) -> int:

@@ -5,7 +5,7 @@ half of the dashboard's start and most of what a result cost on screen. A pane i
 first time its tab is shown, and stays; its module is imported then too. A pane that draws the
 app's state (the form's result, its configuration's mask, the environment) is drawn when that
 state changes while it is on screen, or when it is shown after the state moved on. The panes with
-state of their own (Sweep, Explain, History, Search) are driven by the app once they exist:
+state of their own (Sweep, Explain, History, Search, Hunt) are driven by the app once they exist:
 nothing reaches them before.
 """
 
@@ -59,6 +59,7 @@ TABS = (
     Tab("Explain", "explain", "ExplainPane"),
     Tab("History", "history", "HistoryPane"),  # the eleventh: F2 (and the palette)
     Tab("Search", "search", "SearchPane"),  # the twelfth: F3
+    Tab("Hunt", "hunt", "HuntPane"),  # the thirteenth: F4
 )
 BY_ID = {tab.id: tab for tab in TABS}
 INITIAL = TABS[0]

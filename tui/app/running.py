@@ -11,7 +11,7 @@ import time
 from textual.css.query import NoMatches
 from textual.timer import Timer
 
-from ..jobs.scheduler import RUN, SEARCH, SWEEP
+from ..jobs.scheduler import HUNT, RUN, SEARCH, SWEEP
 from ..model.statuses import STATUS_CANCELLED, STATUS_CRASH
 from ..process.client import EngineDied, EngineEvent, EngineProgress, EngineResult
 from .host import Host
@@ -21,6 +21,7 @@ DEBOUNCE_S = 0.25  # typing "4096" must not start four builds
 WAIT_WORDS = {
     SWEEP: ("The form runs when the sweep ends (Esc stops the sweep).", "A sweep runs"),
     SEARCH: ("The form runs when the search ends (Esc stops it).", "A knob search runs"),
+    HUNT: ("The form runs when the hunt ends (Esc stops it).", "A hunt runs"),
 }
 
 

@@ -15,17 +15,21 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
 from textual.css.query import NoMatches
 from textual.widgets import Input
 
-from ..jobs.scheduler import SEARCH, SWEEP
+from ..jobs.scheduler import JOB_WORDS, SEARCH
 from ..model.options import RunOptions
 from ..model.search_results import SearchOptions, SearchResult
 from ..model.search_run import Done, RunFresh, SearchAgain, SearchRun
 from ..process.client import EngineDied, EngineEvent, EngineProgress, EngineResult, EngineSearched
 from .host import Host
 from .messages import BestPinned
+
+if TYPE_CHECKING:
+    from .widgets.search import SearchPane
 
 SEARCH_TAB = "tab-search"
 
@@ -55,6 +59,11 @@ class Searches:
         self.shown: SearchShown | None = None
 
     @property
+    def pane(self) -> SearchPane:
+        """The Search pane, once made (else NoMatches, as any query)."""
+        return cast("SearchPane", self.app.query_one("#search"))
+
+    @property
     def running(self) -> bool:
         return self.app.scheduler.running(SEARCH)
 
@@ -63,7 +72,7 @@ class Searches:
         was asked."""
         from ..model.search_results import parse_budget
 
-        pane = self.app.search_pane
+        pane = self.pane
         if self.shown is not None:
             return False
         try:
@@ -79,8 +88,8 @@ class Searches:
         if self.app.client is None or not self.app.engine_started:
             pane.say("No engine runs here (the dashboard was opened to view a saved result).")
             return False
-        if self.app.scheduler.may_start(SEARCH) == SWEEP:
-            pane.say("A sweep runs: start the search when it ends (Esc stops the sweep).")
+        if (other := self.app.scheduler.may_start(SEARCH)) is not None:
+            pane.say(f"{JOB_WORDS[other]} runs: start the search when it ends (Esc stops it).")
             return False
         self.app.cancel_pending_run()
         self.shown = SearchShown(SearchRun(config, search_options(budget_s, self.app.form.options.peers)))
@@ -94,7 +103,7 @@ class Searches:
         if run is None or run.request_id is not None:
             return
         with contextlib.suppress(NoMatches):
-            pane = self.app.search_pane
+            pane = self.pane
             if self.app.scheduler.waits_for(SEARCH) is not None:
                 pane.say(
                     f"The form's run comes first; then {run.job.config.label()} is searched.", running=True
@@ -125,7 +134,7 @@ class Searches:
         said_of = getattr(event, "request_id", None)
         if isinstance(event, EngineProgress) and said_of == run.request_id:
             run.job.step = event.text
-            self.app.search_pane.progress(run.job.config.label(), event.text)
+            self.pane.progress(run.job.config.label(), event.text)
             self._said(event.text.removeprefix("searching: "))
             return True
         if isinstance(event, EngineSearched) and said_of == run.request_id:
@@ -146,11 +155,11 @@ class Searches:
         label = run.job.config.label()
         if isinstance(step, SearchAgain):
             self._send(run)
-            self.app.search_pane.progress(label, step.words)
+            self.pane.progress(label, step.words)
         elif isinstance(step, RunFresh):  # the contender, pinned, in the process that follows (it retires)
             run.fresh_id = self.app.scheduler.asked(SEARCH, self.app.client.submit(step.config, RunOptions()))
-            self.app.search_pane.show(result)
-            self.app.search_pane.progress(label, f"{step.words} ...")
+            self.pane.show(result)
+            self.pane.progress(label, f"{step.words} ...")
             self._said(step.words)
         else:
             self._done(step.result)
@@ -159,7 +168,7 @@ class Searches:
         """An event of the fresh run of the contender: its progress, its answer or its loss."""
         said_of = getattr(event, "request_id", None)
         if isinstance(event, EngineProgress) and said_of == run.fresh_id:
-            self.app.search_pane.progress(run.job.config.label(), f"fresh process: {event.text}")
+            self.pane.progress(run.job.config.label(), f"fresh process: {event.text}")
             return True
         if isinstance(event, EngineResult) and said_of == run.fresh_id:
             self._done(run.job.fresh_answered(event.result))
@@ -172,7 +181,7 @@ class Searches:
         self.shown, self.app.search_result = None, result
         self.app.scheduler.answered(SEARCH)
         run_asked = self.app.scheduler.end(SEARCH)
-        self.app.search_pane.show(result)
+        self.pane.show(result)
         self.app.draw_shown()  # the Plans pane's finds
         self._said("")
         self._form_after(run_asked)
@@ -190,11 +199,11 @@ class Searches:
                 if run.fresh_id is not None
                 else "stopping at the next candidate ..."
             )
-            self.app.search_pane.progress(run.job.config.label(), words)
+            self.pane.progress(run.job.config.label(), words)
             return
         self.shown = None
         run_asked = self.app.scheduler.end(SEARCH)
-        self.app.search_pane.say("Not started: stopped (Esc) while the form's run went on.")
+        self.pane.say("Not started: stopped (Esc) while the form's run went on.")
         self._said("")
         self._form_after(run_asked)
 
@@ -222,7 +231,7 @@ class Searches:
                     "No search has found a plan yet (F3: the Search pane).", title="Nothing to pin"
                 )
                 return
-            self.app.search_pane.action_pin_best()
+            self.pane.action_pin_best()
 
     def pinned(self, message: BestPinned) -> None:
         """The best found into the form's pinned plan; the form runs it, and Ctrl+S keeps it."""

@@ -6,24 +6,29 @@ other panes keep the form's own result.
 
 While a sweep runs the form's edits do not start runs (a run would take the engine from the
 sweep): the form runs when the sweep ends, if it changed or Ctrl+R asked. Esc stops the sweep
-after the point under way, keeping it; Esc again stops that point too.
+after the point under way, keeping it; Esc again stops that point too. The grid's code
+(tui.jobs.sweep and what it needs) is imported when a sweep is first asked for, not with the
+dashboard's first frame.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, cast
 
-from ..jobs.scheduler import SEARCH, SWEEP
-from ..jobs.sweep import Point, SweepError, Vary, grid, parse_vary, varied_words
-from ..jobs.sweep_run import SweepRun
+from ..jobs.scheduler import JOB_WORDS, SWEEP
 from ..model.config import SdpaConfig
 from ..model.results import RunResult
 from ..model.statuses import STATUS_CANCELLED, STATUS_CRASH
 from ..process.client import EngineDied, EngineEvent, EngineProgress, EngineResult
-from ..process.session import died_result
 from . import sweep_progress
 from .host import Host
 from .sweep_progress import Progress
+
+if TYPE_CHECKING:
+    from ..jobs.sweep import Point, Vary
+    from ..jobs.sweep_run import SweepRun
+    from .widgets.sweep import SweepPane
 
 NO_VARY = "give FIELD=VALUES, e.g. s=1024..32768x2 or d=64,128"
 
@@ -32,6 +37,8 @@ def plan_sweep(texts: tuple[str, ...], base: SdpaConfig) -> tuple[list[Vary], li
     """The varies typed (empty inputs left out), their grid over `base`, and each bad input's
     problem by its place from 1 (then nothing runs). A problem of the grid as a whole (one field
     varied twice, too many points) goes under the last vary given."""
+    from ..jobs.sweep import SweepError, grid, parse_vary
+
     varies, errors, given = [], {}, []
     for place, text in enumerate(texts, start=1):
         if not text.strip():
@@ -71,17 +78,24 @@ class Sweeps:
         self.shown: SweepShown | None = None
 
     @property
+    def pane(self) -> SweepPane:
+        """The Sweep pane, once made (else NoMatches, as any query)."""
+        return cast("SweepPane", self.app.query_one("#sweep"))
+
+    @property
     def running(self) -> bool:
         return self.app.scheduler.running(SWEEP)
 
     def start(self, texts: tuple[str, ...]) -> bool:
         """Read the varies against the form's configuration; run the grid if they and the form are
         good (the form's run options, as its own runs take them). Whether it started."""
-        pane = self.app.sweep_pane
+        pane = self.pane
         if self.shown is not None:
             return False
-        if self.app.scheduler.may_start(SWEEP) == SEARCH:
-            pane.show_errors({1: "a knob search runs: start the sweep when it ends (Esc stops it)"})
+        if (other := self.app.scheduler.may_start(SWEEP)) is not None:
+            pane.show_errors(
+                {1: f"{JOB_WORDS[other].lower()} runs: start the sweep when it ends (Esc stops it)"}
+            )
             return False
         config, errors = self.app.form.read()
         if config is None:
@@ -94,6 +108,8 @@ class Sweeps:
         if problems:
             pane.show_errors(problems)
             return False
+        from ..jobs.sweep_run import SweepRun
+
         self.app.cancel_pending_run()
         first = varies[0].label
         xs = list(dict.fromkeys(str(p.varied[first]) for p in points))
@@ -115,6 +131,8 @@ class Sweeps:
         if self.app.scheduler.waits_for(SWEEP) is not None:
             self._said(waiting=True)
             return
+        from ..jobs.sweep import varied_words
+
         point = shown.point = shown.run.take()
         shown.request_id = self.app.scheduler.asked(
             SWEEP, self.app.client.submit(point.config, shown.run.options)
@@ -139,6 +157,8 @@ class Sweeps:
                 self.app.keep_crash(event.result)
             return True
         if isinstance(event, EngineDied):  # the point went with the process: a row that says so
+            from ..process.session import died_result
+
             lost = died_result(shown.point.config, event, "", self.app.environment)
             self._point(lost, go_on=event.restarting)
             if not event.restarting:
@@ -153,7 +173,7 @@ class Sweeps:
         if result.status == STATUS_CANCELLED:  # Esc twice: the point was stopped, nothing to keep
             self._end("stopped (Esc twice): the point under way was dropped")
             return
-        self.app.sweep_pane.add_row(shown.run.answered(shown.point, result))
+        self.pane.add_row(shown.run.answered(shown.point, result))
         self._said(running="", step="")
         if go_on:
             self.next()
@@ -162,7 +182,7 @@ class Sweeps:
         """The pane's and the app's status lines say how far the sweep is."""
         shown = self.shown
         shown.progress = replace(shown.progress, done=len(shown.run.rows), **changes)
-        self.app.sweep_pane.say(shown.progress)
+        self.pane.say(shown.progress)
         self.app.status.state = self.app.status.state.sweeping(shown.progress.short())
 
     def stop(self) -> None:
@@ -189,7 +209,7 @@ class Sweeps:
         progress = replace(
             shown.progress, done=len(shown.run.rows), finished=how, ended=sweep_progress.clock()
         )
-        self.app.sweep_pane.say(progress)
+        self.pane.say(progress)
         self.app.status.state = self.app.status.state.sweeping("")
         config, _ = self.app.form.read()
         changed = (

@@ -17,7 +17,7 @@ from ..model.statuses import STATUS_CPU_ONLY
 from . import common
 from .common import EXIT_FAIL, EXIT_OK, fail_usage, preset_config, terminal
 from .history import CheckRecorder, history_options
-from .options import peers_option, preset_regimes, regime_of, run_options, timing_options
+from .options import cross_check_option, peers_option, preset_regimes, regime_of, run_options, timing_options
 
 
 def check_cases(preset_names: tuple[str, ...]) -> list[tuple[str, SdpaConfig]]:
@@ -46,12 +46,13 @@ def check_cases(preset_names: tuple[str, ...]) -> list[tuple[str, SdpaConfig]]:
     "--gpus", metavar="all|LIST", help="check these GPUs at once (all, or 0,1), flagging stragglers"
 )
 @peers_option
+@cross_check_option
 @history_options(baselines=True)
 def check(preset_names, quick, as_json, gpus, **values) -> None:
     """Sanity-check this GPU box: the smoke set and every built-in preset, one engine process for
     all (restarted after a crash); exit non-zero on any mismatch, failure or unavailable GPU.
     Without a GPU, cuDNN's own validate() still judges every case."""
-    from ..jobs.check import plan_cache_counts, run_cases
+    from ..jobs.check import known_wrong, plan_cache_counts, run_cases
 
     if quick and preset_names:
         fail_usage(["--quick checks the smoke set only: leave out --preset"])
@@ -91,7 +92,7 @@ def check(preset_names, quick, as_json, gpus, **values) -> None:
         "gpu_available": env.gpu_available,
         "passed": passed,
         "failed": failed,
-        "known": known,  # not run: this cuDNN on this GPU is known to refuse it
+        "known": known,  # this cuDNN on this GPU is known to refuse it, or to get it wrong (known_wrong)
         "restarts": restarts[0],
         "plan_cache": plan_cache_counts(result for _name, result in recorder.cases),
         **recorder.finish(as_json),
@@ -111,7 +112,9 @@ def check(preset_names, quick, as_json, gpus, **values) -> None:
         again = f"; the engine process was restarted {restarts[0]} time(s)" if restarts[0] else ""
         cache = summary["plan_cache"]
         cached = f"; graphs: {cache['loaded']} loaded from the plan cache, {cache['built']} built"
-        refused = f", {known} known to be refused here" if known else ""
+        wrong = sum(known_wrong(result) for _name, result in recorder.cases)
+        refused = f", {known - wrong} known to be refused here" if known - wrong else ""
+        refused += f", {wrong} known wrong results here" if wrong else ""
         terminal().print(f"{passed} passed, {failed} failed{refused}{again}{cached}")
     sys.exit(EXIT_OK if failed == 0 and env.gpu_available and recorder.passed else EXIT_FAIL)
 

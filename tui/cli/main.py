@@ -9,26 +9,50 @@ is the group; each command lives in a module of its own.
 from __future__ import annotations
 
 import gc
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..model.config import SdpaConfig
-from . import common
-from .cache import cache
-from .check import check
-from .env import env
-from .explain import explain
-from .history import compare, history
-from .presets import presets
-from .run import run
-from .search import search
-from .server import server
-from .show import show
-from .sweep import merge, sweep
+if TYPE_CHECKING:
+    from ..model.config import SdpaConfig
+
+# each command's module (under tui.cli): imported when the command is asked for, so that the
+# dashboard (no command) imports none of them (a tenth of its launch went to them)
+COMMANDS = {
+    "cache": "cache",
+    "check": "check",
+    "compare": "history",
+    "env": "env",
+    "explain": "explain",
+    "history": "history",
+    "hunt": "hunt",
+    "merge": "sweep",
+    "presets": "presets",
+    "run": "run",
+    "search": "search",
+    "server": "server",
+    "show": "show",
+    "sweep": "sweep",
+}
 
 
-@click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+class Commands(click.Group):
+    """The group whose commands are imported when named (click's lazy-loading pattern)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *COMMANDS})
+
+    def get_command(self, ctx: click.Context | None, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            module = importlib.import_module(f"{__package__}.{COMMANDS[cmd_name]}")
+            self.add_command(getattr(module, cmd_name), cmd_name)
+        return super().get_command(ctx, cmd_name)  # type: ignore[arg-type]
+
+
+@click.group(
+    cls=Commands, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]}
+)
 @click.version_option(package_name="cudnn-sdpa-explorer")
 @click.option(
     "--open",
@@ -43,7 +67,11 @@ def main(ctx: click.Context, open_path: str | None) -> None:
     if ctx.invoked_subcommand is not None:
         gc.enable()  # held off while the tool imported (tui/entry.py); the dashboard's first frame turns it on
     else:
-        opened = common.read_result(open_path, "--open") if open_path else None
+        opened = None
+        if open_path:
+            from . import common
+
+            opened = common.read_result(open_path, "--open")
         dashboard(opened.config if opened else None, opened).run()
 
 
@@ -57,21 +85,3 @@ def dashboard(config: SdpaConfig | None = None, opened: Any = None) -> Any:
     from ..app import make_app
 
     return make_app(config, opened=opened)
-
-
-for command in (
-    show,
-    run,
-    check,
-    presets,
-    env,
-    sweep,
-    merge,
-    explain,
-    history,
-    compare,
-    cache,
-    search,
-    server,
-):
-    main.add_command(command)

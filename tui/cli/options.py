@@ -133,9 +133,11 @@ def _run_options_of(*names: str):
 
 
 # the commands that measure (run, check, sweep); those that run plans (run, sweep); --peers;
-# --no-history (run, check, sweep: each keeps what it measures in the run history)
+# --no-history (run, check, sweep: each keeps what it measures in the run history); --cross-check
+# (run, sweep and check: the fp64 check of each output)
 timing_options = _run_options_of("replays", "l2_flush", "regime", "seed", "run_anyway", "plan_cache")
-measure_options = _run_options_of("autotune", "check")
+measure_options = _run_options_of("autotune", "check", "cross_check")
+cross_check_option = _run_options_of("cross_check")
 peers_option = _run_options_of("peers")
 history_option = _run_options_of("no_history")
 

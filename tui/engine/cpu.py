@@ -12,13 +12,15 @@ from collections.abc import Callable
 from typing import Any
 
 from ..model.config import SdpaConfig
+from ..model.inputs import recipe_of
 from ..model.options import RunOptions
 from ..model.results import OutputCheck, PassResult, PeerResult
 from ..model.statuses import BACKWARD, GOOD_STATUSES, STATUS_CPU_ONLY
 from .fp8 import dequantise, quantise
 from .graph import GraphBuildError, define_and_validate
+from .independent import INDEPENDENT_NAME, cross_check, fp64_reference
 from .measure import counts
-from .passes import Inputs, Pass, passes_of
+from .passes import Inputs, Pass, passes_of, recipe_notes
 from .reference import drawn_values
 from .tolerances import compare
 
@@ -26,8 +28,9 @@ CPU_REFERENCE_MAX_FLOPS = 4e9  # a few seconds of fp32 math on a small CPU
 
 
 def cpu_inputs(config: SdpaConfig, seed: int) -> Inputs:
-    """The CPU check's inputs, drawn as on the GPU; FP8 values quantised, then dequantised to fp16."""
-    drawn = drawn_values(config, "cpu", seed)
+    """The CPU check's inputs, drawn as on the GPU (the input recipe's seed and magnitudes; its fill
+    goes where only cuDNN's graph reads, on the GPU); FP8 values quantised, then dequantised to fp16."""
+    drawn = drawn_values(config, "cpu", recipe_of(config).seed_for(seed))
     q, k, v = (drawn[name] for name in ("q", "k", "v"))
     if config.fp8:
         q, k, v = (dequantise(*quantise(x)).half() for x in (q, k, v))
@@ -42,7 +45,7 @@ def cpu_passes(
     results = []
     for spec in passes_of(config):
         progress(f"validating the {spec.kind}" + (" and checking on the CPU" if options.check else ""))
-        result = cpu_pass(spec, config, options.check, options.seed, reason, progress)
+        result = cpu_pass(spec, config, options.check, options.seed, reason, progress, options.cross_check)
         if options.peers:  # said, not silently dropped
             from .peers import ADAPTERS
 
@@ -56,10 +59,17 @@ def cpu_passes(
 
 
 def cpu_pass(
-    spec: Pass, config: SdpaConfig, check: bool, seed: int, reason: str, progress: Callable[[str], None]
+    spec: Pass,
+    config: SdpaConfig,
+    check: bool,
+    seed: int,
+    reason: str,
+    progress: Callable[[str], None],
+    cross: bool = False,
 ) -> PassResult:
     """One pass without a GPU; a graph cuDNN refuses is a result, in cuDNN's words. `progress`
-    hears how far the CPU reference is (it can take seconds)."""
+    hears how far the CPU reference is (it can take seconds). `cross`: the fp32 reference is
+    cross-checked against the fp64 one too (independent.py)."""
     what = counts(spec, config)
     try:
         g = define_and_validate(config, backward=spec.kind == BACKWARD)
@@ -68,7 +78,7 @@ def cpu_pass(
     result = PassResult(status=STATUS_CPU_ONLY, phases=tuple(g.phases), graph_json=g.described, **what)
     if not check:
         return result
-    return dataclasses.replace(result, **cpu_check(spec, config, seed, reason, progress))
+    return dataclasses.replace(result, **cpu_check(spec, config, seed, reason, progress, cross))
 
 
 def fitting_batch(spec: Pass, config: SdpaConfig) -> int:
@@ -84,9 +94,15 @@ def first_entries(config: SdpaConfig, b: int) -> SdpaConfig:
 
 
 def cpu_check(
-    spec: Pass, config: SdpaConfig, seed: int, reason: str, progress: Callable[[str], None] = lambda _t: None
+    spec: Pass,
+    config: SdpaConfig,
+    seed: int,
+    reason: str,
+    progress: Callable[[str], None] = lambda _t: None,
+    cross: bool = False,
 ) -> dict[str, Any]:
-    """torch's own pass on the CPU against the fp32 reference (dropout off: its mask is drawn on the GPU)."""
+    """torch's own pass on the CPU against the fp32 reference (dropout off: its mask is drawn on the
+    GPU); with `cross`, the fp32 reference against the fp64 one as well (cuDNN has no output here)."""
     note = f"CPU only ({reason}): cuDNN's {spec.kind} did not run"
     cost, limit = spec.check_cost(config), f"the {CPU_REFERENCE_MAX_FLOPS / 1e9:.0f} GFLOP CPU limit"
     if cost > CPU_REFERENCE_MAX_FLOPS:
@@ -113,20 +129,22 @@ def cpu_check(
         plain, inputs, lambda share: progress(f"checking the {spec.kind} on the CPU: {share:.0%}")
     )
     rows = spec.rows(plain, "cpu")
+    fp64, why = fp64_reference(plain, spec.grad, inputs, tuple(refs)) if cross else ({}, "")
     checks = []
     for output, ref in refs.items():
         if output not in peer.outputs:  # the softmax's row outputs are cuDNN's alone
             continue
         atol, rtol = spec.tolerance(config, output, ref, inputs)
-        checks.append(
-            OutputCheck(
-                output, atol, rtol, None, {name: compare(peer.outputs[output], ref, atol, rtol, rows[output])}
-            )
+        against = (
+            cross_check(None, ref, fp64[output], atol, rtol, rows[output])[1] if output in fp64 else None
         )
+        peer_error = {name: compare(peer.outputs[output], ref, atol, rtol, rows[output])}
+        checks.append(OutputCheck(output, atol, rtol, None, peer_error, reference_fp64=against))
+    crossed = (why or f"the fp32 reference cross-checked against {INDEPENDENT_NAME}",) if cross else ()
     return dict(
         reference=spec.reference_name,
         check_device="cpu",
         checks=tuple(checks),
-        notes=(note,),
+        notes=(note, *recipe_notes(config), *crossed),
         peers={name: f"{peer.description} (CPU)"},
     )

@@ -236,9 +236,12 @@ def build(
     backward: bool = False,
     cache: Any = None,
     machine: str = "",
+    same_as: str = "",
 ) -> SdpaGraph:
     """All six phases, then every candidate plan described and built (needs a GPU). Without
-    `every_plan` only the heuristic's pick is built (a graph used only to check). With
+    `every_plan` only the heuristic's pick is built (a graph used only to check), or the plan
+    `same_as` names (a pin's text: the engine and knobs of the plan being checked) where cuDNN
+    makes and builds it for this graph (`pinned_index`; else `pin_error` says why). With
     `backward`, the backward graph of the config's training step. With a plan cache
     (plan_cache.PlanCache) and the `machine` it is keyed by, the plans of a graph built before
     load from it instead; a graph built now is added to it."""
@@ -270,15 +273,41 @@ def build(
         g.json,
     )
     pin_at = g.append_pinned(cudnn) if pinning else None
+    if same_as and not every_plan:
+        pin_at = _append_same(g, cudnn, same_as)
     _timed(phases, "check_support", graph.check_support, g.json)
     _timed(phases, "build_plans", graph.build_plans, g.json)
-    if not every_plan:  # execute() runs the plan build_plans() selected
+    if not every_plan:  # execute() runs the plan build_plans() selected, or the one built after it
         g.workspace_bytes = graph.get_workspace_size()
+        if pin_at is not None:
+            _select_same(g, pin_at)
         return g
     _build_every_plan(g, pin_at)
     if key is not None and not g.pin_error.startswith(NOT_MADE):
         plan_cache.save(cache, key, g, time.perf_counter() - started)
     return g
+
+
+def _append_same(g: SdpaGraph, cudnn: Any, text: str) -> int | None:
+    """The plan `text` names appended after the heuristic's list (None, with `pin_error`, where
+    cuDNN will not make it for this graph)."""
+    try:
+        return append_plan(g.graph, cudnn, text)
+    except Exception as exc:
+        g.pin_error = f"{NOT_MADE}: {first_line(exc) or type(exc).__name__}"
+        return None
+
+
+def _select_same(g: SdpaGraph, index: int) -> None:
+    """Build the appended plan, which selects it for execute(); where it does not build, the
+    heuristic's pick stays selected and `pin_error` says why."""
+    try:
+        g.graph.build_plan_at_index(index)
+    except Exception as exc:
+        g.pin_error = first_line(exc) or type(exc).__name__
+        return
+    g.pinned_index = index
+    g.workspace_bytes = max(g.workspace_bytes, int(g.graph.get_workspace_size_plan_at_index(index) or 0))
 
 
 def _build_every_plan(g: SdpaGraph, pin_at: int | None) -> None:

@@ -16,6 +16,7 @@ from ..model.rates import bandwidth_gbs, tflops
 from ..model.results import OutputCheck, PassResult, PlanResult, TimingStats
 from ..model.statuses import FORWARD, STATUS_MISMATCH, STATUS_OK
 from . import faults, fp8
+from .independent import INDEPENDENT_NAME, cross_check, fp64_reference
 from .passes import FORWARD_PASS, BuiltPass, Inputs, Pass
 from .timing import host_overhead_calls, host_overhead_us, kernel_time
 from .tolerances import compare
@@ -24,8 +25,8 @@ from .tolerances import compare
 @dataclass(frozen=True)
 class Bench:
     """What measuring needs from the Engine: the cuDNN handle, the stream switch kernel timing
-    uses, the L2 size (for the flush), where progress is reported, and the GPU's watch
-    (telemetry; None where NVML is not available)."""
+    uses, the L2 size (for the flush), where progress is reported, the GPU's watch
+    (telemetry; None where NVML is not available), and the device the tensors live on."""
 
     handle: Any
     set_stream: Callable[[int], None]
@@ -33,6 +34,7 @@ class Bench:
     progress: Callable[[str], None]
     gpu: Any = None
     cudnn_version: str = ""  # the backend's, as a pinned plan's note names it
+    device: str = "cuda"
 
 
 def counts(spec: Pass, config: SdpaConfig) -> dict[str, Any]:
@@ -65,7 +67,8 @@ class Measurement:
 
     def __init__(self, spec: Pass, built: BuiltPass, before: dict[str, BuiltPass], bench: Bench):
         self.spec, self.built, self.before, self.bench = spec, built, before, bench
-        self.config = built.graph.config
+        self.cross_check = False  # each output also against the fp64 reference (RunOptions.cross_check)
+        self.config = built.config
 
     def run_plan(self, index: int | None) -> Callable[[], None]:
         return self.built.graph.runner(index, self.built.data, self.built.workspace, self.bench.handle)
@@ -106,7 +109,9 @@ class Measurement:
             mask = forward.dropout_mask
         d_o = b.values("dO") if "dO" in b.data else None
         sink = b.data.get("sink_token")
-        return Inputs(b.values("q"), b.values("k"), b.values("v"), b.data.get("bias"), d_o, mask, sink)
+        o = b.values("o") if d_o is not None else None  # a backward reads O as the forward stored it
+        inputs = Inputs(b.values("q"), b.values("k"), b.values("v"), b.data.get("bias"), d_o, mask, sink, o)
+        return inputs.real_parts(config)  # an input recipe's fill is never read by the check
 
     def prepare_check(self) -> None:
         """The reference, tolerances and the peer's error: computed once per built pass, kept for reruns."""
@@ -120,7 +125,7 @@ class Measurement:
         )
         b.tolerances = {name: spec.tolerance(config, name, ref, inputs) for name, ref in b.reference.items()}
         peer = spec.peer(config, inputs)  # named by the torch backend that ran it (None: no peer)
-        rows = spec.rows(config, "cuda")
+        rows = spec.rows(config, self.bench.device)
         ran = peer is not None and peer.outputs is not None
         b.peer_metrics = (
             {
@@ -136,15 +141,28 @@ class Measurement:
         if spec.kind == FORWARD and not config.backward:
             b.dropout_mask = None  # no later pass needs it
 
+    def prepare_fp64(self) -> None:
+        """The fp64 cross-check's reference of every checked output, once per built pass (independent.py)."""
+        spec, b = self.spec, self.built
+        self.bench.progress(f"cross-checking the {spec.kind} in fp64")
+        b.fp64, why = fp64_reference(self.config, spec.grad, self.inputs(), tuple(b.reference or ()))
+        b.fp64_notes = (why or f"cross-checked against {INDEPENDENT_NAME}",)
+
     def check(self, outputs: dict[str, Any]) -> tuple[OutputCheck, ...]:
-        b, rows = self.built, self.spec.rows(self.config, "cuda")
+        b, rows = self.built, self.spec.rows(self.config, self.bench.device)
+        fp64 = (b.fp64 or {}) if self.cross_check else {}
         return tuple(
             OutputCheck(
                 name,
                 *b.tolerances[name],
                 compare(got, b.reference[name], *b.tolerances[name], rows[name]),
                 b.peer_metrics.get(name, {}),
-            )
+                *(
+                    cross_check(got, b.reference[name], fp64[name], *b.tolerances[name], rows[name])
+                    if name in fp64
+                    else (None, None)
+                ),
+            )  # fmt: skip
             for name, got in outputs.items()
         )
 
@@ -162,6 +180,7 @@ def measure(
     """Check the heuristic's plan, time every plan that built (or only the pick without
     autotune), and say whether the pass is right."""
     m = Measurement(spec, built, before, bench)
+    m.cross_check = options.check and options.cross_check
     config, g = m.config, built.graph
     checks = _check_chosen(m, options)
     repeatable = m.repeatable() if options.check and spec.repeat_check else None
@@ -208,7 +227,13 @@ def measure(
         fp8=fp8.scaling(built.data, spec.fp8_scales, spec.fp8_amax, amax_references(spec, built))
         if config.fp8
         else None,
-        notes=(*pin_notes, *((*spec.notes(config), *built.peer_notes) if checks else ()), *built.cache_notes),
+        notes=(
+            *pin_notes,
+            *((*spec.notes(config), *built.peer_notes) if checks else ()),
+            *built.cache_notes,
+            *built.check_notes,
+            *(built.fp64_notes if m.cross_check else ()),
+        ),  # fmt: skip
         graph_json=g.described or g.json(),
         **counts(spec, config),
     )
@@ -222,6 +247,8 @@ def _check_chosen(m: Measurement, options: Any) -> tuple[OutputCheck, ...]:
     m.bench.progress(f"checking the {m.spec.kind}")
     if m.built.reference is None:
         m.prepare_check()
+    if m.cross_check and m.built.fp64 is None:  # never unless asked: fp64 math is the costliest check
+        m.prepare_fp64()
     return m.check(m.outputs_of(m.built.graph.chosen))
 
 

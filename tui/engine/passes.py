@@ -14,12 +14,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..model.config import BACKWARD_FLOPS_RULE, SdpaConfig
+from ..model.inputs import recipe_of
+from ..model.pins import Pin
 from ..model.results import ErrorMetrics
 from ..model.statuses import BACKWARD, FORWARD
 from ..model.tensor_plan import BACKWARD_AMAX, FORWARD_AMAX, FP8_FORWARD_SCALES
 from . import fp8, storage
 from .graph import SdpaGraph, build
 from .peer import PeerRun, first_backend, torch_sdpa, torch_sdpa_grads
+from .recipes import real_parts
 from .reference import REFERENCE_NAME, reference_fp32, reference_grads, softmax_rows, valid_rows
 from .tensors import backward_tensors, device_tensors, dump_dropout_mask, workspace
 from .tolerances import TOLERANCES, atol_floor, tolerance
@@ -31,10 +34,11 @@ GRAD_REFERENCE_NAME = "fp32 autograd of the reference on the same logical tensor
 @dataclass
 class BuiltPass:
     """A pass built on the GPU: its graph, every tensor it reads and writes by name, and what its
-    check needs once computed (the reference, tolerances, the peer's error), kept for reruns."""
+    check needs once computed (the reference, tolerances, the peer's error), kept for reruns. A
+    pass cuDNN declined has no graph (None), only its tensors, for the reference and the peers."""
 
     kind: str
-    graph: SdpaGraph
+    graph: SdpaGraph | None
     data: dict[str, Any]
     workspace: Any
     reference: dict[str, Any] | None = None  # output -> fp32 reference
@@ -44,20 +48,29 @@ class BuiltPass:
     peer_notes: tuple[str, ...] = ()  # why no peer is shown, where no torch backend ran
     dropout_mask: Any = None  # the mask cuDNN drew, for this pass's and later passes' references
     cache_notes: tuple[str, ...] = ()  # what the plan cache said while building (a blob rebuilt)
+    fp64: dict[str, Any] | None = None  # output -> its fp64 cross-check reference, once asked
+    fp64_notes: tuple[str, ...] = ()  # what the cross-check compared with, or why it did not
+    check_notes: tuple[str, ...] = ()  # what making the check said (the dropout mask's plan)
+    config: SdpaConfig | None = None  # the graph's configuration (given where there is no graph)
+
+    def __post_init__(self) -> None:
+        if self.config is None:
+            self.config = self.graph.config
 
     @property
     def pack(self) -> dict[Any, Any]:
         return self.graph.variant_pack(self.data)
 
     def values(self, name: str) -> Any:
-        return storage.logical(self.graph.config, self.data, name)
+        return storage.logical(self.config, self.data, name)
 
 
 @dataclass(frozen=True)
 class Inputs:
     """What a reference and a peer compute from, as logical numbers (FP8 dequantised, pages
     gathered, tokens unpacked): q, k, v, the bias, the output gradient dO of a backward, the
-    dropout mask cuDNN drew (None: off) and the sink logits (None: no sink tokens)."""
+    dropout mask cuDNN drew (None: off), the sink logits (None: no sink tokens) and, for a
+    backward, O as cuDNN's forward stored it (what its backward reads: the tolerance's floor)."""
 
     q: Any
     k: Any
@@ -66,6 +79,13 @@ class Inputs:
     d_o: Any = None
     dropout_mask: Any = None
     sink: Any = None
+    o: Any = None
+
+    def real_parts(self, config: SdpaConfig) -> Inputs:
+        """With an input recipe's fill, every part past the real lengths zeroed (recipes.real_parts):
+        the reference and the peers read what a correct kernel reads, and no NaN of the padding."""
+        q, k, v, bias, d_o = real_parts(config, self.q, self.k, self.v, self.bias, self.d_o)
+        return Inputs(q, k, v, bias, d_o, self.dropout_mask, self.sink, self.o)
 
     def for_peer(self, config: SdpaConfig) -> Inputs:
         """torch has no FP8 attention: its SDPA runs in fp16 on the dequantised values."""
@@ -149,7 +169,9 @@ class Pass:
         g = build(config, handle, backward=self.kind == BACKWARD, cache=cache, machine=machine)
         return BuiltPass(self.kind, g, self.tensors(config, seed, before), workspace(torch, g))
 
-    def tensors(self, config: SdpaConfig, seed: int, before: dict[str, BuiltPass]) -> dict[str, Any]:
+    def tensors(
+        self, config: SdpaConfig, seed: int, before: dict[str, BuiltPass], device: str = "cuda"
+    ) -> dict[str, Any]:
         """Every device tensor the pass's graph reads and writes, by name."""
         raise NotImplementedError
 
@@ -204,7 +226,7 @@ class Pass:
 
     def tolerance(self, config: SdpaConfig, output: str, ref: Any, inputs: Inputs) -> tuple[float, float]:
         """(atol, rtol) of one output, its atol never below what the inputs' size allows."""
-        floor = atol_floor(config, output, inputs.q, inputs.k, inputs.v, inputs.d_o)
+        floor = atol_floor(config, output, inputs.q, inputs.k, inputs.v, inputs.d_o, inputs.o)
         return tolerance(config, ref, grad=self.grad, floor=floor)
 
     def notes(self, config: SdpaConfig) -> tuple[str, ...]:
@@ -232,8 +254,10 @@ class Forward(Pass):
             keys.update(Max="score_max", SumExp="score_sum_exp")
         return keys
 
-    def tensors(self, config: SdpaConfig, seed: int, before: dict[str, BuiltPass]) -> dict[str, Any]:
-        return device_tensors(config, "cuda", seed)
+    def tensors(
+        self, config: SdpaConfig, seed: int, before: dict[str, BuiltPass], device: str = "cuda"
+    ) -> dict[str, Any]:
+        return device_tensors(config, device, seed)
 
     def needs_scaling(self, config: SdpaConfig) -> bool:
         return config.fp8 and config.o_dtype == "fp8_e4m3"
@@ -274,10 +298,24 @@ class Forward(Pass):
 
     def dropout_mask(self, built: BuiltPass, handle: Any) -> Any:
         """Run the check graph (the same graph, also dumping the dropout mask it draws) once and
-        return the mask. The timed graph does not dump: writing the mask would slow it."""
+        return the mask. The timed graph does not dump: writing the mask would slow it. The check
+        graph runs the engine and knobs of the plan being checked: an engine maps the Philox
+        stream to positions its own way, so another engine's mask need not be this plan's (a decode
+        shape, s_q=1, may get a different engine once the graph also dumps). Where cuDNN will not
+        build that plan for it, the note says the mask came from another engine."""
         import torch
 
-        check = build(built.graph.config, handle, rng_dump=True, every_plan=False)
+        chosen = next((p for p in built.graph.plans if p.index == built.graph.chosen), None)
+        same = (
+            Pin.of(chosen.engine_id, chosen.knobs).text() if chosen and chosen.engine_id is not None else ""
+        )
+        check = build(built.graph.config, handle, rng_dump=True, every_plan=False, same_as=same)
+        if same and check.pinned_index is None:
+            built.check_notes = (
+                f"dropout: the mask the reference applies came from the check graph's own plan, not from "
+                f"{chosen.name}'s engine ({check.pin_error or 'not built for it'}): where the engines map "
+                "the random stream differently, a mismatch is the check's, not cuDNN's",
+            )
         return dump_dropout_mask(check, built.data, workspace(torch, check), handle)
 
 
@@ -302,8 +340,10 @@ class Backward(Pass):
     def output_keys(self, config: SdpaConfig) -> dict[str, str]:
         return {**self.outputs, "dSink": "dSink_token"} if config.sink else dict(self.outputs)
 
-    def tensors(self, config: SdpaConfig, seed: int, before: dict[str, BuiltPass]) -> dict[str, Any]:
-        return backward_tensors(config, before[FORWARD].data, "cuda", seed)
+    def tensors(
+        self, config: SdpaConfig, seed: int, before: dict[str, BuiltPass], device: str = "cuda"
+    ) -> dict[str, Any]:
+        return backward_tensors(config, before[FORWARD].data, device, seed)
 
     def needs_scaling(self, config: SdpaConfig) -> bool:
         return config.fp8
@@ -372,6 +412,7 @@ def storage_notes(config: SdpaConfig) -> tuple[str, ...]:
         notes.append(
             "sink tokens: the reference adds each head's sink logit as one more softmax column; torch has none"
         )
+    notes += recipe_notes(config)
     if config.variant != "none":
         v = config.modifier
         torch_words = "torch's SDPA cannot cap the scores, so its error is not shown" if v.cap else (
@@ -379,3 +420,12 @@ def storage_notes(config: SdpaConfig) -> tuple[str, ...]:
         notes.append(f"score modifier {v.text} ({v.words()}): cuDNN's score_mod sub-graph; the reference "
                      f"applies the same modifier in fp32; {torch_words}")  # fmt: skip
     return tuple(notes)
+
+
+def recipe_notes(config: SdpaConfig) -> tuple[str, ...]:
+    """What the input recipe did to the inputs (model/inputs.py); nothing for the default."""
+    recipe = recipe_of(config)
+    if not recipe.words():
+        return ()
+    fill = "; the reference and the peers read the real parts only" if recipe.pad and config.padded else ""
+    return (f"input recipe {recipe.text}: {recipe.words()}{fill}",)

@@ -25,6 +25,7 @@ from ..model.config import REFERENCE_CHUNK_BYTES, SdpaConfig
 from ..model.tensor_plan import TensorSpec, drawn_inputs
 from .cancel import between_chunks
 from .modifiers import capped, keeps
+from .recipes import shaped
 
 REFERENCE_NAME = "fp32 math on the same logical tensors (explicit mask, GQA expanded, TF32 off)"
 CPU_CHUNK_FLOPS = 1 << 27  # one chunk of the CPU reference (the peer: 4 times): 0.05-0.1 s of 2 CPUs
@@ -32,13 +33,8 @@ DRAW_CHUNK_ELEMENTS = 1 << 22  # numbers drawn on the CPU at once (0.1 s): the s
 
 
 def torch_dtype(torch: Any, dtype: str) -> Any:
-    types = {
-        "fp16": torch.float16,
-        "bf16": torch.bfloat16,
-        "fp8_e4m3": torch.float8_e4m3fn,
-        "fp32": torch.float32,
-    }
-    return types[dtype]
+    names = {"fp16": "float16", "bf16": "bfloat16", "fp8_e4m3": "float8_e4m3fn", "fp32": "float32"}
+    return getattr(torch, names[dtype])
 
 
 def empty(torch: Any, spec: TensorSpec, device: Any) -> Any:
@@ -87,7 +83,8 @@ def draw_pieces(dims: tuple[int, ...], most: int = DRAW_CHUNK_ELEMENTS) -> list[
 
 def drawn_values(config: SdpaConfig, device: str, seed: int = 0) -> dict[str, Any]:
     """Random q, k, v in the config's dtype, stored in its layout (logical dims b, h, s, d), and
-    the bias where there is one, drawn in that order from one seeded generator; for a training
+    the bias where there is one, drawn in that order from one seeded generator (then scaled,
+    shifted or made near-equal as the input recipe asks: recipes.shaped); for a training
     step also dO, from `seed + 1` (random_d_o). For FP8 configs q, k, v are fp32, the values
     before quantisation (see fp8.quantise)."""
     import torch
@@ -97,6 +94,7 @@ def drawn_values(config: SdpaConfig, device: str, seed: int = 0) -> dict[str, An
     values = {
         name: drawn(torch, specs[name], gen, device) for name in ("q", "k", "v", "bias") if name in specs
     }
+    shaped(config, values)  # the input recipe's magnitudes, where it asks for any
     if config.backward:
         values["dO"] = drawn(torch, specs["dO"], torch.Generator(device=device).manual_seed(seed + 1), device)
     return values

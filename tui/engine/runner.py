@@ -30,13 +30,16 @@ from ..model.statuses import (
     STATUS_KNOWN_ISSUE,
     STATUS_MISMATCH,
     STATUS_OK,
+    STATUS_UNSUPPORTED,
 )
 from ..model.validation import validate
+from ..store.known_issues import recorded as recorded_issues
 from ..store.plan_cache import PlanCache, fingerprint
 from . import environment as envmod
 from . import faults
 from .cancel import Cancelled
 from .cpu import cpu_passes
+from .declined import after_declined_forward, declined_pass, not_built
 from .forms import measure_forms
 from .graph import GraphBuildError
 from .measure import Bench, Measurement, counts, measure
@@ -159,7 +162,7 @@ class Engine:
             return withheld
         self._warmed()  # before anything is built: a build may capture (the frontend's own engines)
         try:
-            passes, hit, status, message = self._passes(config, options, env)
+            passes, hit, status, message = self._passes(config, options, env, issues)
         except Cancelled as stop:  # at a step boundary: nothing half-measured is shown
             if not self._cache.get(config):
                 self._cache.pop(config, None)  # nothing built: the next run is no cache hit
@@ -168,6 +171,8 @@ class Engine:
                 status=STATUS_CANCELLED, message=words, wall_seconds=time.perf_counter() - t0, **base
             )
         status, message = _first_failure(passes, status, message)
+        if status == STATUS_MISMATCH:  # a known wrong result says so, not a bare failure
+            message = known_issues.known_wrong_words(issues, message)
         return RunResult(
             status=status,
             message=message,
@@ -193,8 +198,9 @@ class Engine:
                 errors=tuple({"field": e.field, "message": e.message} for e in errors),
                 **base,
             )
-        issues = known_issues.matching(config, env)
-        if issues and env.gpu_available and not options.run_anyway:
+        issues = known_issues.matching(config, env, recorded_issues())
+        # a known crash is withheld; a refusal's graph is not built (the peers still run); a wrong result runs
+        if env.gpu_available and not options.run_anyway and known_issues.crashes(issues):
             words = known_issues.not_run_words(issues)
             return issues, RunResult(status=STATUS_KNOWN_ISSUE, message=words, known_issues=issues, **base)
         if self.lost is not None:
@@ -203,13 +209,16 @@ class Engine:
         return issues, None
 
     def _passes(
-        self, config: SdpaConfig, options: RunOptions, env: Environment
+        self, config: SdpaConfig, options: RunOptions, env: Environment, issues: tuple[KnownIssueMatch, ...]
     ) -> tuple[list[PassResult], bool, str, str]:
         """Each pass measured on the GPU, or as far as the CPU takes it (a cancel goes through): the
-        passes, whether the engine's cache had them, and the status and message before their verdicts."""
+        passes, whether the engine's cache had them, and the status and message before their verdicts.
+        The known refusals met and not run anyway are why cuDNN's graphs are not built."""
         try:
             if env.gpu_available:
-                passes, hit = self._run_gpu(config, options)
+                refusals = () if options.run_anyway else known_issues.refusals(issues)
+                known = known_issues.not_built_words(refusals, env.cudnn_backend_version) if refusals else ""
+                passes, hit = self._run_gpu(config, options, known)
                 return passes, hit, STATUS_OK, ""
             passes = cpu_passes(config, options, env.unavailable_reason, self._progress)
             return passes, False, STATUS_CPU_ONLY, f"GPU figures unavailable: {env.unavailable_reason}"
@@ -237,29 +246,25 @@ class Engine:
         return report
 
     # ---- GPU mode ---------------------------------------------------------------------------
-    def _run_gpu(self, config: SdpaConfig, options: RunOptions) -> tuple[list[PassResult], bool]:
+    def _run_gpu(
+        self, config: SdpaConfig, options: RunOptions, known: str = ""
+    ) -> tuple[list[PassResult], bool]:
         """Measure each pass; a later pass reads what the earlier ones' heuristic plans wrote.
-        A pass that cuDNN refuses, or that fails, ends the run with what was measured so far."""
+        A pass cuDNN declines (or is `known` to refuse: its graph not built) keeps cuDNN's words
+        and still runs its reference and peers (declined.py), and so does each pass after it; a
+        pass that fails ends the run with what was measured so far."""
         if not options.plan_cache:  # --no-cache: every plan built afresh, not what a run here left
             self._cache.pop(config, None)
         hit = config in self._cache
         built = self._cache.setdefault(config, {})
         self._cache.move_to_end(config)
         results: list[PassResult] = []
+        declined: dict[str, BuiltPass] = {}  # the passes cuDNN declined, their tensors made for the peers
         specs = passes_of(config)
         for spec in specs:
             try:
-                this = self._built(config, spec, built, options.seed, options.plan_cache)
-                bench = self.bench()
-                result = measure(spec, this, built, options, bench)
-                if spec.kind == FORWARD:  # its equivalent forms, where it has any (engine/forms.py)
-                    result = measure_forms(
-                        config, this, result, options, bench, lambda c: self._form(c, options)
-                    )
-                results.append(result)
-                if spec is not specs[-1]:  # the next pass reads what the heuristic's plan writes (o, stats)
-                    Measurement(spec, this, built, bench).run_plan(this.graph.chosen)()
-            except GraphBuildError as exc:
+                results.append(self._pass(config, spec, options, built, declined, known, spec is specs[-1]))
+            except GraphBuildError as exc:  # not cuDNN's refusal: a failure
                 results.append(exc.result(**counts(spec, config)))
             except Exception as exc:  # a failure is a result to show, not a crash
                 if faults.sticky(exc):
@@ -270,12 +275,60 @@ class Engine:
                         status=STATUS_ERROR, message=f"{type(exc).__name__}: {exc}", **counts(spec, config)
                     )
                 )
-            if results[-1].status not in (*GOOD_STATUSES, STATUS_MISMATCH):
+            if results[-1].status not in (*GOOD_STATUSES, STATUS_MISMATCH) and spec.kind not in declined:
                 break
         if not built:
             self._cache.pop(config, None)  # nothing built (or the context was lost): nothing to keep
         self._evict()
         return results, hit
+
+    def _pass(
+        self,
+        config: SdpaConfig,
+        spec: Pass,
+        options: RunOptions,
+        built: dict[str, BuiltPass],
+        declined: dict[str, BuiltPass],
+        known: str,
+        last: bool,
+    ) -> PassResult:
+        """One pass measured: built and timed, or, where cuDNN declines it (or is known to, or
+        declined the pass it reads), its refusal with the reference and the peers run beside."""
+        if known or declined:
+            status = STATUS_KNOWN_ISSUE if known else STATUS_UNSUPPORTED
+            refusal = (
+                not_built(spec, config, status, known) if known else after_declined_forward(spec, config)
+            )
+            return self._declined(spec, config, refusal, options, {**built, **declined}, declined)
+        try:
+            this = self._built(config, spec, built, options.seed, options.plan_cache)
+        except GraphBuildError as exc:
+            if not exc.unsupported:
+                raise
+            return self._declined(spec, config, exc.result(**counts(spec, config)), options, built, declined)
+        bench = self.bench()
+        result = measure(spec, this, built, options, bench)
+        if spec.kind == FORWARD:  # its equivalent forms, where it has any (engine/forms.py)
+            result = measure_forms(config, this, result, options, bench, lambda c: self._form(c, options))
+        if not last:  # the next pass reads what the heuristic's plan writes (o, stats)
+            Measurement(spec, this, built, bench).run_plan(this.graph.chosen)()
+        return result
+
+    def _declined(
+        self,
+        spec: Pass,
+        config: SdpaConfig,
+        refusal: PassResult,
+        options: RunOptions,
+        before: dict[str, BuiltPass],
+        declined: dict[str, BuiltPass],
+    ) -> PassResult:
+        """cuDNN's refusal, with the reference and the peers run on the pass's tensors (kept in
+        `declined` for a later pass to read)."""
+        result, made = declined_pass(spec, config, refusal, before, options, self.bench())
+        if made is not None:
+            declined[spec.kind] = made
+        return result
 
     def _form(self, form: SdpaConfig, options: RunOptions) -> BuiltPass:
         """The forward of an equivalent form, built as its own configuration (kept in the cache)."""

@@ -15,8 +15,10 @@ import random
 from typing import Any
 
 from ..model.config import DTYPE_BYTES, SdpaConfig
+from ..model.inputs import recipe_of, spare_pages
 from ..model.tensor_plan import PAGE_TABLES, RAGGED_SIDE, pool_dims
 from . import fp8
+from .recipes import fill, fill_value
 
 # The tensors packed at ragged offsets, and the side whose real lengths they follow (0: q, 1: k/v)
 
@@ -31,22 +33,25 @@ def page_table(config: SdpaConfig, seed: int = 0) -> list[list[int]]:
     """Each sequence's pool pages, in token order (b rows of pages_per_sequence). The pool holds
     only the pages the real lengths need; `shuffled` deals them out as a serving allocator leaves
     them, seeded. A row past its sequence's last page repeats that page (never read: the padding
-    mask stops at the real length)."""
+    mask stops at the real length); with an input recipe's fill, it points at a spare page of its
+    own instead, which holds the fill (recipes.fill_unused)."""
     needed = pages_needed(config)
     ids = list(range(sum(needed)))
     if config.page_order == "shuffled":
         random.Random(seed).shuffle(ids)
+    spares = iter(range(sum(needed), sum(needed) + spare_pages(config)))
     rows, at = [], 0
     for n in needed:
         row = ids[at : at + n]
         at += n
-        rows.append(row + [row[-1]] * (config.pages_per_sequence() - n))
+        past = config.pages_per_sequence() - n
+        rows.append(row + ([next(spares) for _ in range(past)] if spare_pages(config) else [row[-1]] * past))
     return rows
 
 
 def pool_shape(config: SdpaConfig, d: int) -> tuple[int, int, int, int]:
-    """The pool that holds the pages the real lengths need (pool_dims)."""
-    return pool_dims(config, d, sum(pages_needed(config)))
+    """The pool that holds the pages the real lengths need, and the spare pages (pool_dims)."""
+    return pool_dims(config, d, sum(pages_needed(config)) + spare_pages(config))
 
 
 def to_pages(torch: Any, config: SdpaConfig, dense: Any, table: Any) -> Any:
@@ -96,12 +101,25 @@ def pack(torch: Any, config: SdpaConfig, dense: Any, name: str) -> Any:
     return picked.view(dense.dtype) if tokens.element_size() == 1 else picked
 
 
+def packed_with_fill(torch: Any, config: SdpaConfig, packed: Any, name: str) -> Any:
+    """With an input recipe's fill, a packed tensor in a buffer of every token the graph's dims
+    declare (b * s), its real tokens first and the fill after them; as it is without one."""
+    recipe = recipe_of(config)
+    if recipe.pad is None:
+        return packed
+    s = logical_dims(config, name)[2]
+    full = fill(packed.new_empty((config.b * s, *packed.shape[1:])), fill_value(recipe))
+    full[: len(packed)] = packed
+    return full
+
+
 def unpack(torch: Any, config: SdpaConfig, packed: Any, name: str, dims: tuple[int, ...]) -> Any:
     """Logical (b, h, s, d), zero past each sequence's real length, of a packed tensor."""
     b, h, s, d = dims
     raw = packed.view(torch.uint8) if packed.element_size() == 1 else packed
     tokens = torch.zeros((b * s, h, d), dtype=raw.dtype, device=packed.device)
-    tokens[token_index(torch, config, RAGGED_SIDE[name], packed.device)] = raw
+    index = token_index(torch, config, RAGGED_SIDE[name], packed.device)
+    tokens[index] = raw[: len(index)]  # a buffer with a fill holds more after the real tokens
     out = tokens.view(packed.dtype) if packed.element_size() == 1 else tokens
     return out.view(b, s, h, d).transpose(1, 2)  # logical (b, h, s, d) over BSHD memory
 
@@ -134,7 +152,7 @@ def physical(config: SdpaConfig, data: dict[str, Any], names: tuple[str, ...], s
             data[key] = table
     for name in names:
         if config.packed and name in RAGGED_SIDE:
-            data[name] = pack(torch, config, data[name], name)
+            data[name] = packed_with_fill(torch, config, pack(torch, config, data[name], name), name)
             _, h, _, d = logical_dims(config, name)
             offsets = ragged_offsets(config, name, h, d)
             data[f"{name}_offsets"] = torch.tensor(offsets, dtype=torch.int32, device=device).view(

@@ -1,15 +1,18 @@
 """The device tensors each pass reads and writes, by the names its graph gives them: drawn from
-one seed as the reference draws them, laid out as the configuration stores them (layout, pages,
-packed tokens), and the workspace a plan needs."""
+one seed as the reference draws them (the input recipe's seed where it names one), laid out as
+the configuration stores them (layout, pages, packed tokens, padded strides), the parts no
+output may read filled as the recipe asks (recipes.py), and the workspace a plan needs."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ..model.config import SdpaConfig
+from ..model.inputs import recipe_of
 from ..model.tensor_plan import ROW_OUTPUTS, tensor_plan
 from . import fp8, storage
 from .graph import SdpaGraph
+from .recipes import fill_unused, with_gaps
 from .reference import empty, make_inputs, random_d_o
 
 
@@ -26,7 +29,12 @@ def dump_dropout_mask(check: SdpaGraph, data: dict[str, Any], ws: Any, handle: A
     # zeros, not empty: the graph writes only the positions the masks keep, and memory a poisoned
     # output once held would put NaN where the reference multiplies a masked weight by the mask
     dump = torch.zeros((config.b, config.h_q, config.s_q, config.s_kv), dtype=torch.float32, device="cuda")
-    data = {**data, "o": torch.empty_like(data["o"]), "rng_dump": dump}
+    o = data["o"]  # scratch of o's strides (padded strides have gaps, which empty_like would close)
+    data = {
+        **data,
+        "o": torch.empty_strided(o.shape, o.stride(), dtype=o.dtype, device=o.device),
+        "rng_dump": dump,
+    }
     if "stats" in data:
         data["stats"] = torch.empty_like(data["stats"])
     check.graph.execute(check.variant_pack(data), ws, handle=handle)
@@ -36,11 +44,14 @@ def dump_dropout_mask(check: SdpaGraph, data: dict[str, Any], ws: Any, handle: A
 
 def device_tensors(config: SdpaConfig, device: str, seed: int) -> dict[str, Any]:
     """Everything the forward graph reads and writes, by name: q, k, v, o, and the stats,
-    lengths, bias, dropout seed and FP8 scales when the config has them."""
+    lengths, bias, dropout seed and FP8 scales when the config has them. `seed`: the run's (the
+    recipe's own where it names one)."""
     import torch
 
+    seed = recipe_of(config).seed_for(seed)
     q, k, v, bias = make_inputs(config, device, seed)
     data = {"q": q, "k": k, "v": v}
+    with_gaps(config, data, ("q", "k", "v"))
     if config.fp8:
         fp8.forward_scales(config, data, device)
     for spec in tensor_plan(config).writes:  # o, and the stats or the row max and sum of exponents
@@ -59,6 +70,7 @@ def device_tensors(config: SdpaConfig, device: str, seed: int) -> dict[str, Any]
             lens = [config.lengths(bi)[side] for bi in range(config.b)]
             data[name] = torch.tensor(lens, dtype=torch.int32, device=device).view(config.b, 1, 1, 1)
     storage.physical(config, data, ("q", "k", "v", "o"), seed)
+    fill_unused(config, data, ("q", "k", "v", "bias"))
     return data
 
 
@@ -68,12 +80,16 @@ def backward_tensors(config: SdpaConfig, forward: dict[str, Any], device: str, s
     import torch
 
     data = dict(forward)
-    d_o = random_d_o(config, device, seed + 1)
-    data["dO"] = fp8.backward_scales(config, data, d_o, device) if config.fp8 else d_o
+    seed = recipe_of(config).seed_for(seed)
+    data["dO"] = random_d_o(config, device, seed + 1)
+    with_gaps(config, data, ("dO",))
+    if config.fp8:
+        data["dO"] = fp8.backward_scales(config, data, data["dO"], device)
     for spec in tensor_plan(config, backward=True).writes:
         if spec.name in ("dQ", "dK", "dV"):
             data[spec.name] = empty(torch, spec, device)
     if config.sink:
         data["dSink_token"] = torch.empty((1, config.h_q, 1, 1), dtype=torch.float32, device=device)
     storage.physical(config, data, ("dO", "dQ", "dK", "dV"), seed)
+    fill_unused(config, data, ("dO",))
     return data

@@ -33,6 +33,15 @@ RELATIVE_ATOL = ("fp8_e4m3",)  # dtypes whose output atol is a fraction of max |
 # units of the output's natural size from the inputs (one product of maxima, no sums: the floor
 # only binds where the share-of-max rule gives next to nothing; 1e-5 to 1e-4 for N(0,1) inputs).
 ATOL_FLOOR_FP32_UNITS = 16
+# A backward reads O as the forward stored it: D = rowsum(dO * O) carries O's rounding to its
+# dtype, and dS = P (dP - D) with it. Where the true gradient is zero (one key kept: s_kv=1, or
+# s_q=1 under a top-left causal mask) that rounding is all there is of dQ and dK: with dropout,
+# O = V / (1 - p) is not representable, so its residue is one unit of O's dtype, not of fp32 (the
+# soak's s_q=1 dropout backward: dK 5.7e-4 against an atol of 3.7e-6 from fp32 units). So the
+# atol of dQ and dK never goes below that residue's bound: STORED_O_SIGMAS rounding errors (each
+# at most a unit roundoff of O) summed in quadrature over a row, times the scale and max |K| or |Q|.
+UNIT_ROUNDOFF = {"fp16": 2.0**-11, "bf16": 2.0**-8, "fp8_e4m3": 2.0**-4}
+STORED_O_SIGMAS = 4 / 3**0.5  # four standard deviations of a rounding error uniform in one unit
 
 
 def tolerance(config: SdpaConfig, ref: Any, grad: bool = False, floor: float = 0.0) -> tuple[float, float]:
@@ -44,17 +53,42 @@ def tolerance(config: SdpaConfig, ref: Any, grad: bool = False, floor: float = 0
     return max(atol, floor), rtol
 
 
-def atol_floor(config: SdpaConfig, output: str, q: Any, k: Any, v: Any, d_o: Any = None) -> float:
+def atol_floor(
+    config: SdpaConfig, output: str, q: Any, k: Any, v: Any, d_o: Any = None, o: Any = None
+) -> float:
     """The least atol of `output` (O, dQ, dK, dV): ATOL_FLOOR_FP32_UNITS of fp32's epsilon times
     the size the output has from its inputs: O from V, dV from dO, dQ and dK from the scale, dO,
-    V and K or Q (dS = P(dP - D) with dP = dO.V)."""
+    V and K or Q (dS = P(dP - D) with dP = dO.V); for dQ and dK, with `o` (O as stored, which the
+    backward reads), never below the residue of O's rounding (stored_o_floor)."""
     if output in ("dQ", "dK"):
         size = config.scale * largest(d_o) * largest(v) * largest(k if output == "dQ" else q)
+        fp32 = ATOL_FLOOR_FP32_UNITS * 2.0**-23 * size
+        return max(fp32, stored_o_floor(config, k if output == "dQ" else q, d_o, o))
     elif output in ("O", "dV"):
         size = largest(v if output == "O" else d_o)
     else:  # the softmax's row outputs and dSink: fp32 of their own size
         size = 1.0
     return ATOL_FLOOR_FP32_UNITS * 2.0**-23 * size
+
+
+def stored_o_floor(config: SdpaConfig, other: Any, d_o: Any, o: Any) -> float:
+    """The bound of dQ's (other: K) or dK's (other: Q) error from D = rowsum(dO * O) read off O as
+    stored: STORED_O_SIGMAS unit roundoffs of O's dtype times the largest row norm of dO * O, times
+    the scale and max |other| (0 without O: the CPU check, a forward)."""
+    if o is None or d_o is None:
+        return 0.0
+    import torch
+
+    with torch.no_grad():
+        product = d_o.float() * o.float()
+        if config.padded:  # the real rows only: what a padded row holds is not O
+            lens = torch.tensor([config.lengths(i)[0] for i in range(config.b)], device=o.device)
+            product = product * (
+                torch.arange(o.shape[2], device=o.device).view(1, 1, -1, 1) < lens.view(-1, 1, 1, 1)
+            )
+        product = product.nan_to_num(0.0, 0.0, 0.0)  # NaN where a plan wrote nothing: not a rounding
+        row = float(product.square().sum(-1).sqrt().max().item()) if product.numel() else 0.0
+    return STORED_O_SIGMAS * UNIT_ROUNDOFF.get(config.o_dtype, 2.0**-11) * row * config.scale * largest(other)
 
 
 def largest(t: Any) -> float:

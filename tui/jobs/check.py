@@ -11,11 +11,19 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..model.config import SdpaConfig
-from ..model.known_issues import REFUSED
+from ..model.fastest import declined
+from ..model.known_issues import REFUSED, wrong_results
 from ..model.results import PassResult, RunResult, TimingStats
-from ..model.statuses import STATUS_CPU_ONLY, STATUS_CRASH, STATUS_KNOWN_ISSUE, STATUS_OK
+from ..model.statuses import (
+    FORWARD,
+    STATUS_CPU_ONLY,
+    STATUS_CRASH,
+    STATUS_KNOWN_ISSUE,
+    STATUS_MISMATCH,
+    STATUS_OK,
+)
 from ..present.fastest import contender_records, fastest_record, record_cell
-from ..present.format import regime_note, regime_style, us, versions_words
+from ..present.format import peer_errors, regime_note, regime_style, us, verdict_words, versions_words
 
 SMOKE = "smoke"  # the name of the smoke set's cases (the others are named by their preset)
 QUICK_REPLAYS = 5  # check --quick: enough replays for a median, the fewest for a sanity check
@@ -94,16 +102,23 @@ def known_refusal(result: RunResult) -> bool:
     return result.status == STATUS_KNOWN_ISSUE and bool(issues) and all(i.outcome == REFUSED for i in issues)
 
 
+def known_wrong(result: RunResult) -> bool:
+    """A failed check of a configuration known to give a wrong result on this cuDNN and GPU
+    (model/known_issues.py): the box behaves as known, counted apart as a known refusal is."""
+    return result.status == STATUS_MISMATCH and bool(wrong_results(result.known_issues))
+
+
 def case_line(name: str, result: RunResult) -> str:
     """One case for the terminal: PASS, KNOWN or FAIL, then each pass's figures (or why not)."""
     ok = result.status == STATUS_OK
     mark = "[green]PASS[/green]" if ok else "[red]FAIL[/red]"
-    if known_refusal(result):
-        return f"[yellow]KNOWN[/yellow] {name:19} {result.config.label():42} {escape(result.message)}"
+    peers = "".join(f"  {words}" for words in peer_verdicts(result))  # where cuDNN declined a pass
+    if known_refusal(result) or known_wrong(result):  # the message opens with "known wrong result"
+        return f"[yellow]KNOWN[/yellow] {name:19} {result.config.label():42} {escape(result.message)}{peers}"
     if result.status == STATUS_CPU_ONLY:  # no GPU: what cuDNN's validate() said is all there is
         return f"[yellow]VALID[/yellow] {name:20} {result.config.label():42} cuDNN's validate() accepts it (not run: no GPU)"
     if not ok:
-        return f"{mark} {name:20} {result.config.label():42} {result.status}: {escape(result.message)}"
+        return f"{mark} {name:20} {result.config.label():42} {result.status}: {escape(result.message)}{peers}"
     parts = []
     for i, (p, f) in enumerate((p, pass_figures(p)) for p in result.passes):
         err = f["max_abs_error"] if f["max_abs_error"] is not None else float("nan")
@@ -113,6 +128,24 @@ def case_line(name: str, result: RunResult) -> str:
         if f["fastest"]:  # with peers (or autotune, or an equivalent form): the winner and its margin
             parts.append(fastest_words(f["fastest"]))
     return f"{mark} {name:20} {result.config.label():42} " + "  ".join(parts)
+
+
+def peer_verdicts(result: RunResult) -> list[str]:
+    """For each pass cuDNN did not run, what ran without it: each peer's kernel time (where timed)
+    and verdict, then the fastest ('peers MATH 40.00 µs pass, Flex 822.50 µs pass  fastest MATH')."""
+    found = []
+    for p in result.passes:
+        errors = peer_errors(p)
+        if not declined(p) or not (errors or p.field_peers):
+            continue
+        timed = {peer.name: f"{peer.short} {us(peer.timing.median_us)}" for peer in p.field_peers if peer.ran}
+        cells = [f"{timed.get(name, name)} {verdict_words(m)}" for name, m in errors.items()]
+        cells += [words for name, words in timed.items() if name not in errors]  # not checked
+        record = fastest_record(p)
+        lead = "" if p.kind == FORWARD else f"{p.kind} "
+        fastest = f"  {fastest_words(record)}" if record else ""
+        found.append(f"{lead}peers {escape(', '.join(cells) or 'none ran')}{fastest}")
+    return found
 
 
 def fastest_words(record: dict) -> str:
@@ -137,7 +170,7 @@ def run_cases(
     on_result: Callable[[str, RunResult], None] | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
     """Each case through one engine session, one line (or JSON row) a case; the rows and how
-    many passed and how many this cuDNN is known to refuse. A case that crashes costs the session's process, not the cases after it.
+    many passed and how many this cuDNN is known to refuse or to get wrong. A case that crashes costs the session's process, not the cases after it.
     `on_result` is given each case's whole result as it comes (the history, a baseline)."""
     if not as_json:
         console.print(escape(versions_words(session.environment)))
@@ -147,7 +180,7 @@ def run_cases(
         if on_result is not None:
             on_result(name, result)
         passed += result.status == STATUS_OK
-        known += known_refusal(result)
+        known += known_refusal(result) or known_wrong(result)
         rows.append(case_row(name, result))
         if not as_json:
             console.print(case_line(name, result), soft_wrap=True)  # a case is one line, for grep
@@ -167,4 +200,5 @@ def follow_up(result: RunResult, seed: int, err: Console, name: str = "") -> Non
         except OSError as exc:
             err.print(f"{which}cannot write the reproduction script: {exc}", markup=False)
     elif result.status == STATUS_KNOWN_ISSUE:
-        err.print(f"{which}not run: it matches a known issue; --run-anyway runs it", markup=False)
+        what = "cuDNN's graph not built (the rest ran)" if result.passes else "not run"
+        err.print(f"{which}{what}: it matches a known issue; --run-anyway runs it", markup=False)

@@ -1,23 +1,25 @@
 """Who has the dashboard's one engine, decided in one place.
 
-The form's run, the Explain pane's question, a sweep's points and a knob search share one engine
-client, which answers only the newest waiting request (and a newer request stops a search at its
-next candidate). So they take turns, in this order of precedence: the form's run, an explanation,
-a sweep's next point, a search's request. While a sweep or a search runs, the form's edits wait
-for its end, and the other of the two cannot start. The drivers (app/) say what they asked and
+The form's run, the Explain pane's question, a sweep's points, a knob search and a hunt's runs
+share one engine client, which answers only the newest waiting request (and a newer request stops
+a search at its next candidate). So they take turns, in this order of precedence: the form's run,
+an explanation, a sweep's next point, a search's request, a hunt's next run. While a long job (a
+sweep, a search, a hunt) runs, the form's edits wait for its end, and no other long job starts. The drivers (app/) say what they asked and
 what came back; the scheduler says whose a request is and what a driver waits for.
 """
 
 from __future__ import annotations
 
-RUN, EXPLAIN, SWEEP, SEARCH = "run", "explain", "sweep", "search"
-LONG_JOBS = (SWEEP, SEARCH)
+RUN, EXPLAIN, SWEEP, SEARCH, HUNT = "run", "explain", "sweep", "search", "hunt"
+LONG_JOBS = (SWEEP, SEARCH, HUNT)
+JOB_WORDS = {SWEEP: "A sweep", SEARCH: "A knob search", HUNT: "A hunt"}  # as a message starts
 # what each waits for before it asks, nearest first: a long job under way, then requests in flight
 WAITS = {
     RUN: (),
     EXPLAIN: (RUN,),
     SWEEP: (RUN,),
     SEARCH: (RUN, EXPLAIN),
+    HUNT: (RUN, EXPLAIN),
 }
 
 
@@ -27,7 +29,7 @@ class Scheduler:
 
     def __init__(self) -> None:
         self._asked: dict[str, int] = {}
-        self.job: str | None = None  # SWEEP or SEARCH while one runs
+        self.job: str | None = None  # SWEEP, SEARCH or HUNT while one runs
         self.run_pending = False  # an edit's run is due once the typing pauses
         self.run_after = False  # Ctrl+R while a long job ran: the form runs when it ends
 
@@ -72,5 +74,5 @@ class Scheduler:
         return next((ahead for ahead in WAITS[who] if ahead in self._asked), None)
 
     def may_start(self, job: str) -> str | None:
-        """Why the long job `job` cannot start now (the other one runs), or None."""
+        """Why the long job `job` cannot start now (another one runs), or None."""
         return self.job if self.job is not None and self.job != job else None

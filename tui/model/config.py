@@ -1,17 +1,16 @@
 """The attention configuration a user asks about.
 
-`SdpaConfig` is the one record that travels from the form (or the CLI, or a preset)
-to the engine. It is frozen and hashable so it can key the graph cache, and it
-round-trips through a plain dict so presets (TOML) and results (JSON) carry it as is.
+`SdpaConfig` is the one record that travels from the form (or the CLI, or a preset) to the engine. It is
+frozen and hashable so it can key the graph cache, and it round-trips through a plain dict so presets
+(TOML) and results (JSON) carry it as is.
 
-Every field is declared once, here: its default, and in its metadata how a person names
-it, enters it and reads it back. `fields.py` derives from that declaration the parsers,
-the messages of each field, the CLI options, the form's widgets and the option table of docs/CLI.md;
-`validation.py` holds the rules that involve several fields. Whether cuDNN supports a
-sensible configuration is cuDNN's to say, in its own words, at build time.
+Every field is declared once, here: its default, and in its metadata how a person names it, enters it and
+reads it back. `fields.py` derives from that declaration the parsers, the messages of each field, the CLI
+options, the form's widgets and the option table of docs/CLI.md; `validation.py` holds the rules that
+involve several fields. Whether cuDNN supports a sensible configuration is cuDNN's to say, at build time.
 
-The class body uses only the standard library and this module's constants, so it can be
-copied as is into a standalone script.
+The class body uses only the standard library and this module's constants, so it can be copied as is
+into a standalone script.
 """
 
 from __future__ import annotations
@@ -39,9 +38,8 @@ IMPLEMENTATIONS = ("auto", "composite", "unified")  # cuDNN's attention_implemen
 REFERENCE_CHUNK_BYTES = 256 << 20  # fp32 scores the reference holds at once
 BACKWARD_FLOPS_RULE = "2.5x the forward's, five matmuls against two"  # how backward_flops() counts
 
-# The shape's numbers. Their upper bounds are far above anything a GPU could hold: beyond
-# them a number is a typo, not a shape, so they never refuse a real model. Lengths are
-# expanded per batch entry, so the batch's bound also bounds what a typed length costs.
+# The shape's numbers. Their upper bounds are far above anything a GPU could hold: beyond them a number
+# is a typo, not a shape. Lengths are expanded per batch entry, so the batch's bound bounds their cost.
 MAX_BATCH, MAX_LENGTH = 1 << 16, 1 << 22
 SEED_MAX = (1 << 63) - 1  # a seed is an int64, as torch's generators and cuDNN's Philox take it
 _SHAPE = {"kind": "int", "min": 1, "required": True, "group": "shape"}
@@ -220,6 +218,10 @@ class SdpaConfig:
                   "help": "ask the backward for a deterministic algorithm (checked: two runs, identical bits)",
                   "tag": "-det", "tag_needs": "backward"},
     )
+    inputs: str = field(default="normal", metadata={  # model/inputs.py
+        "kind": "inputs", "group": "precision", "label": "input recipe", "form_label": "inputs", "tag": " inputs[{}]",
+        "help": "the inputs' seed, magnitudes, the fill of padded and unused parts, strides: normal, or items such "
+                "as seed:7,scale:100,shift:-1000,near-equal,pad:nan,strides:padded"})
     # fmt: on
 
     # ---- derived -------------------------------------------------------------------
@@ -394,11 +396,9 @@ class SdpaConfig:
         first_partial = max(0, -off)  # smallest i with i + 1 + off >= 1
         first_full = max(0, s_kv - 1 - off)  # smallest i with i + 1 + off >= s_kv
         lo, hi = min(first_partial, s_q), min(first_full, s_q)
-        partial = 0
-        if hi > lo:  # arithmetic series of (i + 1 + off) for i in [lo, hi)
-            partial = (hi - lo) * ((lo + 1 + off) + (hi + off)) // 2
-        full = (s_q - max(hi, lo)) * s_kv
-        return partial + full
+        # an arithmetic series of (i + 1 + off) for i in [lo, hi), then the full rows
+        partial = (hi - lo) * ((lo + 1 + off) + (hi + off)) // 2 if hi > lo else 0
+        return partial + (s_q - max(hi, lo)) * s_kv
 
     # ---- the dict form (fields.config_from_dict reads it back, validation.validate checks it) --
     def to_dict(self) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 plan, the configuration's pinned plan (a knob search's, where the preset has one), each equivalent
 form of the configuration (model/equivalents.py) and every peer that ran, the fastest whose output
 did not fail its check; with its margin over cuDNN's pick. A faster kernel whose output failed its
-check is a finding, never the winner. Plain records: the headline, the Peers pane, `check` and the
+check is a finding, never the winner. Where cuDNN declined the pass (or is known to), the peers
+that ran contend alone, with no margin: there is no pick to measure one against. Plain records: the headline, the Peers pane, `check` and the
 sweep's rows all read this one answer."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .results import ErrorMetrics, PassResult, TimingStats
+from .statuses import STATUS_KNOWN_ISSUE, STATUS_UNSUPPORTED
 
 PICK, FASTEST, PINNED, FORM, PEER = "pick", "fastest plan", "pinned plan", "form", "peer"
 
@@ -37,16 +39,24 @@ class Contender:
 @dataclass(frozen=True)
 class FastestWay:
     """The winner among the contenders, its margin over cuDNN's pick (the pick's kernel time over
-    the winner's: 1.25 is 1.25x faster), and the faster contenders whose check failed."""
+    the winner's: 1.25 is 1.25x faster), and the faster contenders whose check failed; `pick_us`
+    None where cuDNN declined the pass and only peers contend (no margin)."""
 
-    pick_us: float
+    pick_us: float | None
     winner: Contender
     contenders: tuple[Contender, ...]
     findings: tuple[Contender, ...] = ()  # faster than the winner, but wrong
 
     @property
-    def margin(self) -> float:
+    def margin(self) -> float | None:
+        if self.pick_us is None:
+            return None
         return self.pick_us / self.winner.kernel_us if self.winner.kernel_us else 1.0
+
+    @property
+    def declined(self) -> bool:
+        """Whether cuDNN ran nothing: the peers contend alone."""
+        return self.pick_us is None
 
     @property
     def is_pick(self) -> bool:
@@ -100,12 +110,20 @@ def contenders(p: PassResult) -> tuple[Contender, ...]:
     return (*_plans(p), *_forms(p), *_peers(p))
 
 
+def declined(p: PassResult) -> bool:
+    """Whether cuDNN did not run the pass: it declined it, or is known to (its peers may have)."""
+    return p.status in (STATUS_UNSUPPORTED, STATUS_KNOWN_ISSUE)
+
+
 def fastest_way(p: PassResult) -> FastestWay | None:
     """The fastest contender whose check did not fail; None where cuDNN's pick was not timed (there
-    is nothing to measure a margin against) or no other contender was."""
+    is nothing to measure a margin against) or no other contender was. Where cuDNN declined the
+    pass, the fastest of the peers that ran whose check did not fail, without a margin."""
     found = contenders(p)
     pick = next((c for c in found if c.role == PICK), None)
-    if pick is None or len(found) < 2:
+    if pick is None and not (declined(p) and found):
+        return None
+    if pick is not None and len(found) < 2:
         return None
     fair = [c for c in found if c.passed is not False]
     if not fair:
@@ -113,4 +131,4 @@ def fastest_way(p: PassResult) -> FastestWay | None:
     winner = min(fair, key=lambda c: c.kernel_us)  # the first of equal times: cuDNN's pick leads
     wrong = sorted((c for c in found if c.passed is False and c.kernel_us < winner.kernel_us),
                    key=lambda c: c.kernel_us)  # fmt: skip
-    return FastestWay(pick.kernel_us, winner, found, tuple(wrong))
+    return FastestWay(pick.kernel_us if pick else None, winner, found, tuple(wrong))

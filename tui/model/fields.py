@@ -8,7 +8,7 @@ options and the form its widgets from `FIELDS`. Rules that involve several field
 validation.py; each kind of value (how it is typed, read back and checked) is kinds.py's. The
 metadata keys:
 
-  kind          how the value is entered: int, float, choice, flag, lengths, modes, plan, variant
+  kind          how the value is entered: int, float, choice, flag, lengths, modes, plan, variant, inputs
   label, help   the field in words, as messages name it; what it means
   group         where the form shows it (one of GROUPS)
   min, max, above, below   limits: inclusive, inclusive, exclusive, exclusive
@@ -31,11 +31,24 @@ from collections.abc import Mapping
 from typing import Any
 
 from .config import ConfigError, FieldError, SdpaConfig
-from .kinds import Canonical, Choice, Field, Lengths, Modes, Modifier, Number, Plan, Switch, Whole, quote
+from .kinds import (
+    Canonical,
+    Choice,
+    Field,
+    InputRecipe,
+    Lengths,
+    Modes,
+    Modifier,
+    Number,
+    Plan,
+    Switch,
+    Whole,
+    quote,
+)
 from .lengths import with_lengths
 
 __all__ = ["FIELD", "FIELDS", "GROUPS", "OPEN_SECTIONS", "SECTIONS", "SHORTHANDS", "Canonical", "Choice", "Field",
-           "Lengths", "Modes", "Modifier", "Number", "Plan", "Switch", "Whole", "config_from_dict", "from_entries",
+           "InputRecipe", "Lengths", "Modes", "Modifier", "Number", "Plan", "Switch", "Whole", "config_from_dict", "from_entries",
            "quote"]  # fmt: skip
 
 GROUPS = ("shape", "masks", "precision", "inference", "timing")  # the form's sections, in order
@@ -44,7 +57,9 @@ SECTIONS = {"shape": "shape", "masks": "masks", "precision": "precision and trai
             "timing": "plans and timing", "peers": "peers"}  # fmt: skip
 OPEN_SECTIONS = ("shape", "masks")  # open when the form starts; the others fold
 
-_KINDS = {kind.kind: kind for kind in (Whole, Number, Choice, Switch, Lengths, Modes, Plan, Modifier)}
+_KINDS = {
+    kind.kind: kind for kind in (Whole, Number, Choice, Switch, Lengths, Modes, Plan, Modifier, InputRecipe)
+}
 FIELDS: tuple[Field, ...] = tuple(
     _KINDS[f.metadata["kind"]](
         f.name, f.default, f.metadata, *(f.metadata[k] for k in ("label", "help", "group"))

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from .config import SdpaConfig
+from .inputs import FORMS as INPUT_FORMS
+from .inputs import canonical_inputs
 from .lengths import format_lengths, parse_lengths
 from .pins import canonical
 from .variants import FORMS, canonical_variant
@@ -375,3 +377,13 @@ class Modifier(Canonical):
 
     def accepts(self) -> str:
         return FORMS
+
+
+class InputRecipe(Canonical):
+    """An input recipe (inputs.py): seed, magnitudes, fill and strides, kept as its canonical text."""
+
+    kind, example = "inputs", "pad:nan,scale:100"
+    canon = staticmethod(canonical_inputs)
+
+    def accepts(self) -> str:
+        return INPUT_FORMS

@@ -1,10 +1,17 @@
-"""Configurations known to crash or to be refused on some cuDNN versions and GPUs.
+"""Configurations known to crash, to be refused or to give a wrong result on some cuDNN versions
+and GPUs.
 
-A configuration that matches is marked before it runs and is not run unless the user asks to
-run it anyway (`RunOptions.run_anyway`): an innocent edit must not take the engine's CUDA
-context down. Each entry names the cuDNN versions (from, up to but not including), the GPU
-architectures (compute capability majors; empty: any), the features, and how it was established.
-Versions decide: the GPU we test on runs cuDNN 9.19 while the locked environment installs 9.26.
+A configuration that matches is marked before it runs. A known crash is not run unless the user
+asks to run it anyway (`RunOptions.run_anyway`): an innocent edit must not take the engine's CUDA
+context down. A known refusal's graph is not built (the reference and the peers still run). A known
+wrong result runs as any other, and its verdict names the issue ("known wrong result") rather than
+a bare failure. Each entry names the cuDNN versions (from, up to but not including; `lifted`, the
+release that fixed it, where one is known), the GPU architectures (compute capability majors;
+empty: any), the features, and how it was established. Versions decide: the GPU we test on runs
+cuDNN 9.19 while the locked environment installs 9.26.
+
+Beside this table, the issues recorded on this machine (`hunt --record`: store/known_issues.py)
+are data: a pattern of field values (`when`, see pattern_matches) instead of a function.
 """
 
 from __future__ import annotations
@@ -17,8 +24,11 @@ from .results import Environment, KnownIssueMatch
 
 CRASH = "crash"  # it takes the CUDA context down
 REFUSED = "refused"  # the frontend refuses it on these versions
+WRONG_RESULT = "wrong result"  # it runs, and an output is silently wrong
+OUTCOMES = (CRASH, REFUSED, WRONG_RESULT)
 
 Version = tuple[int, int, int]
+UNFIXED: Version = (1 << 16, 0, 0)  # the end of a range no release is known to close
 
 
 @dataclass(frozen=True)
@@ -28,12 +38,21 @@ class KnownIssue:
     cudnn: tuple[Version, Version]  # from, up to but not including
     archs: tuple[int, ...]  # compute capability majors (9: Hopper); () any
     applies: Callable[[SdpaConfig], bool]
-    outcome: str  # CRASH or REFUSED
+    outcome: str  # one of OUTCOMES
     established: str
+    lifted: str = ""  # the cuDNN release known to lift (fix) it ('' : none is known yet)
+    seen: tuple[str, ...] = ()  # the cuDNN versions it was seen on, where recorded as data
+
+    @property
+    def fixed_in(self) -> Version | None:
+        """The release that fixed it: matched below it, not at or above (None: none known)."""
+        return parse_version(self.lifted) if self.lifted else None
 
     def matches(self, config: SdpaConfig, env: Environment) -> bool:
         version = parse_version(env.cudnn_backend_version)
         if version is None or not self.cudnn[0] <= version < self.cudnn[1]:
+            return False
+        if self.fixed_in is not None and version >= self.fixed_in:
             return False
         if self.archs and arch(env) not in self.archs:
             return False
@@ -86,6 +105,7 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
         outcome=REFUSED,
         established=_SUPPORT_SURFACE + "'SDPA FP16/BF16 forward is not supported on cuDNN 9.10.0/9.10.1 "
         "due to known bugs'",
+        lifted="9.10.2",
     ),
     KnownIssue(
         key="window-non-causal-cudnn-9.14.0",
@@ -97,6 +117,7 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
         outcome=REFUSED,
         established=_SUPPORT_SURFACE + "'cuDNN 9.14.0 has a known bug with non-causal + s_kv > 1024 + "
         "sliding window attention'",
+        lifted="9.14.1",
     ),
     KnownIssue(
         key="score-mod-position-compare-hopper-cudnn-9.19",
@@ -132,8 +153,60 @@ def arch(env: Environment) -> int | None:
         return None
 
 
-def matching(config: SdpaConfig, env: Environment) -> tuple[KnownIssueMatch, ...]:
-    return tuple(issue.record() for issue in KNOWN_ISSUES if issue.matches(config, env))
+def matching(
+    config: SdpaConfig, env: Environment, recorded: tuple[KnownIssue, ...] = ()
+) -> tuple[KnownIssueMatch, ...]:
+    """The issues `config` meets on `env`: the table's, then those recorded on this machine
+    (store/known_issues.py; one with a key the table has is the table's)."""
+    keys = {issue.key for issue in KNOWN_ISSUES}
+    issues = (*KNOWN_ISSUES, *(i for i in recorded if i.key not in keys))
+    return tuple(issue.record() for issue in issues if issue.matches(config, env))
+
+
+def crashes(issues: tuple[KnownIssueMatch, ...]) -> bool:
+    """Whether an issue met takes the CUDA context down: the run is withheld unless run anyway."""
+    return any(i.outcome == CRASH for i in issues)
+
+
+def refusals(issues: tuple[KnownIssueMatch, ...]) -> tuple[KnownIssueMatch, ...]:
+    """The known refusals among the issues met: cuDNN's graph is not built for them."""
+    return tuple(i for i in issues if i.outcome == REFUSED)
+
+
+def wrong_results(issues: tuple[KnownIssueMatch, ...]) -> tuple[KnownIssueMatch, ...]:
+    """The known wrong results among the issues met: the run goes ahead, its verdict names them."""
+    return tuple(i for i in issues if i.outcome == WRONG_RESULT)
+
+
+def marking_words(issues: tuple[KnownIssueMatch, ...], anyway: bool) -> str:
+    """What the form says, before a run, of the issues its configuration meets ('' for none)."""
+    if not issues:
+        return ""
+    lines = [f"known {'wrong result' if i.outcome == WRONG_RESULT else 'issue'}: {i.summary}" for i in issues]
+    if anyway:
+        verdict = "runs anyway (ticked)"
+    elif crashes(issues):
+        verdict = "not run unless ticked"
+    elif refusals(issues):
+        verdict = "cuDNN's graph not built unless ticked (the reference and the peers still run)"
+    else:
+        verdict = "it runs, and its check names the issue"
+    return "\n".join(lines) + f"; {verdict}"
+
+
+def known_wrong_words(issues: tuple[KnownIssueMatch, ...], message: str) -> str:
+    """A failed check's message when the configuration is a known wrong result."""
+    what = "; ".join(f"{i.summary} [{i.key}]" for i in wrong_results(issues))
+    return f"known wrong result: {what}; {message}" if what else message
+
+
+def not_built_words(issues: tuple[KnownIssueMatch, ...], version: str) -> str:
+    """Why cuDNN's graph was not built: each known refusal, its key, and the release that lifts
+    it where one is known."""
+    lifted = {i.key: f"lifted in cuDNN {i.lifted}" for i in KNOWN_ISSUES if i.lifted}
+    unknown = "no cuDNN release is known to lift it yet"
+    what = "; ".join(f"{i.summary} [{i.key}]; {lifted.get(i.key, unknown)}" for i in issues)
+    return f"not built: cuDNN {version} is known to refuse it: {what}. Run it anyway to see cuDNN's own words"
 
 
 def not_run_words(issues: tuple[KnownIssueMatch, ...]) -> str:

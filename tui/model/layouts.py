@@ -26,12 +26,13 @@ LAYOUT_HELP = {
 }
 
 
-def strides(dims: tuple[int, int, int, int], layout: str) -> tuple[int, int, int, int]:
-    """Element strides of logical (b, h, s, d) dims stored in `layout`."""
+def strides(dims: tuple[int, int, int, int], layout: str, gap: int = 0) -> tuple[int, int, int, int]:
+    """Element strides of logical (b, h, s, d) dims stored in `layout`; with `gap`, each head-dim
+    row is followed by that many unused elements (a view into wider rows)."""
     order = LAYOUTS[layout]
     out = [0, 0, 0, 0]
     step = 1
     for axis in reversed(order):
         out[axis] = step
-        step *= dims[axis]
+        step *= dims[axis] + (gap if axis == 3 else 0)
     return tuple(out)  # type: ignore[return-value]

@@ -47,6 +47,8 @@ class RunOptions:
     peers: tuple[str, ...] = ()  # other ways to compute the forward, timed beside it (peers.PEER_KEYS)
     plan_cache: bool = True  # load plans built before from the plan cache on disk, and add new ones
     no_history: bool = False  # keep the results out of the run history (the commands' --no-history)
+    cross_check: bool = False  # also check each output against an independent fp64 reference
+    retire_after: bool = False  # the engine process exits after answering: the next run is in a fresh one
 
     def problems(self) -> list[FieldError]:
         """What a run cannot take, said at the option: a seed torch's generator cannot hold, a
@@ -169,6 +171,12 @@ OPTIONS: tuple[Option, ...] = (
         "(`cache` shows it); --no-cache builds every plan",
     ),  # fmt: skip
     Option("check", "--check/--no-check", "compare with the fp32 reference"),
+    Option(
+        "cross_check",
+        "--cross-check/--no-cross-check",
+        "also check cuDNN and the fp32 reference against an fp64 reference computed independently "
+        "(says whose a mismatch is)",
+    ),  # fmt: skip
     Option("no_history", "--no-history", "do not keep the results in the history"),
 )
 OPTION = {o.name: o for o in OPTIONS}

@@ -152,13 +152,17 @@ class ErrorMetrics:
 @dataclass(frozen=True)
 class OutputCheck:
     """One output of a pass (O, dQ, ...) against the fp32 reference on the same logical tensors:
-    cuDNN's error, and each peer's on the same inputs, within one tolerance."""
+    cuDNN's error, and each peer's on the same inputs, within one tolerance. With the cross-check
+    (RunOptions.cross_check) also cuDNN's and the fp32 reference's against an fp64 reference
+    computed independently, so that a disagreement says whose it is (model/whose.py)."""
 
     output: str
     atol: float
     rtol: float
     cudnn: ErrorMetrics | None  # None where cuDNN did not run (CPU mode)
     peers: dict[str, ErrorMetrics] = field(default_factory=dict)  # peer name -> its error
+    fp64: ErrorMetrics | None = None  # cuDNN against the fp64 reference (None: not cross-checked)
+    reference_fp64: ErrorMetrics | None = None  # the fp32 reference against the fp64 one
 
     @property
     def passed(self) -> bool | None:

@@ -17,11 +17,13 @@ from typing import Any, NamedTuple
 
 from .config import FP8_DTYPES, SdpaConfig
 from .fields import FIELD, FIELDS, Choice, Field, Modes, Plan, Switch
+from .inputs import hazard_recipes
 from .validation import validate
 
 MAX_ELEMENTS = 1 << 27  # the scores b*h_q*s_q*s_kv and each b*h*s*d tensor: 512 MiB in fp32
 MAX_ATTEMPTS = 100  # draws before random_config gives up
 FEATURE_SHARE = 0.2  # how often an optional feature (window, padding, bias, ALiBi, ...) is on
+RECIPE_SHARE = 0.1  # how often the inputs follow a hazard recipe (NaN padding, large scores, ...)
 MAX_BATCH, MAX_HEADS, MAX_SEQ = 64, 64, 1 << 14  # before the element budget trims them
 HEAD_DIM_STEP, COMMON_HEAD_DIMS, MAX_HEAD_DIM, RARE_HEAD_DIM = 8, (64, 128), 256, 512
 
@@ -206,7 +208,17 @@ def draw_config(
     for f in FIELDS:
         if f.name not in values:
             values[f.name] = _by_kind(rng, f)
-    return SdpaConfig(**values)
+    config = SdpaConfig(**values)
+    return config.replace(inputs=_recipe(config))
+
+
+def _recipe(config: SdpaConfig) -> str:
+    """Now and then one of the hazard recipes worth drawing for `config` (inputs.hazard_recipes),
+    drawn from the configuration itself, not from `rng`: every other field's draws stay as they were."""
+    own = random.Random(repr(config))
+    if own.random() >= RECIPE_SHARE:
+        return FIELD["inputs"].default
+    return own.choice(hazard_recipes(own, config))
 
 
 def random_config(

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .config import SdpaConfig
+from .inputs import recipe_of, spare_pages
 from .layouts import strides
 
 # The tensors packed at ragged offsets, and the side whose real lengths they follow (0: q, 1: k/v)
@@ -80,14 +81,14 @@ def tensor_plan(config: SdpaConfig, backward: bool = False, rng_dump: bool = Fal
     c = config
     lengths_q, lengths_kv = c.seq_lens_q or (c.s_q,) * c.b, c.seq_lens_kv or (c.s_kv,) * c.b  # as c.lengths()
     tokens = (sum(lengths_q), sum(lengths_kv))
-    spec = _Specs(c.packed, c.b)
-    if c.paged:  # the pools: (pages, h_kv, page size, d), enough pages for each real length
-        pages = sum(-(-kv // c.page_size) for kv in lengths_kv)
+    spec = _Specs(c.packed, c.b, recipe_of(c).gap)
+    if c.paged:  # the pools: (pages, h_kv, page size, d), enough pages for each real length (and spares)
+        pages = sum(-(-kv // c.page_size) for kv in lengths_kv) + spare_pages(c)
         k_dims, v_dims, kv_layout = pool_dims(c, c.d_qk, pages), pool_dims(c, c.d_v, pages), "BHSD"
     else:
         k_dims, v_dims, kv_layout = c.k_dims, c.v_dims, c.layout
-    reads = [spec("q", c.q_dims, c.dtype, c.layout), spec("k", k_dims, c.dtype, kv_layout),
-             spec("v", v_dims, c.dtype, kv_layout)]  # fmt: skip
+    reads = [spec("q", c.q_dims, c.dtype, c.layout), spec("k", k_dims, c.dtype, kv_layout, c.paged),
+             spec("v", v_dims, c.dtype, kv_layout, c.paged)]  # fmt: skip
     if backward:
         reads += [spec("o", c.o_dims, c.o_dtype, c.layout), spec("dO", c.o_dims, c.o_dtype, c.layout),
                   spec("stats", stats_dims(c), "fp32")]  # fmt: skip
@@ -114,7 +115,7 @@ def drawn_inputs(config: SdpaConfig) -> dict[str, TensorSpec]:
     before quantisation), and the bias where there is one (storage.py turns these into pages and
     packed tokens)."""
     c = config
-    spec, dtype = _Specs(False, c.b), "fp32" if c.fp8 else c.dtype
+    spec, dtype = _Specs(False, c.b, recipe_of(c).gap), "fp32" if c.fp8 else c.dtype
     drawn = {name: spec(name, dims, dtype, c.layout)
              for name, dims in (("q", c.q_dims), ("k", c.k_dims), ("v", c.v_dims), ("dO", c.o_dims))}  # fmt: skip
     if c.bias != "none":
@@ -150,15 +151,17 @@ def _options(
 
 
 class _Specs:
-    """Makes the specs of one configuration: strides from the layout, offsets for packed tokens."""
+    """Makes the specs of one configuration: strides from the layout (each head-dim row of q, k,
+    v, o and their gradients followed by `gap` elements, pools aside), offsets for packed tokens."""
 
-    def __init__(self, packed: bool, b: int):
-        self.packed, self.b = packed, b
+    def __init__(self, packed: bool, b: int, gap: int = 0):
+        self.packed, self.b, self.gap = packed, b, gap
 
     def __call__(
-        self, name: str, dims: tuple[int, int, int, int], dtype: str, layout: str = "BHSD"
+        self, name: str, dims: tuple[int, int, int, int], dtype: str, layout: str = "BHSD", pool: bool = False
     ) -> TensorSpec:
         offsets = None
         if self.packed and name in RAGGED_SIDE:
             offsets = TensorSpec(f"{name}_offsets", (self.b + 1, 1, 1, 1), (1, 1, 1, 1), "int32")
-        return TensorSpec(name, dims, strides(dims, layout), dtype, offsets)
+        gap = self.gap if name in RAGGED_SIDE and not pool else 0
+        return TensorSpec(name, dims, strides(dims, layout, gap), dtype, offsets)

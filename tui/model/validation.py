@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 
 from .config import DTYPES, FieldError, SdpaConfig, format_bytes
 from .fields import FIELDS, Lengths, quote
+from .inputs import problems as recipe_problems
 
 Rule = Callable[[SdpaConfig, set[str]], Iterator[FieldError]]
 SHAPE = frozenset(f.name for f in FIELDS if f.group == "shape")
@@ -152,12 +153,17 @@ def modifier_alone(config: SdpaConfig, bad: set[str]) -> Iterator[FieldError]:
 
 def modifier_edits(config: SdpaConfig) -> list[dict]:
     """explain's edits of a score modifier beside a mask cuDNN refuses with it: the same attention
-    with the causal mask (and a window) written inside the modifier, and the padding off."""
+    with the causal mask (and a window) written inside the modifier, and the padding off; and a
+    softcap-causal variant without its window, whose comparison of positions with a number some
+    cuDNN versions decline on some GPUs (every engine of 9.19 on Hopper: known_issues.py)."""
     if config.variant == "none" or any(f.problem(getattr(config, f.name)) for f in FIELDS):
         return []
     same, edits = inside(config), []
     if same:
         edits.append({"variant": same, "causal": "none", "window": None})
+    v = config.modifier
+    if v.window and v.cap is not None:
+        edits.append({"variant": v.text.rsplit(",", 1)[0]})
     if config.padded:
         edits.append({"seq_lens_q": None, "seq_lens_kv": None, "page_size": None, "layout": "BSHD"})
     return edits
@@ -185,6 +191,12 @@ def modifier_fits(config: SdpaConfig, bad: set[str]) -> Iterator[FieldError]:
         )
 
 
+def recipe_fits(config: SdpaConfig, bad: set[str]) -> Iterator[FieldError]:
+    """An input recipe the layout and dtype can take (inputs.problems)."""
+    if not {"inputs", "layout", "dtype"} & bad:
+        yield from (FieldError("inputs", message) for message in recipe_problems(config))
+
+
 def fits_in_memory(config: SdpaConfig, bad: set[str], gpu_memory_bytes: int) -> Iterator[FieldError]:
     """The estimate of a checked run against the GPU's memory, said at the batch."""
     if (SHAPE | {"dtype"}) & bad or config.dtype not in DTYPES:
@@ -209,4 +221,5 @@ RULES: tuple[Rule, ...] = (
     deterministic_needs_backward,
     modifier_alone,
     modifier_fits,
+    recipe_fits,
 )

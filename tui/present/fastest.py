@@ -21,7 +21,10 @@ def who(c: Contender) -> str:
 
 
 def margin_words(way: FastestWay) -> str:
-    """'1.11x cuDNN's pick' (its speed over the pick's), or where the pick wins, of how many."""
+    """'1.11x cuDNN's pick' (its speed over the pick's), or where the pick wins, of how many; where
+    cuDNN declined the pass, of how many peers."""
+    if way.declined:
+        return f"of {len(way.contenders)} peers, cuDNN declined"
     if way.is_pick:
         return f"the fastest of {len(way.contenders)} ways timed"
     return f"{multiple(way.margin)} cuDNN's pick"
@@ -55,7 +58,7 @@ def fastest_lines(p: PassResult) -> list[tuple[str, str]]:
     way = fastest_way(p)
     if way is None:
         return []
-    lines = [(fastest_line(way), "bold" if way.is_pick else "bold green")]
+    lines = [(fastest_line(way), "bold" if way.is_pick or way.declined else "bold green")]
     if change_line(way):
         lines.append((change_line(way), "bold green"))
     return lines + [(words, "bold yellow") for words in finding_lines(way)]
@@ -78,7 +81,8 @@ def fastest_record(p: PassResult) -> dict | None:
         return None
     w = way.winner
     change = w.detail if w.role == FORM else ""
-    figures = (w.name, w.role, w.kernel_us, round(way.margin, 4), w.passed, change,
+    margin = None if way.margin is None else round(way.margin, 4)
+    figures = (w.name, w.role, w.kernel_us, margin, w.passed, change,
                [c.name for c in way.findings])  # fmt: skip
     return dict(zip(FASTEST_COLUMNS, figures, strict=True))
 

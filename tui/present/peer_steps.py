@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
+from ..model.fastest import declined
 from ..model.results import PeerResult, RunResult
 from ..model.statuses import BACKWARD
 from .format import multiple, peer_errors, us
@@ -51,13 +52,14 @@ def step_rows(result: RunResult) -> list[StepRow]:
     forward, backward = result.forward, result.pass_of(BACKWARD)
     if forward is None or backward is None or not backward.field_peers:
         return []
-    checks = [c.passed for c in backward.checks]
+    unrun = [p.kind for p in (forward, backward) if declined(p)]  # cuDNN declined: the peers ran alone
     rows = [
         StepRow(
             "cuDNN",
             forward.timing.median_us if forward.timing else None,
             backward.timing.median_us if backward.timing else None,
-            all(checks) if checks else None,
+            backward.passed,  # None where cuDNN's gradients were not checked (or not computed)
+            f"cuDNN did not run its {' and '.join(unrun)}" if unrun else "",
             cudnn=True,
         )
     ]

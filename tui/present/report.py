@@ -10,6 +10,7 @@ from rich.console import Group
 from rich.text import Text
 
 from ..engine.environment import describe
+from ..model.fastest import declined
 from ..model.results import (
     PLAN_SOURCES,
     Environment,
@@ -155,7 +156,10 @@ def checks_table(p: PassResult) -> FitTable:
     for col in ("output", "by", "atol", "rtol", "max abs", "max rel", "mean abs", "nonfin", "verdict"):
         table.add_column(col, NAME if col in ("output", "by") else FIGURE)
     for i, c in enumerate(p.checks):
-        rows = [("cuDNN", c.cudnn), *c.peers.items()]
+        crossed = [
+            (who, m) for who, m in (("cuDNN vs fp64", c.fp64), ("fp32 ref vs fp64", c.reference_fp64)) if m
+        ]
+        rows = [("cuDNN", c.cudnn), *c.peers.items(), *crossed]  # the fp64 cross-check, where asked
         for j, (who, m) in enumerate(rows):
             verdict = verdict_words(m)
             if m is not None and not m.passed:
@@ -175,7 +179,8 @@ def peers_table(p: PassResult) -> FitTable | Text:
     the error of O, compile time; or why a peer did not run (one line when none ran for one reason)."""
     if peers_unrun(p):
         return Text(peers_unrun(p), style="yellow")
-    table = FitTable(title=f"{pass_title(p.kind)} peers (cuDNN: the heuristic's pick)", key_words="peer")
+    cudnn = "cuDNN did not run it" if declined(p) else "cuDNN: the heuristic's pick"
+    table = FitTable(title=f"{pass_title(p.kind)} peers ({cudnn})", key_words="peer")
     for col in PEER_COLUMNS:
         title = peer_error_label(p) if col == "max abs O" else col
         kind = NAME if col == PEER_COLUMNS[0] else WORDS if col == PEER_COLUMNS[-1] else FIGURE

@@ -15,8 +15,15 @@ import textwrap
 
 from ..engine.fp8 import BACKWARD_DELAYED, FORWARD_DELAYED, OUTPUT_SCALES
 from ..engine.reference import alibi_slopes
-from ..engine.tolerances import ATOL_FLOOR_FP32_UNITS, GRAD_TOLERANCES, TOLERANCES
+from ..engine.tolerances import (
+    ATOL_FLOOR_FP32_UNITS,
+    GRAD_TOLERANCES,
+    STORED_O_SIGMAS,
+    TOLERANCES,
+    UNIT_ROUNDOFF,
+)
 from ..model.config import SdpaConfig
+from ..model.inputs import NORMAL, recipe_of
 from ..model.pins import parse
 from ..model.tensor_plan import RAGGED_SIDE
 from .repro_graph import (
@@ -29,20 +36,25 @@ from .repro_graph import (
     name_tuple,
     storage_helpers,
 )
+from .repro_inputs import recipe_constants, recipe_helpers
 from .repro_reference import heads_step, reference, reference_grads
 from .repro_variant import reference_constants, score_mod_class
 
 # The most lines a script may have: a forward; one whose inputs need more written out (a paged
 # cache's table and pool, packed tokens, real lengths, the dropout mask cuDNN drew, a score
 # modifier's sub-graph); a training step or FP8.
-FORWARD_LINES, STORED_LINES, TRAINING_LINES = 150, 200, 300
+# An input recipe other than the default writes its steps too (repro_inputs.py): RECIPE_LINES more.
+FORWARD_LINES, STORED_LINES, TRAINING_LINES, RECIPE_LINES = 150, 200, 300, 40
 
 
 def budget(config: SdpaConfig) -> int:
     """The most lines the script of `config` may have."""
+    more = RECIPE_LINES if config.inputs != NORMAL else 0
     if config.backward or config.fp8:
-        return TRAINING_LINES
-    return STORED_LINES if config.padded or config.dropout or config.variant != "none" else FORWARD_LINES
+        return TRAINING_LINES + more
+    return more + (
+        STORED_LINES if config.padded or config.dropout or config.variant != "none" else FORWARD_LINES
+    )
 
 
 def tool_version() -> str:
@@ -59,10 +71,12 @@ def script(config: SdpaConfig, seed: int = 0, finding: str = "") -> str:
     built, run, checked against fp32 and timed; its last line is `RESULT {json}`. `finding` says
     what it reproduces (a crash, for an upstream report)."""
     c = config
+    seed = recipe_of(c).seed_for(seed)  # the recipe's own seed, where it names one
     parts = [
         _docstring(c, finding),
         _imports(c),
-        _constants(c, seed),
+        _constants(c, seed) + recipe_constants(c),
+        recipe_helpers(c),
         storage_helpers(c),
         score_mod_class(c),
         graph_function(c),
@@ -147,6 +161,10 @@ def _constants(c: SdpaConfig, seed: int) -> list[str]:
     if c.backward:
         lines.append(
             f"FLOOR = {ATOL_FLOOR_FP32_UNITS} * 2.0**-23  # a gradient atol's least: fp32 units of its size"
+        )
+        stored = STORED_O_SIGMAS * UNIT_ROUNDOFF.get(c.o_dtype, 2.0**-11)
+        lines.append(
+            f"STORED_O = {stored!r}  # dQ's, dK's least atol: O's rounding as stored, which the backward reads"
         )
     return lines
 
@@ -241,8 +259,8 @@ def _checking(c: SdpaConfig) -> list[str]:
     if c.backward:
         lines += [
             "",
-            "def grad_atol(ref, size):  # a share of max |reference|, never below FLOOR * the gradient's size",
-            "    return max(GRAD_ATOL * max(ref.abs().max().item(), 1e-30), FLOOR * size)",
+            "def grad_atol(ref, size, stored=0.0):  # a share of max |reference|, never below its floors",
+            "    return max(GRAD_ATOL * max(ref.abs().max().item(), 1e-30), FLOOR * size, stored)",
         ]
     return lines
 
@@ -390,12 +408,17 @@ def _main_backward(c: SdpaConfig, extra: list[str], rows_q: str, rows_kv: str) -
         "    size = {name: t.abs().max().item() for name, t in logical.items()}  # for atol's floor",
         '    sizes = {"dV": size["dO"], "dQ": SCALE * size["dO"] * size["v"] * size["k"],',
         '             "dK": SCALE * size["dO"] * size["v"] * size["q"]}',
+        f'    product = logical["dO"].float() * {_value(c, "o")}'
+        + (" * rows_q" if c.padded else "")
+        + "  # the real rows of dO * O as stored",
+        "    stored = STORED_O * product.nan_to_num(0.0, 0.0, 0.0).square().sum(-1).sqrt().max().item() * SCALE",
+        '    stored = {"dQ": stored * size["k"], "dK": stored * size["q"]}',
     ]
     for name, rows in (("dQ", rows_q), ("dK", rows_kv), ("dV", rows_kv)):
         tail = f", {rows})" if c.padded else ")"
         lines.append(
             f'    checks["{name}"] = check({_value(c, name)}, grads["{name}"], '
-            f'grad_atol(grads["{name}"], sizes["{name}"]), GRAD_RTOL{tail}'
+            f'grad_atol(grads["{name}"], sizes["{name}"], stored.get("{name}", 0.0)), GRAD_RTOL{tail}'
         )
     if c.sink:
         lines.append(

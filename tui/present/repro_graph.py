@@ -10,7 +10,9 @@ from typing import Any
 
 from ..engine.keywords import UnsupportedOption, op_name, sdpa_kwargs
 from ..model.config import SdpaConfig
+from ..model.inputs import recipe_of, spare_pages
 from ..model.tensor_plan import BACKWARD_AMAX, RAGGED_SIDE, TensorSpec, drawn_inputs, tensor_plan
+from .repro_inputs import BACKWARD_NAMES, FORWARD_NAMES, filled, filling, shaping, unfilled_logical
 
 WIDTH, PROSE = 120, 96  # the script's code lines, and its prose
 CUDNN_TYPES = {"fp16": "HALF", "bf16": "BFLOAT16", "fp8_e4m3": "FP8_E4M3", "fp32": "FLOAT",
@@ -176,6 +178,7 @@ def forward_tensors(config: SdpaConfig) -> list[str]:
             lines.append(
                 f'    data["{name}"] = drawn({s.dims}, {s.strides}, torch.{TORCH_TYPES[s.dtype]}, gen)'
             )
+    lines += shaping(c)
     if c.fp8:
         lines += [
             "    logical = {}",
@@ -187,7 +190,7 @@ def forward_tensors(config: SdpaConfig) -> list[str]:
             '    data["amax_o"] = scalar(0.0)',
         ]
     else:
-        lines.append("    logical = dict(data)")
+        lines.append(unfilled_logical(c))
     for spec in tensor_plan(c).writes:
         if spec.name in ("o", "stats", "score_max", "score_sum_exp"):
             lines.append(f'    data["{spec.name}"] = {_empty(spec)}')
@@ -214,6 +217,7 @@ def forward_tensors(config: SdpaConfig) -> list[str]:
         ]
     if c.packed:
         lines += _packing(("q", "k", "v", "o"))
+    lines += filling(c, FORWARD_NAMES)
     lines.append("    return data, logical")
     return lines
 
@@ -238,6 +242,8 @@ def backward_tensors(config: SdpaConfig) -> list[str]:
                   '    logical["dO"] = data["dO"]']  # fmt: skip
     else:
         lines += ['    data["dO"] = logical["dO"] = d_o']
+    if filled(c) and not (c.fp8 and c.o_dtype == "fp8_e4m3"):
+        lines.append('    logical["dO"] = logical["dO"].clone()  # the reference\'s: the fill is data\'s')
     if c.fp8:
         lines += [
             '    data["descale_o"] = scalar(1 / data["scale_o"].item())',
@@ -253,6 +259,7 @@ def backward_tensors(config: SdpaConfig) -> list[str]:
         lines.append(f'    data["dSink_token"] = torch.empty((1, {c.h_q}, 1, 1), device=DEVICE)')
     if c.packed:
         lines += _packing(("dO", "dQ", "dK", "dV"))
+    lines += filling(c, BACKWARD_NAMES)
     lines.append("    return data")
     return lines
 
@@ -276,6 +283,12 @@ def storage_helpers(config: SdpaConfig) -> list[str]:
         "    return t.copy_(torch.randn(dims, generator=gen, device=DEVICE))",
         "",
     ]
+    if recipe_of(c).gap:  # padded strides: the memory between the rows holds the fill
+        lines[:2] = [
+            "def drawn(dims, strides, dtype, gen):  # N(0, 1) in logical order, stored with the strides; FILL between",
+            "    size = 1 + sum((n - 1) * s for n, s in zip(dims, strides))",
+            "    t = torch.full((size,), FILL, dtype=dtype, device=DEVICE).as_strided(dims, strides)",
+        ]
     if c.fp8:
         lines += [
             "def scalar(value):  # a scale or amax tensor of an FP8 graph",
@@ -297,6 +310,14 @@ def storage_helpers(config: SdpaConfig) -> list[str]:
             "    tokens = torch.cat([raw[i, :, :n].transpose(0, 1) for i, n in enumerate(lens)])",
             "    starts = [0] + [sum(lens[: i + 1]) * tokens[0].numel() for i in range(len(lens))]",
             "    offsets = torch.tensor(starts, dtype=torch.int32, device=DEVICE).view(-1, 1, 1, 1)",
+            *(
+                [
+                    "    tail = tokens.new_empty((len(lens) * dense.shape[2] - len(tokens), *tokens.shape[1:]))",
+                    "    tokens = torch.cat([tokens, fill(tail)])  # the buffer the dims declare: FILL after the tokens",
+                ]
+                if filled(c)
+                else []
+            ),
             "    return tokens.view(dense.dtype), offsets",
             "",
             "def unpacked(tokens, lens, s):",
@@ -311,17 +332,27 @@ def storage_helpers(config: SdpaConfig) -> list[str]:
 
 
 def _page_helpers(c: SdpaConfig) -> list[str]:
+    spares = spare_pages(c) > 0
     shuffle = ["    random.Random(SEED).shuffle(ids)  # dealt out as a serving allocator leaves them"]
     return [
         f"PAGE, PER_SEQ = {c.page_size}, {c.pages_per_sequence()}  # tokens a page; pages a sequence's table row",
         "NEEDED = [-(-n // PAGE) for n in LENS_KV]  # the pages each sequence holds",
         "",
         "def page_table():",
-        '    """Each sequence\'s pages in the pool, in token order; a row past its last page repeats that page."""',
+        '    """Each sequence\'s pages in the pool, in token order; a row past its last page '
+        + ("points at a spare page of the fill." if spares else "repeats that page.")
+        + '"""',
         "    ids = list(range(sum(NEEDED)))",
         *(shuffle if c.page_order == "shuffled" else []),
         "    rows = [ids[sum(NEEDED[:i]) : sum(NEEDED[: i + 1])] for i in range(B)]",
-        "    rows = [row + row[-1:] * (PER_SEQ - len(row)) for row in rows]",
+        *(
+            [
+                "    spares = iter(range(sum(NEEDED), B * PER_SEQ))  # the fill's pages: one a table entry past the last",
+                "    rows = [row + [next(spares) for _ in range(PER_SEQ - len(row))] for row in rows]",
+            ]
+            if spares
+            else ["    rows = [row + row[-1:] * (PER_SEQ - len(row)) for row in rows]"]
+        ),
         "    return torch.tensor(rows, dtype=torch.int32, device=DEVICE)",
         "",
         "def to_pages(dense, table):",
@@ -329,7 +360,7 @@ def _page_helpers(c: SdpaConfig) -> list[str]:
         "    blocks = dense.new_zeros((B, dense.shape[1], PER_SEQ * PAGE, dense.shape[3]))",
         "    blocks[:, :, :S_KV] = dense",
         "    used = torch.arange(PER_SEQ, device=DEVICE) < torch.tensor(NEEDED, device=DEVICE).view(-1, 1)",
-        "    pool = dense.new_zeros((sum(NEEDED), dense.shape[1], PAGE, dense.shape[3]))",
+        f"    pool = dense.new_zeros(({'B * PER_SEQ' if spares else 'sum(NEEDED)'}, dense.shape[1], PAGE, dense.shape[3]))",
         "    pool[table[used].long()] = blocks.unflatten(2, (PER_SEQ, PAGE)).transpose(1, 2)[used]",
         "    return pool",
         "",

@@ -106,6 +106,8 @@ def _serve(recv: Any, send: Any, environment_override: dict | None) -> None:
                 retire = env.gpu_available and bool(searched.trials)  # it built and ran plans
             else:
                 send.send(RunReply(msg.request_id, _answer(engine, msg, cancelled, inbox, send).to_dict()))
+                # a run that asks it (the hunt's crash candidates) leaves the next to a fresh process
+                retire = isinstance(msg, RunRequest) and msg.options.retire_after
         except (EOFError, OSError):
             return
         if engine.lost is not None or retire:  # nothing more can run here, or nothing should

@@ -10,7 +10,8 @@ A run that loses the CUDA context (an illegal address in cuDNN, say) is answered
 and then the child exits with EXIT_CONTEXT_LOST: a lost context cannot be recovered in its
 process. The client starts a fresh child, which runs the request queued behind the crash.
 A child that cannot start at all is tried MAX_FAILED_STARTS times in a row, then left down
-until the next request. After answering a knob search on the GPU the child retires (EXIT_RETIRED):
+until the next request. After answering a knob search on the GPU, or a run that asks it
+(RunOptions.retire_after: the hunt's crash candidates), the child retires (EXIT_RETIRED):
 the client starts a fresh one quietly (no death is reported), which takes any request sent since.
 
 The child (child.py: its loop) is forked from a server that imported torch once and never touched

@@ -109,6 +109,12 @@ HISTORY = """\
   the winner; `H` the heuristic's; `◆` the best) and the fastest candidates. `p` or Pin best puts
   the best found into the form's *pinned plan*, which runs it; Ctrl+S keeps it in a preset. The
   Plans pane lists the finds that passed after the heuristic's plans, marked `S`.
+- **Hunt**: a hunt for wrong answers, as `hunt` makes it: within the budget (`6m`), random
+  configurations with hazards (a seed draws the same ones; a focus such as `paged,backward` turns
+  features on in every draw) are run with every output checked against fp32 and fp64; each failure
+  is shrunk to the smallest configuration that fails the same way and shown once as it comes
+  (whose bug, the failure, its signature, how often it was seen). Esc stops it, keeping them; its
+  bundles are written when it ends. Enter on a finding loads its minimal configuration into the form.
 """
 
 TRAINING = """\
@@ -155,10 +161,11 @@ class HelpScreen(ModalScreen[None]):
             ),
             "| F6 | from the form to the pane on show, and back to the field you left |",
             "| Esc | stop the running work at its next step; a sweep after its point under way (again: "
-            "that point too); a knob search at its next candidate |",
+            "that point too); a knob search at its next candidate; a hunt after its run under way |",
             "| Enter (in a Sweep vary) | start the sweep: the form's configuration at every point |",
             "| Enter (in the Search budget) | start a knob search of the form's configuration |",
             "| p (in the Search pane) | pin the best found into the form's pinned plan |",
+            "| Enter (in a Hunt input / on a finding) | start a hunt / load the finding's minimal configuration |",
             "| Ctrl+R | run the current configuration again (during a sweep: once it ends) |",
             "| Ctrl+O | presets: filter as you type, Enter loads and runs |",
             "| Ctrl+S | save the form as your preset |",

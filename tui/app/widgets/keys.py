@@ -6,7 +6,9 @@ the screen each time, most of what a key took to answer on a 2-CPU machine. And 
 the order the focused widget's own keys meet the app's: Ctrl+E, an Input's "end", put Export
 first while a field had focus and fifth from a table, so the keys moved with the focus.
 Below 100 columns the keys say shorter words and the palette's key (^p, in the help) goes, so
-the row fits 80 columns.
+the row fits 80 columns. Its keys are composed with it, in the first frame: Textual's Footer waits
+for the first bindings update, after the focus is first given, and the first full frame waited
+on a second recompose, layout and paint for them.
 """
 
 from __future__ import annotations
@@ -46,14 +48,20 @@ class KeysFooter(Footer):
         return self.app.size.width < NARROW
 
     def compose(self) -> ComposeResult:
+        if not self._bindings_ready:  # the first compose: the app's keys, known before any focus
+            self._bindings_ready = True
+            self._shown = self._keys()
         keys = sorted(
             super().compose(), key=lambda w: self._place(w.action) if isinstance(w, FooterKey) else (1, 0)
         )
         for key in keys:
-            if self.narrow and isinstance(key, FooterKey):
-                if key.action == PALETTE:
+            if isinstance(key, FooterKey):
+                if self.narrow and key.action == PALETTE:
                     continue
-                key.description = SHORT.get(key.action, key.description)
+                if self.narrow:
+                    key.description = SHORT.get(key.action, key.description)
+                # its class now, not from the compact binding as it mounts: that restyled each key
+                key.set_class(self.compact, "-compact", update=False)
             yield key
 
     def on_resize(self) -> None:

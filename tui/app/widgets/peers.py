@@ -12,7 +12,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
-from ...model.fastest import fastest_way
+from ...model.fastest import declined, fastest_way
 from ...model.results import PassResult, RunResult, TimingStats
 from ...model.statuses import BACKWARD, STATUS_CPU_ONLY, STATUS_MISMATCH, STATUS_OK
 from ...present.fastest import change_line, fastest_line, finding_lines
@@ -42,7 +42,12 @@ OFF_SCALE = 10.0  # a bar this many times the pick's time would flatten the othe
 
 
 def no_peers_words(result: RunResult | None) -> str:
-    """Why the pane has no peers: the run ended before they could run, or none was asked for."""
+    """Why the pane has no peers: the run ended before they could run, or none was asked for (where
+    cuDNN declined the forward, peers asked for run without it)."""
+    if result is not None and result.forward is not None and declined(result.forward):
+        return (
+            f"No peers in this result: cuDNN did not run it, and peers asked for run without it. {HOW_TO_ASK}"
+        )
     if result is not None and result.status not in (STATUS_OK, STATUS_CPU_ONLY, STATUS_MISMATCH):
         return f"No peers: the run ended {status_word(result.status)} before they could run. {HOW_TO_ASK}"
     return f"No peers in this result. {HOW_TO_ASK}"
@@ -63,9 +68,22 @@ class Row:
     cudnn: bool = False
 
 
+def head_words(p: PassResult) -> str:
+    """How to read the table: cuDNN's speed against each row, or why there is none."""
+    if peer_standing(p):
+        return SPEED_WORDS
+    if declined(p) and any(peer.timing is not None for peer in p.field_peers):
+        return "cuDNN did not run this pass (its first row says why): the peers ran alone on its tensors"
+    return "no peer was timed: each row says why"
+
+
 def cudnn_rows(p: PassResult) -> list[Row]:
     """The heuristic's pick ('cuDNN H', 'cuDNN H*' when it is the fastest too), then the fastest
-    plan where that is another ('cuDNN *'), with the marks of the Plans pane."""
+    plan where that is another ('cuDNN *'), with the marks of the Plans pane; where cuDNN did not
+    run the pass, one row of its refusal."""
+    if declined(p):
+        what = Text(p.message or status_word(p.status), style="yellow")
+        return [Row("cuDNN", "cuDNN", None, None, None, Text("-"), None, what, True)]
     pick, fastest = p.plan(p.heuristic_plan), p.plan(p.fastest_plan)
     shown = [(pick, "H" + ("*" if fastest is pick else ""), "the heuristic's pick")]
     if fastest is not None and fastest is not pick:
@@ -197,7 +215,7 @@ class PeersPane(VerticalScroll):
             self._measured(False)
             return
         # where cuDNN stands is in the headline above; here, how to read the table
-        text = Text(SPEED_WORDS if peer_standing(p) else "no peer was timed: each row says why", style="dim")
+        text = Text(head_words(p), style="dim")
         if result.pass_of(BACKWARD) is not None and not step_rows(result):
             text.append("; no peer was timed for the backward in this result", style="dim")
         head.update(text)

@@ -16,7 +16,6 @@ from ...model.results import PassResult, PlanResult, RunResult
 from ...model.search_results import SearchResult
 from ...model.statuses import PASS_KINDS
 from ...present.format import format_bytes, ms, plan_mark, sci, timing_text, us
-from ...present.report import plan_source_short, plan_source_words
 from .fitted import FittedStatic, FittingTable
 from .sections import show_passes
 
@@ -73,6 +72,8 @@ class PlanTable(FittingTable):
     def show_plans(
         self, plans: tuple[PlanResult, ...], found: tuple[Trial, ...] = (), flops: int = 0
     ) -> None:
+        from ...present.report import plan_source_short  # the report's words, imported with the first result
+
         self.plans, self.found = plans, found
         self.clear()
         for p in plans:
@@ -168,6 +169,8 @@ class PlansPane(Vertical):
                 self._detail(plan, p)
 
     def _detail(self, plan: PlanResult, p: PassResult) -> None:
+        from ...present.report import plan_source_short, plan_source_words
+
         lines = [
             f"{p.kind} plan {plan.index}: {plan.name}"
             + ("  (heuristic's pick)" if plan.is_heuristic_pick else "")

@@ -45,7 +45,8 @@ def worst_error(p: PassResult) -> tuple[str, list[ErrorMetrics]]:
     peers = [next(iter(c.peers.items()), None) for c in p.checks]
     if not peers or None in peers:
         return "", []
-    return f"{peers[0][0]} on the {p.check_device.upper()}, not cuDNN:", [m for _, m in peers]
+    where = "CPU" if p.check_device == "cpu" else "GPU"  # the GPU's: cuDNN declined the pass
+    return f"{peers[0][0]} on the {where}, not cuDNN:", [m for _, m in peers]
 
 
 def verdict_line(p: PassResult) -> Text:
