@@ -30,7 +30,7 @@ from tui.store.baseline import (
     read_baseline,
     save_baseline,
 )
-from tui.store.history import DATA_DIR_ENV
+from tui.store.places import DATA_DIR_ENV
 
 CASES = ("--preset", "gpt2-seed", "--preset", "llama3-8b-decode")
 

@@ -13,7 +13,8 @@ from fakes import FakeEngine
 from tui.cli import common as cli
 from tui.cli.main import main
 from tui.process.session import EngineSession
-from tui.store.history import DATA_DIR_ENV, History
+from tui.store.history import History
+from tui.store.places import DATA_DIR_ENV
 
 SMALL = ["--b", "1", "--h", "2", "--no-autotune", "--replays", "1"]
 

@@ -24,8 +24,9 @@ from tui.model.results import RunResult
 from tui.present.explain import cell_text, numbered
 from tui.present.format import format_bytes, ms, multiple, peer_errors, peer_speedup, sci, us
 from tui.present.report import checks_table, environment_table, peers_table, phases_table, plans_table
-from tui.store.history import DATA_DIR_ENV, FILE_NAME, History
-from tui.store.plan_cache import ENV_FOLDER, PlanCache
+from tui.store.history import History
+from tui.store.places import CACHE_DIR_ENV, DATA_DIR_ENV, HISTORY_FILE
+from tui.store.plan_cache import PlanCache
 from tui.store.presets import load_all
 
 DATA = Path(__file__).parent / "data"
@@ -145,7 +146,7 @@ def test_presets_name_every_preset_whole_so_none_can_be_mistaken(width):
 def kept(tmp_path, monkeypatch):
     """A history holding the recorded runs, in a folder of this test's own."""
     monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path))
-    with History(tmp_path / FILE_NAME) as history:
+    with History(tmp_path / HISTORY_FILE) as history:
         return [history.record(r, preset="llama3-8b-paged-decode" if i % 2 else None) for i, r in
                 enumerate(RESULTS.values())]  # fmt: skip
 
@@ -203,7 +204,7 @@ def test_a_sweeps_table_keeps_its_figures_whole(width):
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_the_cache_table_keeps_sizes_and_plan_names_whole(tmp_path, monkeypatch, width):
-    monkeypatch.setenv(ENV_FOLDER, str(tmp_path))
+    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path))
     plans = [dataclasses.asdict(p) for p in RESULTS["seed_h200"].forward.plans]
     assert PlanCache(tmp_path).store("a" * 64, plans, {0: b"x" * 3000}, {"Q": 1}, 0, 0.5)
     text = cli(width, "cache")

@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 from test_fuzz import FUZZ, HUGE, TYPED
 
 from tui.cli.main import main
-from tui.store.history import COLUMN_NAMES, DATA_DIR_ENV, FILE_NAME, History, HistoryError
+from tui.store.history import COLUMN_NAMES, History, HistoryError
+from tui.store.places import DATA_DIR_ENV, HISTORY_FILE
 
 LONG = FUZZ.max_examples >= 10_000
 CLI = FUZZ if LONG else settings(FUZZ, max_examples=25)  # a command renders a table: fewer in CI
@@ -52,7 +53,7 @@ BARE_ROWS = st.lists(RESULTS, max_size=2)
 @pytest.fixture(scope="module")
 def kept(tmp_path_factory):
     """A history of three runs (two presets), made once; each example writes into a copy of it."""
-    path = tmp_path_factory.mktemp("kept") / FILE_NAME
+    path = tmp_path_factory.mktemp("kept") / HISTORY_FILE
     with History(path) as history:
         history.record_many([(RECORDED, "gpt2-seed", "run"), (TRAINING, None, "check"),
                              (RECORDED, "bert-base", "dashboard")])  # fmt: skip
@@ -63,7 +64,7 @@ def spoiled(kept, folder, writes, bare_rows):
     """A copy of `kept` with `writes` and `bare_rows` written by sqlite3 directly, as another tool would."""
     shutil.rmtree(folder, ignore_errors=True)  # the last example's file and its WAL
     folder.mkdir(parents=True)
-    path = folder / FILE_NAME
+    path = folder / HISTORY_FILE
     shutil.copyfile(kept, path)
     with sqlite3.connect(path) as conn:
         for run_id, column, value in writes:
@@ -105,7 +106,7 @@ def test_the_historys_readers_raise_nothing_unexpected(tmp_path, kept, writes, b
 @FUZZ
 @given(IDS, LIMITS, PRESETS)
 def test_a_history_not_made_yet_reads_as_empty_and_makes_nothing(tmp_path, run_id, limit, preset):
-    path = tmp_path / "never" / FILE_NAME
+    path = tmp_path / "never" / HISTORY_FILE
     with History(path, read_only=True) as history:
         assert history.runs(limit=limit, preset=preset) == [] and history.count(preset=preset) == 0
         with pytest.raises(KeyError):

@@ -23,7 +23,8 @@ from tui.model.config import SdpaConfig
 from tui.model.results import PassResult, RunResult
 from tui.model.statuses import FORWARD, STATUS_CPU_ONLY, STATUS_MISMATCH, STATUS_OK
 from tui.process.session import EngineSession
-from tui.store.history import COLUMN_NAMES, DATA_DIR_ENV, FILE_NAME, History, compare, record
+from tui.store.history import COLUMN_NAMES, History, compare, record
+from tui.store.places import DATA_DIR_ENV, HISTORY_FILE
 
 
 @pytest.fixture
@@ -63,7 +64,7 @@ def timed(result: RunResult, factor: float, kind: str = "forward") -> RunResult:
 
 
 def test_a_run_is_kept_whole_and_listed_by_what_the_list_filters_on(tmp_path):
-    path = tmp_path / FILE_NAME
+    path = tmp_path / HISTORY_FILE
     with History(path) as history:
         first = history.record(RECORDED, preset="gpt2-seed", source="check")
         second = history.record(TRAINING, source="run")
@@ -83,14 +84,14 @@ def test_a_run_is_kept_whole_and_listed_by_what_the_list_filters_on(tmp_path):
 
 
 def test_rows_written_under_an_older_result_schema_still_load(tmp_path):
-    with History(tmp_path / FILE_NAME) as history:
+    with History(tmp_path / HISTORY_FILE) as history:
         ids = history.record_many([(RECORDED, None, "run")] * 3)
     old = (DATA / "seed_h200.json").read_text()  # schema 1.0
     assert json.loads(old)["schema_version"] == "1.0"
-    with sqlite3.connect(tmp_path / FILE_NAME) as conn:  # as an older version of the tool kept them
+    with sqlite3.connect(tmp_path / HISTORY_FILE) as conn:  # as an older version of the tool kept them
         conn.execute("UPDATE runs SET result = ? WHERE id = ?", (zlib.compress(old.encode()), ids[0]))
         conn.execute("UPDATE runs SET result = ? WHERE id = ?", (old, ids[1]))
-    with History(tmp_path / FILE_NAME) as history:
+    with History(tmp_path / HISTORY_FILE) as history:
         for run_id in ids[:2]:
             loaded = history.load(run_id)
             assert loaded.config == RECORDED.config and loaded.forward.timing.median_us > 0
@@ -108,7 +109,7 @@ def test_ten_thousand_runs_load_and_filter_through_indexes(tmp_path):
         for i in range(100)
     ]  # fmt: skip
     columns = ", ".join((*COLUMN_NAMES, "result"))
-    with History(tmp_path / FILE_NAME) as history:
+    with History(tmp_path / HISTORY_FILE) as history:
         history.record_many(seeds)
         conn = history._connect()
         with conn:  # the seeds 99 times more, as many runs of them would have been kept
@@ -132,7 +133,7 @@ def test_ten_thousand_runs_load_and_filter_through_indexes(tmp_path):
 
 
 def test_a_crash_mid_write_keeps_every_earlier_run(tmp_path):
-    path = tmp_path / FILE_NAME
+    path = tmp_path / HISTORY_FILE
     with History(path) as history:
         history.record(RECORDED)
     script = (
@@ -151,7 +152,7 @@ def test_a_crash_mid_write_keeps_every_earlier_run(tmp_path):
 def test_a_history_that_cannot_be_written_only_warns_naming_the_file(tmp_path, monkeypatch, breakage):
     from tui.store import history as history_module
 
-    path = tmp_path / "data" / FILE_NAME
+    path = tmp_path / "data" / HISTORY_FILE
     if breakage == "folder is a file":
         (tmp_path / "data").write_text("a file where the folder should be")
     elif breakage == "not a database":
@@ -214,7 +215,7 @@ def test_run_and_check_are_kept_and_history_lists_them(data_dir, monkeypatch):
     assert [(r["id"], r["source"], r["preset"]) for r in rows] == [
         (3, "check", "llama3-8b-decode"), (2, "check", "gpt2-seed"), (1, "run", "bert-base")
     ]  # fmt: skip
-    assert (data_dir / FILE_NAME).exists()
+    assert (data_dir / HISTORY_FILE).exists()
     table = invoke("history", "--preset", "gpt2-seed")
     assert table.exit_code == 0 and "1 of 1 runs" in table.output and "gpt2-seed" in table.output
     assert json.loads(invoke("history", "--json", "--status", "ok", "--limit", "1").output)[0]["id"] == 3
@@ -239,7 +240,7 @@ def test_a_cpu_run_is_kept_and_show_reopens_it_by_id(data_dir, monkeypatch):
     first = invoke("run", "--b", "1", "--h", "2", "--s", "64", "--no-check", "--json")
     assert first.exit_code == 0, first.output
     status = json.loads(first.output)["status"]
-    (row,) = History(data_dir / FILE_NAME).runs()
+    (row,) = History(data_dir / HISTORY_FILE).runs()
     assert row.status == status and row.label == "b1 h2 s64 d64 fp16 BSHD causal"
     shown = invoke("show", str(row.id), "--json")
     assert shown.exit_code == 0 and json.loads(shown.output)["status"] == status
@@ -248,7 +249,7 @@ def test_a_cpu_run_is_kept_and_show_reopens_it_by_id(data_dir, monkeypatch):
 
 
 def test_compare_takes_ids_and_files_and_prints_the_change(data_dir, monkeypatch, tmp_path):
-    History(data_dir / FILE_NAME).record(RECORDED)
+    History(data_dir / HISTORY_FILE).record(RECORDED)
     slower = tmp_path / "slower.json"
     slower.write_text(timed(RECORDED, 1.2).to_json())
     out = invoke("compare", "1", str(slower))
@@ -269,7 +270,7 @@ def test_compare_takes_ids_and_files_and_prints_the_change(data_dir, monkeypatch
     ],
 )
 def test_bad_ids_and_files_exit_2_on_one_line_naming_them(data_dir, monkeypatch, tmp_path, args, needle):
-    History(data_dir / FILE_NAME).record(RECORDED)
+    History(data_dir / HISTORY_FILE).record(RECORDED)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "not-a-result.json").write_text('{"hello": 1}')
     out = invoke(*args)
@@ -320,7 +321,7 @@ def test_threads_that_make_a_new_history_at_once_each_find_it_made(tmp_path):
 def test_a_limit_or_an_id_past_sqlites_integers_lists_all_or_finds_no_run(data_dir):
     """`history --limit 99999999999999999999` raised OverflowError from SQLite, as did `load` of an
     id past SQLite's integers."""
-    with History(data_dir / FILE_NAME) as history:
+    with History(data_dir / HISTORY_FILE) as history:
         history.record_many([(RECORDED, "gpt2-seed", "run")] * 3)
         assert [r.id for r in history.runs(limit=2**64)] == [3, 2, 1]
         assert history.runs(limit=2**64, offset=2**64) == [] and len(history.runs(limit=-5, offset=-5)) == 0
@@ -334,7 +335,7 @@ def test_a_limit_or_an_id_past_sqlites_integers_lists_all_or_finds_no_run(data_d
 
 def test_rows_with_wrong_typed_columns_are_listed_as_unreadable(data_dir):
     """`recorded_at='yesterday'` (another tool's, an old version's) crashed `history`."""
-    path = data_dir / FILE_NAME
+    path = data_dir / HISTORY_FILE
     with History(path) as history:
         history.record_many([(RECORDED, "gpt2-seed", "run")] * 4)
     with sqlite3.connect(path) as conn:
@@ -363,9 +364,9 @@ def test_rows_with_wrong_typed_columns_are_listed_as_unreadable(data_dir):
 
 def test_a_column_another_tool_wrote_is_shown_as_text_never_read_as_markup(data_dir):
     """A regime of '[/]' (found by tests/test_fuzz_history.py) raised MarkupError from `history`."""
-    with History(data_dir / FILE_NAME) as history:
+    with History(data_dir / HISTORY_FILE) as history:
         history.record(RECORDED, "gpt2-seed")
-    with sqlite3.connect(data_dir / FILE_NAME) as conn:
+    with sqlite3.connect(data_dir / HISTORY_FILE) as conn:
         conn.execute("UPDATE runs SET regime = '[/]', gpu = '[bold]x', label = '[/x]'")
     conn.close()
     out = invoke("history")
@@ -374,19 +375,19 @@ def test_a_column_another_tool_wrote_is_shown_as_text_never_read_as_markup(data_
 
 def test_a_preset_without_runs_says_so_and_names_the_presets_that_have_them(data_dir):
     """`history --preset nonexistent` said "no runs kept yet" when runs were kept."""
-    with History(data_dir / FILE_NAME) as history:
+    with History(data_dir / HISTORY_FILE) as history:
         history.record_many(
             [(RECORDED, name, "run") for name in ("bert-base", None, "gpt2-seed", "bert-base")]
         )
     out = invoke("history", "--preset", "nonexistent")
     assert out.exit_code == 0 and out.output == (
-        f"none of the 4 runs kept in {data_dir / FILE_NAME} came from preset 'nonexistent'; "
+        f"none of the 4 runs kept in {data_dir / HISTORY_FILE} came from preset 'nonexistent'; "
         "runs came from the presets bert-base, gpt2-seed\n"
     )  # fmt: skip
     out = invoke("history", "--preset", "gpt2-seed", "--status", "mismatch")
     assert "came from preset 'gpt2-seed' and ended mismatch" in out.output
     assert "none of the 4 runs kept" in invoke("history", "--status", "mismatch").output
-    with History(data_dir / FILE_NAME) as history:
+    with History(data_dir / HISTORY_FILE) as history:
         history.record_many([(RECORDED, f"p{i}", "run") for i in range(7)])
         assert history.presets(3) == ["p6", "p5", "p4"]
     assert "the presets p6, p5, p4, p3, p2, ...\n" in invoke("history", "--preset", "[/x]").output
@@ -412,9 +413,9 @@ def test_a_read_only_history_is_still_read_and_a_run_says_it_is_not_kept(tmp_pat
     """On a read-only folder `history` said "unable to open database file" (WAL needs its -shm)
     though the database was intact; a run there warns once, and the database stays whole."""
     folder = tmp_path / "data"
-    with History(folder / FILE_NAME) as history:
+    with History(folder / HISTORY_FILE) as history:
         history.record_many([(RECORDED, "gpt2-seed", "run"), (TRAINING, None, "run")])
-    before = (folder / FILE_NAME).read_bytes()
+    before = (folder / HISTORY_FILE).read_bytes()
     folder.chmod(0o555)
     try:
         prefix = _unprivileged(folder)
@@ -438,6 +439,6 @@ def test_a_read_only_history_is_still_read_and_a_run_says_it_is_not_kept(tmp_pat
         assert shown.returncode == 0 and json.loads(shown.stdout)["config"]["backward"] is True, shown.stderr
     finally:
         folder.chmod(0o755)
-    assert (folder / FILE_NAME).read_bytes() == before
-    with History(folder / FILE_NAME) as history:
+    assert (folder / HISTORY_FILE).read_bytes() == before
+    with History(folder / HISTORY_FILE) as history:
         assert history.count() == 2

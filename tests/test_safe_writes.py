@@ -238,7 +238,8 @@ def test_a_run_whose_export_fails_is_kept_in_the_history_and_says_so(tmp_path, e
 
 
 def test_the_tools_own_files_are_never_an_exports_target(tmp_path, engine):
-    from tui.store.history import History, default_path
+    from tui.store.history import History
+    from tui.store.places import history_path as default_path
     from tui.store.plan_cache import PlanCache
 
     assert run().exit_code == 0  # the history's database is there now

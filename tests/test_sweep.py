@@ -430,7 +430,7 @@ def test_a_disk_that_fills_mid_sweep_stops_it_with_whole_lines_and_the_resume_co
 
 
 def test_the_history_database_is_never_a_sweeps_output(fake, tmp_path):
-    from tui.store.history import default_path
+    from tui.store.places import history_path as default_path
 
     r = invoke("sweep", *SMALL, "--vary", "s=64", "--out", default_path(), "--csv", tmp_path / "s.csv")
     assert (

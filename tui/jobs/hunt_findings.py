@@ -75,7 +75,7 @@ def default_folder(seed: int) -> Path:
     """Where a hunt's bundles go unless told: a new folder in the tool's data folder."""
     import time
 
-    from ..store.history import data_dir
+    from ..store.places import data_dir
 
     return data_dir() / "hunts" / f"{time.strftime('%Y%m%d-%H%M%S')}-seed{seed}"
 

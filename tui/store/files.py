@@ -23,6 +23,8 @@ import stat
 import time
 from pathlib import Path
 
+from .places import history_path, plan_cache_folder
+
 _NEW = os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 STALE_S = 3600.0  # a temporary file this old is left over, whoever made it
@@ -101,15 +103,12 @@ def _new_file_problem(folder: Path) -> str | None:
 
 def own_file(target: Path) -> str | None:
     """Why `target` (links followed) is one of the tool's own files, which no export replaces."""
-    from .history import default_path
-    from .plan_cache import default_folder
-
-    database = resolved(default_path())
+    database = resolved(history_path())
     beside = {database.name + end for end in ("", "-wal", "-shm", "-journal")}  # SQLite's own
     if target.parent == database.parent and target.name in beside:
         return f"that is the run history's database ({database})"
-    if target.is_relative_to(resolved(default_folder())):
-        return f"that is in the plan cache's folder ({default_folder()})"
+    if target.is_relative_to(resolved(plan_cache_folder())):
+        return f"that is in the plan cache's folder ({plan_cache_folder()})"
     return None
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import sqlite3
 import sys
 import threading
@@ -30,9 +29,8 @@ from typing import Any
 from ..model.results import Environment, RunResult
 from .baseline import Comparison as Comparison
 from .baseline import compare as compare
+from .places import history_path
 
-DATA_DIR_ENV = "SDPA_EXPLORER_DATA_DIR"  # overrides the user data folder (tests use their own)
-FILE_NAME = "history.sqlite3"
 SCHEMA = 2  # PRAGMA user_version: the table's shape, apart from the results' own schema (2: `searched`)
 BUSY_S = 5.0  # how long a write waits for another process's transaction before it gives up
 
@@ -103,19 +101,6 @@ COLUMNS = tuple((f.name, _SQL_TYPES.get(f.type, "TEXT")) for f in dataclasses.fi
 COLUMN_NAMES = tuple(name for name, _ in COLUMNS)
 
 
-def data_dir() -> Path:
-    override = os.environ.get(DATA_DIR_ENV)
-    if override:
-        return Path(override)
-    from platformdirs import user_data_dir
-
-    return Path(user_data_dir("sdpa-explorer", appauthor=False))
-
-
-def default_path() -> Path:
-    return data_dir() / FILE_NAME
-
-
 def row_values(result: RunResult, preset: str | None, source: str) -> dict[str, Any]:
     """The filter columns of one run."""
     c, env = result.config, result.environment or Environment(gpu_available=False)
@@ -151,7 +136,7 @@ class History:
     write is one transaction. Another process may write meanwhile: WAL lets readers go on."""
 
     def __init__(self, path: Path | str | None = None, read_only: bool = False) -> None:
-        self.path = Path(path) if path is not None else default_path()
+        self.path = Path(path) if path is not None else history_path()
         self.read_only = read_only  # only read: never make the folder, the file or its WAL
         self._conn: sqlite3.Connection | None = None
         self._reader: sqlite3.Connection | None = None  # read-only, where the writer cannot open

@@ -29,10 +29,10 @@ _cache: dict[str, tuple[tuple[int, int], tuple[KnownIssue, ...], tuple[str, ...]
 
 
 def default_path() -> Path:
-    """SDPA_EXPLORER_KNOWN_ISSUES, else known_issues.json in the user data folder (history.data_dir)."""
+    """SDPA_EXPLORER_KNOWN_ISSUES, else known_issues.json in the user data folder (places.data_dir)."""
     if os.environ.get(ENV_FILE):
         return Path(os.environ[ENV_FILE])
-    from .history import data_dir
+    from .places import data_dir
 
     return data_dir() / "known_issues.json"
 

@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from .files import atomic_write, kind_words
+from .places import plan_cache_folder
 from .private import FolderRefused, private_folder
 
 DEFAULT_CAP_BYTES = 512 << 20  # ~5,000 plans of 70-100 KB (H200: 70-96 KB each)
-ENV_FOLDER = "SDPA_EXPLORER_CACHE_DIR"  # where the cache lives instead of the user cache folder
 FORMAT = 1  # of an entry's metadata; another format is a miss, never an error
 META_MAX_BYTES = 4 << 20  # an entry's metadata: a few hundred plans described, far below this
 BLOB_MAX_BYTES = 64 << 20  # a serialized plan: 70-100 KB on the H200
@@ -58,14 +58,6 @@ class Entry:
     build_seconds: float  # what planning and building cost when the entry was made
     last_used: float
     size: int
-
-
-def default_folder() -> Path:
-    if os.environ.get(ENV_FOLDER):
-        return Path(os.environ[ENV_FOLDER])
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("sdpa-explorer")) / "plans"
 
 
 def fingerprint(environment: Any) -> str:
@@ -183,7 +175,7 @@ class PlanCache:
     a cache is never a reason for a run to fail."""
 
     def __init__(self, folder: Path | None = None, cap_bytes: int = DEFAULT_CAP_BYTES):
-        self.folder = Path(folder) if folder is not None else default_folder()
+        self.folder = Path(folder) if folder is not None else plan_cache_folder()
         self.cap_bytes = cap_bytes
         self.notes: list[str] = []
 
