@@ -10,7 +10,7 @@ import click
 from ..engine.peers import parse_peers
 from ..model.config import ConfigError, FieldError, SdpaConfig
 from ..model.fields import FIELD, FIELDS, SHORTHANDS, Choice, Field, Switch, from_entries, quote
-from ..model.options import OPTION, PEER_KEYS, Option, RunOptions, options_from
+from ..model.options import MEASURED, OPTION, OPTIONS, PEER_KEYS, PLANS, Option, RunOptions, options_from
 from ..model.statuses import REGIME_BURST
 from ..model.validation import validate
 from .common import fail_usage, preset_config
@@ -132,11 +132,16 @@ def _run_options_of(*names: str):
     return add
 
 
+def _run_options_in(group: str):
+    """The run options of a group of commands (Option.cli), in their declared order."""
+    return _run_options_of(*(o.name for o in OPTIONS if o.cli == group))
+
+
 # the commands that measure (run, check, sweep); those that run plans (run, sweep); --peers;
 # --no-history (run, check, sweep: each keeps what it measures in the run history); --cross-check
 # (run, sweep and check: the fp64 check of each output)
-timing_options = _run_options_of("replays", "l2_flush", "regime", "seed", "run_anyway", "plan_cache")
-measure_options = _run_options_of("autotune", "check", "cross_check")
+timing_options = _run_options_in(MEASURED)
+measure_options = _run_options_in(PLANS)
 cross_check_option = _run_options_of("cross_check")
 peers_option = _run_options_of("peers")
 history_option = _run_options_of("no_history")

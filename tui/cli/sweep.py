@@ -8,22 +8,12 @@ import json
 import os
 import shlex
 import sys
-import threading
 from pathlib import Path
 
 import click
 from click.core import ParameterSource
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
-from rich.table import Column
 
 from ..jobs.sweep import (
     FAILED_STATUSES,
@@ -35,7 +25,6 @@ from ..jobs.sweep import (
     points_table,
     prepare_resume,
     shard,
-    varied_words,
 )
 from ..jobs.sweep_csv import csv_text
 from ..jobs.sweep_run import SweepRun
@@ -52,6 +41,8 @@ from .options import (
     run_options,
     timing_options,
 )
+from .sweep_workers import PointWorkers
+from .sweep_workers import why as _why
 
 EXIT_INTERRUPTED = 130  # what a shell reports for a command stopped by Ctrl+C
 
@@ -118,10 +109,6 @@ def lines_words(numbers: list[int], shown: int = 5) -> str:
     head = ", ".join(str(n) for n in numbers[: min(shown, len(numbers) - 1)])
     rest = len(numbers) - min(shown, len(numbers) - 1)
     return f"lines {head} and " + (str(numbers[-1]) if rest == 1 else f"{rest} more")
-
-
-def _why(exc: OSError) -> str:
-    return exc.strerror or str(exc)
 
 
 def _write_plot(path: str | None, rows: list[dict]) -> bool:
@@ -282,77 +269,20 @@ def _run_points(
     run = SweepRun(points, options)
     sessions = [common.engine_session] if gpus is None else [lambda g=g: gpu_session(g) for g in gpus]
     names = [""] if gpus is None else [f"GPU {g} " for g in gpus]
-    lock, stop = threading.Lock(), threading.Event()
-    unwritten: list[str] = []
-    words = Column(ratio=1, no_wrap=True, overflow="ellipsis")  # the point and the engine's step
-    progress = Progress(
-        TextColumn("{task.description}", table_column=words), BarColumn(bar_width=24), MofNCompleteColumn(),
-        TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=_err(), expand=True,
-    )  # fmt: skip
-    task = progress.add_task("starting", total=len(points))
-    down: list[str] = []
-    remember = None if options.no_history else _history_keeper(preset)
+    workers = PointWorkers(run, sink, _err(), None if options.no_history else _history_keeper(preset))
+    workers.run_all(sessions, names)
+    _say_down(workers.down, len(sessions))
+    return run.rows, workers.interrupted.is_set(), workers.unwritten[0] if workers.unwritten else None
 
-    def keep(point, result) -> None:
-        with lock:  # one writer at a time, and none once stopped: a line is whole, never mixed
-            if stop.is_set():
-                return
-            try:
-                run.answered(point, result, keep=None if sink is None else _appender(sink))
-            except OSError as exc:  # a full disk: the line taken back, the sweep stopped
-                unwritten.append(_why(exc))
-                stop.set()
-                run.stop()
-                return
-            if remember is not None:
-                remember(result)
-            progress.advance(task)
 
-    def work(open_session, name: str) -> None:
-        try:
-            with open_session() as session:
-                if session.ready() is None:
-                    down.append(f"{name}the engine process cannot start: {session.down}")
-                    return
-                while not stop.is_set() and (point := run.take()) is not None:
-                    said = f"{name}{escape(varied_words(point.varied))}"
-                    progress.update(task, description=said)
-
-                    def watch(step: str, said: str = said) -> None:
-                        progress.update(task, description=f"{said}: {escape(step)}")
-
-                    keep(point, session.run(point.config, run.options, watch=watch))
-        except KeyboardInterrupt:  # a stop said inside a worker (tests) is the user's Ctrl+C
-            stop.set()
-            run.stop()
-            interrupted.set()
-
-    interrupted = threading.Event()
-    workers = [threading.Thread(target=work, args=w, daemon=True) for w in zip(sessions, names, strict=True)]
-    try:
-        with progress:
-            for t in workers:
-                t.start()
-            while any(t.is_alive() for t in workers):
-                for t in workers:
-                    t.join(0.1)
-    except KeyboardInterrupt:
-        with lock:
-            stop.set()
-        run.stop()
-        interrupted.set()
-    finally:
-        with lock:
-            if sink is not None:
-                sink.close()
-                sink = None
-    if down and len(down) == len(workers):
+def _say_down(down: list[str], engines: int) -> None:
+    """The engines that could not start: a failure when none could, else their points ran on the others."""
+    if down and len(down) == engines:
         for line in down:
             _err().print(f"[red]FAIL[/red] {escape(line)}")
         sys.exit(EXIT_FAIL)
     for line in down:
         _err().print(f"[yellow]{escape(line)}[/yellow]: its points ran on the other GPUs")
-    return run.rows, interrupted.is_set(), unwritten[0] if unwritten else None
 
 
 def _history_keeper(preset: str | None):
@@ -368,11 +298,6 @@ def _history_keeper(preset: str | None):
             keeping[0] = kept is not None
 
     return remember
-
-
-def _appender(sink):
-    """A row appended to `sink` (a store.files.LineFile) as one JSON line."""
-    return lambda row: sink.append(json.dumps(row) + "\n")
 
 
 @click.command()

@@ -96,28 +96,41 @@ def _condition_problem(name: str, condition: Any) -> str | None:
     return None
 
 
-def problem(record: Any) -> str | None:
-    """What is wrong with a record, naming its field (None: it reads)."""
-    if not isinstance(record, dict):
-        return "a known issue is an object"
+def _text_problem(record: dict) -> str | None:
     for name in ("key", "summary", "established"):
         if not isinstance(record.get(name), str) or not record[name].strip():
             return f"{name} must be text"
+    return None
+
+
+def _outcome_problem(record: dict) -> str | None:
     if record.get("outcome") not in OUTCOMES:
         return f"outcome must be one of {', '.join(OUTCOMES)} (got {record.get('outcome')!r})"
+    return None
+
+
+def _seen_problem(record: dict) -> str | None:
     seen = record.get("seen")
-    if (
-        not isinstance(seen, list)
-        or not seen
-        or not all(isinstance(v, str) and parse_version(v) for v in seen)
-    ):
-        return "seen must list the cuDNN versions it was seen on, such as 9.19.0"
+    if isinstance(seen, list) and seen and all(isinstance(v, str) and parse_version(v) for v in seen):
+        return None
+    return "seen must list the cuDNN versions it was seen on, such as 9.19.0"
+
+
+def _fixed_problem(record: dict) -> str | None:
     fixed = record.get("fixed_in", "")
     if not isinstance(fixed, str) or (fixed and parse_version(fixed) is None):
         return f"fixed_in must be a cuDNN version such as 9.20.0 (got {fixed!r})"
+    return None
+
+
+def _archs_problem(record: dict) -> str | None:
     archs = record.get("archs", [])
     if not isinstance(archs, list) or not all(isinstance(a, int) and not isinstance(a, bool) for a in archs):
         return "archs must list compute capability majors, such as [9]"
+    return None
+
+
+def _when_problem(record: dict) -> str | None:
     when = record.get("when")
     if not isinstance(when, dict) or not when:
         return "when must name at least one field and its condition"
@@ -125,6 +138,17 @@ def problem(record: Any) -> str | None:
     if unknown:
         return f"when names {unknown[0]!r}, which is no configuration field (nor {', '.join(DERIVED)})"
     return next((p for name, c in when.items() if (p := _condition_problem(name, c))), None)
+
+
+# each field's rule, in the order a record's problem is said
+RECORD_RULES = (_text_problem, _outcome_problem, _seen_problem, _fixed_problem, _archs_problem, _when_problem)
+
+
+def problem(record: Any) -> str | None:
+    """What is wrong with a record, naming its field (None: it reads)."""
+    if not isinstance(record, dict):
+        return "a known issue is an object"
+    return next((p for rule in RECORD_RULES if (p := rule(record))), None)
 
 
 def issue_of(record: dict) -> KnownIssue:

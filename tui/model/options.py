@@ -1,8 +1,8 @@
 """A run's options besides the configuration: timing, autotune, the check, the seed, peers, the
-plan cache and the run history. Each is declared once (OPTIONS): the CLI's flags, the form's widgets and
-`options_from()` follow from the declaration, the defaults from the dataclasses below. Declared
-here, below the engine, so that the dashboard and the CLI, which only send them, do not import the
-engine's measurement code."""
+plan cache and the run history. Each is declared once (OPTIONS): the CLI's flags and which commands
+take them, the form's widgets, `options_from()` and what a saved kernel time says of them follow
+from the declaration, the defaults from the dataclasses below. Declared here, below the engine, so
+that the dashboard and the CLI, which only send them, do not import the engine's measurement code."""
 
 from __future__ import annotations
 
@@ -18,6 +18,9 @@ from .statuses import REGIME_BURST, REGIMES
 # The peers a run may time beside cuDNN, in the order they are shown (engine/peers.py adapts each).
 PEER_KEYS = ("flash", "efficient", "cudnn", "math", "flex", "fa3", "fa4", "flashinfer")
 MAX_REPLAYS = 10_000  # at the 2 ms a replay aims for, 20 s of timing: more only waits longer
+# The commands' groups of run options (Option.cli): those of every command that measures (run,
+# check, sweep), and those of the commands that time plans (run, sweep).
+MEASURED, PLANS = "measured", "plans"
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,8 @@ class Option:
     timing: bool = False
     choices: tuple[str, ...] = ()
     bounds: tuple[int, int] | None = None  # an int option's lowest and highest values
+    cli: str = ""  # the commands' group that takes it (MEASURED, PLANS); '' where a command adds it alone
+    recorded: str = ""  # the kernel time's field that says the value it was measured under
 
     @property
     def default(self) -> Any:
@@ -113,17 +118,17 @@ REGIME_HELP = (
     "burst: a short run on a rested GPU (published tables); sustained: timed after 2 s of load (a "
     "training step)"
 )
-# In the form's order; the CLI groups them as each command needs (cli/options.py).
+# In the commands' order (each group's, as cli/options.py adds them); the form shows its choice
+# first, then its ticks in this order (FORM_OPTIONS), as it does the fields'.
 OPTIONS: tuple[Option, ...] = (
     Option(
-        "regime",
-        "--regime",
-        REGIME_HELP + ". Default: the preset's, else burst",
-        "choice",
-        form="regime",
-        tip=REGIME_HELP.replace("(a training step)", "(what a training step sees)"),
+        "replays",
+        "--replays",
+        f"timed replays of the CUDA graph (1 to {MAX_REPLAYS})",
+        "int",
         timing=True,
-        choices=REGIMES,
+        bounds=(1, MAX_REPLAYS),
+        cli=MEASURED,
     ),  # fmt: skip
     Option(
         "l2_flush",
@@ -132,6 +137,8 @@ OPTIONS: tuple[Option, ...] = (
         form="flush L2 each time",
         tip="flush the L2 before each execution: cold-cache kernel time",
         timing=True,
+        cli=MEASURED,
+        recorded="l2_flushed",
     ),  # fmt: skip
     Option(
         "autotune",
@@ -139,6 +146,7 @@ OPTIONS: tuple[Option, ...] = (
         "time every plan, not only the heuristic's",
         form="time every plan",
         tip="autotune: time every plan that builds, not only the heuristic's pick",
+        cli=PLANS,
     ),  # fmt: skip
     Option(
         "peers",
@@ -149,38 +157,52 @@ OPTIONS: tuple[Option, ...] = (
         tip="also time and check this peer on the same tensors, beside cuDNN (GPU only; F1 says what each is)",
     ),  # fmt: skip
     Option(
+        "regime",
+        "--regime",
+        REGIME_HELP + ". Default: the preset's, else burst",
+        "choice",
+        form="regime",
+        tip=REGIME_HELP.replace("(a training step)", "(what a training step sees)"),
+        timing=True,
+        choices=REGIMES,
+        cli=MEASURED,
+        recorded="regime",
+    ),  # fmt: skip
+    Option(
+        "seed",
+        "--seed",
+        "random seed of the inputs (0 to 2**63-1)",
+        "int",
+        bounds=(0, SEED_MAX),
+        cli=MEASURED,
+    ),
+    Option(
         "run_anyway",
         "--run-anyway",
         "run a configuration that matches a known issue (it may crash the engine process)",
         form="run known issues",
         tip="a configuration that matches a known issue (it may crash cuDNN) runs only when ticked",
+        cli=MEASURED,
     ),  # fmt: skip
-    Option(
-        "replays",
-        "--replays",
-        f"timed replays of the CUDA graph (1 to {MAX_REPLAYS})",
-        "int",
-        timing=True,
-        bounds=(1, MAX_REPLAYS),
-    ),  # fmt: skip
-    Option("seed", "--seed", "random seed of the inputs (0 to 2**63-1)", "int", bounds=(0, SEED_MAX)),
     Option(
         "plan_cache",
         "--cache/--no-cache",
         "load plans built before from the plan cache on disk "
         "(`cache` shows it); --no-cache builds every plan",
+        cli=MEASURED,
     ),  # fmt: skip
-    Option("check", "--check/--no-check", "compare with the fp32 reference"),
+    Option("check", "--check/--no-check", "compare with the fp32 reference", cli=PLANS),
     Option(
         "cross_check",
         "--cross-check/--no-cross-check",
         "also check cuDNN and the fp32 reference against an fp64 reference computed independently "
         "(says whose a mismatch is)",
+        cli=PLANS,
     ),  # fmt: skip
     Option("no_history", "--no-history", "do not keep the results in the history"),
 )
 OPTION = {o.name: o for o in OPTIONS}
-FORM_OPTIONS = tuple(o for o in OPTIONS if o.form)
+FORM_OPTIONS = tuple(sorted((o for o in OPTIONS if o.form), key=lambda o: o.kind != "choice"))
 
 
 def options_from(values: dict[str, Any], base: RunOptions | None = None) -> RunOptions:
@@ -191,6 +213,11 @@ def options_from(values: dict[str, Any], base: RunOptions | None = None) -> RunO
     timing = {k: v for k, v in given.items() if OPTION[k].timing}
     run = {k: tuple(v) if k == "peers" else v for k, v in given.items() if not OPTION[k].timing}
     return dataclasses.replace(base, timing=dataclasses.replace(base.timing, **timing), **run)
+
+
+def measured_under(timing: Any) -> dict[str, Any]:
+    """The options a kernel time (results.TimingStats) says it was measured under, by name."""
+    return {o.name: getattr(timing, o.recorded) for o in OPTIONS if o.recorded}
 
 
 def option_values(options: RunOptions) -> dict[str, Any]:

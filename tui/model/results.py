@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from .config import SdpaConfig
+from .config import SdpaConfig, format_bytes
 from .records import ResultError, kind_of, read_record
 from .results_v1 import upgrade_v1
 from .statuses import FORWARD, GOOD_STATUSES, SCHEMA_VERSION, STATUS_OK
@@ -99,6 +99,11 @@ class TimingStats:
         return 100.0 * (self.p90_us - self.p10_us) / self.median_us if self.median_us else 0.0
 
     @property
+    def l2_state(self) -> str:
+        """'flushed' or 'warm': how each execution found the L2 (what the headline says of it)."""
+        return "flushed" if self.l2_flushed else "warm"
+
+    @property
     def regime_words(self) -> str:
         """What the headline says after a figure: its regime, stability and capping."""
         words = [self.regime] if self.regime else []
@@ -107,6 +112,12 @@ class TimingStats:
         if self.telemetry is not None and self.telemetry.capped_words:
             words.append(self.telemetry.capped_words)
         return ", ".join(words)
+
+
+def l2_words(t: TimingStats) -> str:
+    """'warm', or 'flushed, 100.0 MiB before each execution'."""
+    flushed = f", {format_bytes(t.l2_flush_bytes)} before each execution" if t.l2_flush_bytes else ""
+    return t.l2_state + (flushed if t.l2_flushed else "")
 
 
 # Where a plan comes from: an engine of the cuDNN library, one of the frontend's open-source

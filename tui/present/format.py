@@ -16,6 +16,7 @@ from ..model.results import (
     RunResult,
     Telemetry,
     TimingStats,
+    l2_words,
 )
 from ..model.statuses import (
     GOOD_STATUSES,
@@ -282,15 +283,6 @@ def sample_rows(t: TimingStats) -> list[tuple[str, str]]:
         ("samples", f"{n}" + (", retried" if t.retried else "")),
         ("p90/p10", ", ".join([*ratio, verdict] if verdict else ratio) or "-"),
     ]
-
-
-def l2_words(t: TimingStats) -> str:
-    """'warm', or 'flushed, 100.0 MiB before each execution'."""
-    if not t.l2_flushed:
-        return "warm"
-    return "flushed" + (
-        f", {format_bytes(t.l2_flush_bytes)} before each execution" if t.l2_flush_bytes else ""
-    )
 
 
 def _change(before: float | None, after: float | None, unit: str, digits: int = 0) -> str:

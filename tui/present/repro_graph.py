@@ -100,9 +100,26 @@ def graph_function(config: SdpaConfig, backward: bool = False) -> list[str]:
     dump = config.dropout and not backward
     plan = tensor_plan(config, backward, rng_dump=dump)
     op = op_name(config, backward)
+    lines = _graph_head(config, backward, dump) + _declarations(plan)
+    try:
+        keywords = sdpa_kwargs(config, {s.name: Name(s.name) for s in plan.reads}, op, plan.tokens)
+    except UnsupportedOption as exc:  # the frontend would drop the keyword silently: the tool refuses
+        return [*lines[:2], f'    sys.exit("{exc}: the tool refuses this configuration")']
+    lines += _operation(plan, op, keywords)
+    reads = {s.name for s in plan.reads}
+    for spec in plan.writes:
+        lines += _written(spec, spec.name in reads)
+    names = sorted({n for s in (*plan.reads, *plan.writes) for n in (s.name, s.offsets and s.offsets.name) if n},
+                   key=_order(plan))  # fmt: skip
+    lines += call("return graph, dict", [f"{n}={n}" for n in names])
+    return lines
+
+
+def _graph_head(config: SdpaConfig, backward: bool, dump: bool) -> list[str]:
+    """The function's line, its docstring and the graph with its data types."""
     io = "bf16" if config.o_dtype == "bf16" else "fp16"
     what = "backward" if backward else "forward"
-    lines = [
+    return [
         f"def {what}_graph(handle{', dump=False' if dump else ''}):",
         f'    """The {what} graph as the tool declares it'
         + (": with `dump`, it also writes the dropout mask it draws." if dump else ".")
@@ -117,15 +134,22 @@ def graph_function(config: SdpaConfig, backward: bool = False) -> list[str]:
             ],
         ),  # fmt: skip
     ]
+
+
+def _declarations(plan: Any) -> list[str]:
+    """Each tensor the operation reads, declared; the dropout mask's only where `dump` asks."""
+    lines: list[str] = []
     for spec in plan.reads:
         declared = _declare(spec)
         if spec.name == "rng_dump":  # only the dumping graph declares it
             declared[-1] += " if dump else None"
         lines += declared
-    try:
-        keywords = sdpa_kwargs(config, {s.name: Name(s.name) for s in plan.reads}, op, plan.tokens)
-    except UnsupportedOption as exc:  # the frontend would drop the keyword silently: the tool refuses
-        return [*lines[:2], f'    sys.exit("{exc}: the tool refuses this configuration")']
+    return lines
+
+
+def _operation(plan: Any, op: str, keywords: dict[str, Any]) -> list[str]:
+    """The SDPA call: its tensors by name first, then the options, as the graph's JSON has them."""
+    lines: list[str] = []
     if "score_mod" in keywords:  # one ScoreMod for both callbacks: its bprop reads what it kept
         lines.append(f"    mod = {keywords['score_mod']!r}  # the variant's sub-graph (ScoreMod, above)")
         keywords.update(
@@ -138,14 +162,7 @@ def graph_function(config: SdpaConfig, backward: bool = False) -> list[str]:
     returned = ", ".join(name or "_" for name in plan.returns)
     first = ["name", *(k for k, v in keywords.items() if type(v) is Name)]  # then the options
     ordered = [*first, *(k for k in keywords if k not in first)]
-    lines += call(f"{returned} = graph.{op}", [f"{k}={literal(keywords[k])}" for k in ordered])
-    reads = {s.name for s in plan.reads}
-    for spec in plan.writes:
-        lines += _written(spec, spec.name in reads)
-    names = sorted({n for s in (*plan.reads, *plan.writes) for n in (s.name, s.offsets and s.offsets.name) if n},
-                   key=_order(plan))  # fmt: skip
-    lines += call("return graph, dict", [f"{n}={n}" for n in names])
-    return lines
+    return lines + call(f"{returned} = graph.{op}", [f"{k}={literal(keywords[k])}" for k in ordered])
 
 
 def _order(plan: Any) -> Any:

@@ -53,10 +53,9 @@ def _extra(c: SdpaConfig) -> list[str]:
     return [n for n, used in (("bias", c.bias != "none"), ("sink", c.sink), ("mask", c.dropout)) if used]
 
 
-def reference(c: SdpaConfig) -> list[str]:
-    """`attend(b, heads, q, k, v, ...)`, a block's fp32 attention, and `reference(...)` over them."""
-    extra = _extra(c)
-    masks = ", ".join(
+def _masks(c: SdpaConfig) -> str:
+    """What the scores take past q k^T, as attend()'s docstring names them."""
+    return ", ".join(
         w
         for w, on in (
             ("causal " + c.causal.replace("_", "-"), c.causal != "none"),
@@ -70,6 +69,18 @@ def reference(c: SdpaConfig) -> list[str]:
         )
         if on  # fmt: skip
     )
+
+
+def reference(c: SdpaConfig) -> list[str]:
+    """`attend(b, heads, q, k, v, ...)`, a block's fp32 attention, and `reference(...)` over them."""
+    extra = _extra(c)
+    lines = _attend(c, extra) + _loop(c, extra)
+    return _all_heads(lines) if heads_step(c) == c.h_q else lines
+
+
+def _attend(c: SdpaConfig, extra: list[str]) -> list[str]:
+    """`attend(...)`: one block's inputs sliced, its scores, softmax and output."""
+    masks = _masks(c)
     lines = [
         f"def attend({', '.join(['b', 'heads', 'q', 'k', 'v', *extra])}):",
         '    """softmax(q k^T * SCALE'
@@ -101,11 +112,14 @@ def reference(c: SdpaConfig) -> list[str]:
         lines.append("    p = p * mask[heads, :, :lkv] / (1.0 - DROPOUT)")
     o = "(p.reshape(len(vb), -1, p.shape[-1]) @ vb).view(len(qb), S_Q, D_V)" if c.h_q != c.h_kv else "p @ vb"
     lines.append(f"    return {o}, top, (scores - top).exp().sum(-1, keepdim=True)")
-    if not c.padded:  # every sequence is whole
-        lines = [_whole(line) for line in lines]
+    return lines if c.padded else [_whole(line) for line in lines]  # unpadded: every sequence is whole
+
+
+def _loop(c: SdpaConfig, extra: list[str]) -> list[str]:
+    """`reference(...)`: attend() over the sequences and blocks of heads, its outputs by name."""
     outputs = {"none": '{"O": o}', "stats": '{"O": o, "Stats": top + total.log()}',
                "max_sum_exp": '{"O": o, "Max": top, "SumExp": total}'}[c.softmax_out]  # fmt: skip
-    lines += [
+    return [
         "",
         f"def reference(q, k, v{''.join(', ' + n for n in extra)}):",
         '    """Every output the tool checks, by name: fp32, HEADS heads of one sequence at a time."""',
@@ -117,7 +131,6 @@ def reference(c: SdpaConfig) -> list[str]:
         f"                o[at], top[at], total[at] = attend({', '.join(['b', 'at[1]', 'q[b]', 'k[b]', 'v[b]', *(_per_b(c, n) for n in extra)])})",
         f"    return {outputs}",
     ]
-    return _all_heads(lines) if heads_step(c) == c.h_q else lines
 
 
 def heads_step(c: SdpaConfig) -> int:

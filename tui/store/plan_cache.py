@@ -113,29 +113,51 @@ def entry_from(key: str, meta: Any) -> Entry:
                if f not in meta]  # fmt: skip
     if missing:
         raise BadEntry(f"its metadata lacks {', '.join(missing)}")
-    plans, blobs, uids = meta["plans"], meta["blobs"], meta["uids"]
-    if not isinstance(plans, list) or not all(isinstance(p, dict) for p in plans):
-        raise BadEntry("its plans are not a list of objects")
-    if not isinstance(blobs, dict) or not blobs or not all(_blob_ok(key, i, b) for i, b in blobs.items()):
-        raise BadEntry("its blobs are not plan indexes, each with a file name and a SHA-256")
-    if not isinstance(uids, dict) or not all(_whole(u) for u in uids.values()):
-        raise BadEntry("its uids are not tensor names with whole numbers")
-    heuristic = meta["heuristic_index"]
-    if heuristic is not None and not _whole(heuristic):
-        raise BadEntry("its heuristic_index is not a whole number")
-    size = meta["size"]
-    if not _whole(size) or not 0 <= size <= len(blobs) * BLOB_MAX_BYTES:
-        raise BadEntry("its size is not a whole number of bytes its blobs could hold")
+    for ok, why in METADATA_RULES:
+        if not ok(key, meta):
+            raise BadEntry(why)
     return Entry(
         key=key,
-        plans=plans,
-        blobs={int(i): (name, digest) for i, (name, digest) in blobs.items()},
-        uids=dict(uids),
-        heuristic_index=heuristic,
+        plans=meta["plans"],
+        blobs={int(i): (name, digest) for i, (name, digest) in meta["blobs"].items()},
+        uids=dict(meta["uids"]),
+        heuristic_index=meta["heuristic_index"],
         build_seconds=_seconds(meta, "build_seconds"),
         last_used=_seconds(meta, "last_used"),
-        size=size,
+        size=meta["size"],
     )
+
+
+def _plans_ok(key: str, meta: dict) -> bool:
+    return isinstance(meta["plans"], list) and all(isinstance(p, dict) for p in meta["plans"])
+
+
+def _blobs_ok(key: str, meta: dict) -> bool:
+    blobs = meta["blobs"]
+    return isinstance(blobs, dict) and bool(blobs) and all(_blob_ok(key, i, b) for i, b in blobs.items())
+
+
+def _uids_ok(key: str, meta: dict) -> bool:
+    return isinstance(meta["uids"], dict) and all(_whole(u) for u in meta["uids"].values())
+
+
+def _heuristic_ok(key: str, meta: dict) -> bool:
+    return meta["heuristic_index"] is None or _whole(meta["heuristic_index"])
+
+
+def _size_ok(key: str, meta: dict) -> bool:
+    size = meta["size"]  # the blobs are checked first: their count bounds it
+    return _whole(size) and 0 <= size <= len(meta["blobs"]) * BLOB_MAX_BYTES
+
+
+# each part of an entry's metadata and what is said when it is not the shape the cache writes
+METADATA_RULES = (
+    (_plans_ok, "its plans are not a list of objects"),
+    (_blobs_ok, "its blobs are not plan indexes, each with a file name and a SHA-256"),
+    (_uids_ok, "its uids are not tensor names with whole numbers"),
+    (_heuristic_ok, "its heuristic_index is not a whole number"),
+    (_size_ok, "its size is not a whole number of bytes its blobs could hold"),
+)
 
 
 def _whole(value: Any) -> bool:

@@ -16,7 +16,7 @@ import os
 import re
 import stat
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import accumulate
 from pathlib import Path
@@ -225,29 +225,48 @@ def shape_problem(value: Any, shape: Any, where: str = "") -> str:
     """What is wrong with a parsed JSON value against `shape` ('' : nothing). A shape is a type or
     a tuple of types (true and false are no number unless bool is named), `[shape]` (a list of
     it), Obj, Each, or a tuple of shapes (any one of them)."""
-    at = f"{where}: " if where else ""
     if isinstance(shape, tuple) and not all(isinstance(s, type) for s in shape):
         problems = [shape_problem(value, s, where) for s in shape]
         return "" if "" in problems else problems[-1]
     if isinstance(shape, type | tuple):
-        types = shape if isinstance(shape, tuple) else (shape,)
-        number_not_bool = isinstance(value, bool) and not {bool, object} & set(types)
-        if isinstance(value, types) and not number_not_bool:
-            return ""
-        return f"{at}must be {_kind(types)} (got {_kind((type(value),))})"
-    if isinstance(shape, list):
-        if not isinstance(value, list):
-            return f"{at}must be a list (got {_kind((type(value),))})"
-        items = ((f"{where}[{i}]", v, shape[0]) for i, v in enumerate(value))
-    elif not isinstance(value, dict):
-        return f"{at}must be an object (got {_kind((type(value),))})"
-    elif isinstance(shape, Each):
-        items = ((_inside(where, k), v, shape.shape) for k, v in value.items())
-    elif missing := [k for k in shape.required if k not in value]:
-        return f"{at}has no {missing[0]!r}"
-    else:
-        items = ((_inside(where, k), v, shape.fields[k]) for k, v in value.items() if k in shape.fields)
-    return next((p for inner, v, part in items if (p := shape_problem(v, part, inner))), "")
+        return _type_problem(value, shape, where)
+    problem, parts = (_list_parts if isinstance(shape, list) else _object_parts)(value, shape, where)
+    return problem or next((p for inner, v, part in parts if (p := shape_problem(v, part, inner))), "")
+
+
+Parts = Iterable[tuple[str, Any, Any]]  # each part of a value: where it is, it, and its shape
+
+
+def _at(where: str) -> str:
+    return f"{where}: " if where else ""
+
+
+def _type_problem(value: Any, shape: type | tuple[type, ...], where: str) -> str:
+    """A value of a type, or of one of a tuple of types; bool counts only where it is named."""
+    types = shape if isinstance(shape, tuple) else (shape,)
+    number_not_bool = isinstance(value, bool) and not {bool, object} & set(types)
+    if isinstance(value, types) and not number_not_bool:
+        return ""
+    return f"{_at(where)}must be {_kind(types)} (got {_kind((type(value),))})"
+
+
+def _list_parts(value: Any, shape: list, where: str) -> tuple[str, Parts]:
+    """A list's items, each of the one shape `[shape]` names."""
+    if not isinstance(value, list):
+        return f"{_at(where)}must be a list (got {_kind((type(value),))})", ()
+    return "", ((f"{where}[{i}]", v, shape[0]) for i, v in enumerate(value))
+
+
+def _object_parts(value: Any, shape: Obj | Each, where: str) -> tuple[str, Parts]:
+    """An object's values: every one of Each's shape, or Obj's named keys of theirs (its required
+    ones present)."""
+    if not isinstance(value, dict):
+        return f"{_at(where)}must be an object (got {_kind((type(value),))})", ()
+    if isinstance(shape, Each):
+        return "", ((_inside(where, k), v, shape.shape) for k, v in value.items())
+    if missing := [k for k in shape.required if k not in value]:
+        return f"{_at(where)}has no {missing[0]!r}", ()
+    return "", ((_inside(where, k), v, shape.fields[k]) for k, v in value.items() if k in shape.fields)
 
 
 def _inside(where: str, key: str) -> str:

@@ -27,7 +27,16 @@ from textual.widgets import Checkbox, Collapsible, Input, Label, Select
 from ...model import known_issues
 from ...model.config import ConfigError, FieldError, SdpaConfig
 from ...model.fields import FIELD, OPEN_SECTIONS, SECTIONS, Field, from_entries
-from ...model.options import FORM_OPTIONS, OPTION, PEER_KEYS, Option, RunOptions, option_values, options_from
+from ...model.options import (
+    FORM_OPTIONS,
+    OPTION,
+    PEER_KEYS,
+    Option,
+    RunOptions,
+    measured_under,
+    option_values,
+    options_from,
+)
 from ...model.results import RunResult
 from ...model.validation import validate
 from ..messages import ConfigEdited
@@ -363,5 +372,5 @@ def measured_as(result: RunResult, options: RunOptions) -> RunOptions:
     values: dict[str, Any] = {"peers": tuple(k for k, label in peer_labels().items() if label in asked)}
     timed = next((p.timing for p in result.passes if p.timing is not None), None)
     if timed is not None and timed.regime:
-        values.update(l2_flush=timed.l2_flushed, regime=timed.regime)
+        values.update(measured_under(timed))
     return options_from(values, options)

@@ -131,7 +131,7 @@ def lead_text(result: RunResult) -> Text:
         t.append("  (cached graph)", style="dim")
     timed = next((p.timing for p in result.passes if p.timing), None)
     if timed is not None:
-        t.append(f"  L2 {'flushed' if timed.l2_flushed else 'warm'}", style="dim")
+        t.append(f"  L2 {timed.l2_state}", style="dim")
     for name, words in finding_rows(result):
         t.append(f"\n{name}: ", style="bold red" if result.crash else "bold yellow")
         t.append(words)

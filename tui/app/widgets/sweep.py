@@ -8,6 +8,7 @@ writes it as SVG), with the fastest way along the sweep under it."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
@@ -75,6 +76,55 @@ def _has_share(rows: list[dict]) -> bool:
     return any((p.get("roofline") or {}).get("share") is not None for r in rows for p in r["passes"].values())
 
 
+@dataclass(frozen=True)
+class _Columns:
+    """The table's columns for its rows: the passes that ran, whether a share of peak is known, each
+    pass's peers that ran, the passes with a fastest plan recorded, whether a point says why it
+    did not run."""
+
+    kinds: list[str]
+    share: bool
+    peers: dict[str, list[str]]
+    won: set[str]
+    said: bool
+
+    @classmethod
+    def of(cls, rows: list[dict]) -> _Columns:
+        kinds = pass_kinds(rows)
+        return cls(
+            kinds=kinds,
+            share=_has_share(rows),
+            peers={kind: peers_that_ran(rows, kind) for kind in kinds},
+            won={k for k in kinds if any(r.get("passes", {}).get(k, {}).get("fastest") for r in rows)},
+            said=any(r.get("message") and r.get("status") not in (STATUS_OK, STATUS_CPU_ONLY) for r in rows),
+        )
+
+    def heads(self, labels: list[str]) -> list[str]:
+        heads = [*labels, "status"]
+        for kind in self.kinds:
+            prefix = "" if kind == PASS_KINDS[0] else f"{pass_short(kind)} "
+            extra = ("of peak",) * self.share + tuple(self.peers[kind]) + ("fastest",) * (kind in self.won)
+            heads += [f"{prefix}{c}" for c in ("kernel", "TFLOPS", *extra)]
+        return [*heads, *(("message",) if self.said else ())]
+
+    def cells(self, row: dict, labels: list[str]) -> list[Any]:
+        status = row.get("status", "")
+        cells: list[Any] = [str(row.get("varied", {}).get(lab, "-")) for lab in labels]
+        cells.append(Text(status_word(status), style=status_style(status)))
+        for kind in self.kinds:
+            cells += self._pass_cells(row.get("passes", {}).get(kind, {}), kind)
+        if self.said:
+            cells.append("" if status in (STATUS_OK, STATUS_CPU_ONLY) else row.get("message", ""))
+        return cells
+
+    def _pass_cells(self, p: dict, kind: str) -> list[Any]:
+        tflops = p.get("tflops")
+        cells: list[Any] = [us(p.get("kernel_us")), "-" if tflops is None else f"{tflops:.1f}"]
+        cells += [share_cell(p)] if self.share else []
+        cells += [peer_cell(p.get("peers", {}).get(short)) for short in self.peers[kind]]
+        return cells + ([record_cell(p.get("fastest"))] if kind in self.won else [])
+
+
 class SweepTable(FittedTable):
     """A row a point: the varied values, status, and each pass's kernel time and TFLOPS, the share
     of the GPU's peak where it is known and each peer's kernel time with cuDNN's speed against it
@@ -85,32 +135,12 @@ class SweepTable(FittedTable):
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
 
     def show_rows(self, rows: list[dict], labels: list[str]) -> None:
-        kinds, share = pass_kinds(rows), _has_share(rows)
-        peers = {kind: peers_that_ran(rows, kind) for kind in kinds}
-        won = {k for k in kinds if any(r.get("passes", {}).get(k, {}).get("fastest") for r in rows)}
-        said = any(r.get("message") and r.get("status") not in (STATUS_OK, STATUS_CPU_ONLY) for r in rows)
+        columns = _Columns.of(rows)
         at = self.cursor_row
         self.clear(columns=True)
-        heads = [*labels, "status"]
-        for kind in kinds:
-            prefix = "" if kind == PASS_KINDS[0] else f"{pass_short(kind)} "
-            extra = ("of peak",) * share + tuple(peers[kind]) + ("fastest",) * (kind in won)
-            heads += [f"{prefix}{c}" for c in ("kernel", "TFLOPS", *extra)]
-        self.add_columns(*heads, *(("message",) if said else ()))
+        self.add_columns(*columns.heads(labels))
         for r in rows:
-            status = r.get("status", "")
-            cells: list[Any] = [str(r.get("varied", {}).get(lab, "-")) for lab in labels]
-            cells.append(Text(status_word(status), style=status_style(status)))
-            for kind in kinds:
-                p = r.get("passes", {}).get(kind, {})
-                tflops = p.get("tflops")
-                cells += [us(p.get("kernel_us")), "-" if tflops is None else f"{tflops:.1f}"]
-                cells += [share_cell(p)] if share else []
-                cells += [peer_cell(p.get("peers", {}).get(short)) for short in peers[kind]]
-                cells += [record_cell(p.get("fastest"))] if kind in won else []
-            if said:
-                cells.append("" if status in (STATUS_OK, STATUS_CPU_ONLY) else r.get("message", ""))
-            self.add_row(*cells, key=r.get("key"))
+            self.add_row(*columns.cells(r, labels), key=r.get("key"))
         if rows:
             self.move_cursor(row=min(at, len(rows) - 1))
 
