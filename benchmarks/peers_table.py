@@ -38,12 +38,15 @@ def fastest_plan(contenders: list[dict]) -> dict | None:
 
 
 def winner_cell(contenders: list[dict]) -> str:
-    """The fastest contender whose check did not fail, with its margin over cuDNN's pick."""
+    """The fastest contender whose check did not fail, with its margin over cuDNN's pick (where
+    cuDNN declined the pass, the fastest peer, said to be alone)."""
     pick = by_role(contenders, "pick")
     fair = [c for c in contenders if c.get("passed") is not False]
-    if pick is None or not fair:
+    if not fair:
         return "-"
     best = min(fair, key=lambda c: c["kernel_us"])
+    if pick is None:
+        return f"{best['name']} (cuDNN declined)"
     return best["name"] if best is pick else f"{best['name']} {pick['kernel_us'] / best['kernel_us']:.2f}x"
 
 

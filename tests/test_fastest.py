@@ -244,7 +244,9 @@ def test_the_docs_table_is_drawn_from_one_check_run_with_each_peer_and_the_step(
                                             timed("FA4", "peer", 10.0, False)]},
     ]}  # fmt: skip
     refused = {"case": "gemma2", "status": "known_issue", "message": "not run: it matches a known issue"}
-    lines = table({"cases": [fwd, wrong, train, refused]}).splitlines()
+    declined = {"case": "softcap", "passes": [{"kind": "forward", "contenders": [
+        timed("Flex", "peer", 900.0), timed("FA4", "peer", 95.0, False), timed("FLASH", "peer", 300.0)]}]}  # fmt: skip
+    lines = table({"cases": [fwd, wrong, train, refused, declined]}).splitlines()
     assert lines[0].startswith("| preset | pass | cuDNN pick | cuDNN fastest plan | FA4 |")
     cells = [line.strip("| ").split(" | ") for line in lines]
     assert cells[2][2] == f"{pick_us:.1f}" and cells[2][4] == f"{pick_us / 1.109:.1f}"
@@ -255,3 +257,5 @@ def test_the_docs_table_is_drawn_from_one_check_run_with_each_peer_and_the_step(
     assert lines[7].startswith("| gemma2 | - |") and lines[7].endswith(
         "| not run: it matches a known issue |"
     )
+    # cuDNN declined: the fastest peer that passed, never one that failed
+    assert lines[8] == "| softcap | forward | - | - | 95.0 FAIL | 300.0 | 900.0 | FLASH (cuDNN declined) |"

@@ -207,3 +207,30 @@ def test_a_hunts_finding_is_recorded_as_the_class_it_stands_for_and_marked_there
     assert keys(DECODE, env("9.18.0"), (issue,)) == []  # before it was first seen
     with pytest.raises(ValueError, match="no cuDNN version"):
         store.record_wrong_result(minimal, signature, "x", env(""), "b/3", path)
+
+
+# the minimal configurations the hunt found on the H200 (cuDNN 9.19.0), and their neighbours
+TINY = dict(b=1, h_q=1, h_kv=1, s_q=2, d_qk=8, d_v=8, dtype="fp16", causal="none")
+PADDED = SdpaConfig(**TINY, s_kv=12, seq_lens_q=(2,), seq_lens_kv=(11,), inputs="seed:136378655,pad:nan")
+PAGED = SdpaConfig(**TINY, s_kv=65, page_size=64, inputs="seed:341662028,pad:nan")
+
+
+@pytest.mark.parametrize(
+    ("config", "met"),
+    [
+        (PADDED, True),
+        (PAGED, True),
+        (PADDED.replace(inputs="seed:136378655,pad:zero"), False),  # zeros there multiply in as zeros
+        (PADDED.replace(inputs="seed:136378655"), False),
+        (PADDED.replace(seq_lens_kv=(12,)), False),  # every key real: nothing past it
+        (PAGED.replace(s_kv=128), False),  # full pages: no unused slot
+    ],
+)
+def test_nan_past_the_real_keys_is_a_known_wrong_result_of_cudnn_9_19_on_hopper(config, met):
+    key = "nan-past-real-keys-forward-hopper-cudnn-9.19"
+    keys = lambda e: [i.key for i in known_issues.matching(config, e)]  # noqa: E731
+    assert (key in keys(env("9.19.0"))) is met
+    assert key not in keys(env("9.20.0")) and key not in keys(env("9.19.0", cc="10.0"))
+    if met:
+        issue = next(i for i in known_issues.matching(config, env("9.19.0")) if i.key == key)
+        assert issue.outcome == known_issues.WRONG_RESULT  # it runs; its verdict names the issue

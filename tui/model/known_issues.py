@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .config import SdpaConfig
+from .inputs import recipe_of
 from .results import Environment, KnownIssueMatch
 
 CRASH = "crash"  # it takes the CUDA context down
@@ -68,6 +69,17 @@ def _compares_positions(c: SdpaConfig) -> bool:
         return False
     m = c.modifier
     return bool(m.window) or m.prefix is not None or len(m.documents) > 1
+
+
+def _nan_past_real_keys(c: SdpaConfig) -> bool:
+    """NaN filled (`inputs` pad:nan) into key/value slots a kernel's tile still covers: past a
+    sequence's real key length in a padded tensor, or in the unused slots of its last page."""
+    if getattr(c, "inputs", "normal") == "normal" or recipe_of(c).pad != "nan" or c.packed:
+        return False
+    real = [c.lengths(i)[1] for i in range(c.b)]
+    if c.paged:
+        return any(n % (c.page_size or 1) for n in real)
+    return any(n < c.s_kv for n in real)
 
 
 _SUPPORT_SURFACE = "the frontend's own support check refuses it (sdpa_support_surface.h, frontend 1.32): "
@@ -132,6 +144,22 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
         "docs/VARIANTS.md): softcap:50 and softcap-causal:50 build and pass forward and backward; "
         "softcap-causal:50,1024, prefix-lm:1024 and document:... are declined by every engine, with "
         "the scalars as INT32 or not",
+    ),
+    KnownIssue(
+        key="nan-past-real-keys-forward-hopper-cudnn-9.19",
+        summary="NaN in the key/value slots past a sequence's real length (a padded tensor, or a "
+        "page's unused slots) reaches O in the forward: masked scores are dropped, but their values "
+        "are still multiplied in (0 x NaN)",
+        cudnn=((9, 19, 0), (9, 20, 0)),
+        archs=(9,),
+        applies=_nan_past_real_keys,
+        outcome=WRONG_RESULT,
+        established="found by `hunt --budget 6m` on an H200 with cuDNN 9.19.0 and frontend 1.32 "
+        "(seeds 1 and 2, 2026-12-02), each shrunk to b=1, one head, d=8, fp16, BSHD: s_q=2 with "
+        "s_kv=12 and 11 real keys, s_kv=489 with 488, and s_kv=65 in pages of 64; cuDNN's O not "
+        "finite while the fp64 reference and a peer on the same tensors are finite; each passes "
+        "with drawn values in those slots, or with every key real (the findings' signatures)",
+        seen=("9.19.0",),
     ),
 )
 
