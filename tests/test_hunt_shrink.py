@@ -254,3 +254,26 @@ def test_a_failing_draw_the_known_issues_hold_is_no_new_finding():
     job = Hunt(HuntOptions(budget_s=600, seed=5, focus=("gqa",), max_configs=6))
     drive(job, answer)
     assert not job.findings and job.tally["known issue"] == 6
+
+
+def _peers_from_16(rule_nan_where):
+    """A planted non-finite O wherever `rule_nan_where` says, and peers only from head dim 16 on
+    (as Flex), so a shrink down to head dim 8 leaves none beside cuDNN."""
+
+    def answer(config, options):
+        peers = options if config.d_qk >= 16 else hunt_options(1)  # no peers below 16
+        return planted_result(config, peers, nan=FORWARD if rule_nan_where(config) else "")
+
+    return answer
+
+
+@pytest.mark.parametrize(("fails_at_64", "who"), [(True, CUDNN), (False, "unknown")])
+def test_whose_bug_is_asked_where_the_peers_run_when_none_ran_at_the_minimal_head_dim(fails_at_64, who):
+    job = Hunt(HuntOptions(budget_s=600, seed=3, max_configs=1))
+    asks = drive(job, _peers_from_16(lambda c: fails_at_64 or c.d_qk != 64))
+    (finding,) = job.findings
+    assert finding.shrunk.minimal.d_qk == 8 and finding.whose.who == who
+    wider = [a for a in asks if a.config.d_qk == 64 and a.options.peers]
+    assert len(wider) == 1 and wider[0].config == finding.shrunk.minimal.replace(d_qk=64, d_v=64)
+    if fails_at_64:
+        assert "at d_qk = d_v = 64: at 8 no peer ran" in finding.whose.why

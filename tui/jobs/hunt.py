@@ -27,16 +27,17 @@ from ..model.known_issues import WRONG_RESULT
 from ..model.options import RunOptions
 from ..model.results import RunResult
 from ..model.sampling import NoConfigFound
-from ..model.whose import whose
+from ..model.whose import UNKNOWN, Whose, whose
 from .hunt_draw import hazard_config
 from .hunt_findings import Finding
-from .hunt_shrink import CONFIRM, Outcome, matches, outcome_of, shrinking
+from .hunt_shrink import CONFIRM, MISMATCH, NONFINITE, Outcome, fit, matches, outcome_of, shrinking, valid
 
 DEFAULT_BUDGET_S = 360.0
 HUNT_PEERS = ("flash", "efficient", "flex")  # beside a minimal configuration: whose bug it is
 FIRST_RUN_S = 5.0  # what a run is taken to cost before any has been timed
 HEADROOM = 1.5  # a run starts only when the time left holds this many typical runs
 KNOWN_OUTCOMES = (WRONG_RESULT, KNOWN_CRASH)  # a failing draw these known issues hold is no finding
+PEER_HEAD_DIM = 64  # a head dim every peer takes (Flex none below 16), for whose bug it is
 
 
 @dataclass(frozen=True)
@@ -167,6 +168,24 @@ class Hunt:
                 continue
             yield from self._shrink(config, outcome, result, seed)
 
+    def _whose_where_peers_run(
+        self, minimal: SdpaConfig, outcome: Outcome, seed: int, number: int, verdict: Whose
+    ) -> Generator[Ask, RunResult, Whose]:
+        """Shrinking toward head dim 8 can leave no peer that runs (Flex takes none below 16):
+        the minimal configuration at PEER_HEAD_DIM, run with the peers, says whose it is when it
+        fails the same way there; else the verdict stays."""
+        wider = fit(
+            minimal.replace(d_qk=max(minimal.d_qk, PEER_HEAD_DIM), d_v=max(minimal.d_v, PEER_HEAD_DIM))
+        )
+        if wider == minimal or not valid(wider) or self.halt():
+            return verdict
+        words = f"finding {number}: whose bug, at head dim {PEER_HEAD_DIM} where the peers run"
+        result = yield Ask(wider, hunt_options(seed, peers=True), words)
+        there = whose(result)
+        if not outcome_of(result).same(outcome) or there.who == UNKNOWN:
+            return verdict
+        return Whose(there.who, f"{there.why} (at d_qk = d_v = {wider.d_qk}: at {minimal.d_qk} no peer ran)")
+
     def end_words(self) -> str:
         """How the hunt ended (or stands): stopped, the draws asked for made, or the budget spent."""
         if self.stopped:
@@ -195,7 +214,10 @@ class Hunt:
             shrunk = done.value
         failing = [r for r in confirmations if outcome_of(r).same(outcome)]
         shown = failing[-1] if failing else first
-        finding = Finding(number, shrunk, first, shown, seed, whose(shown))
+        verdict = whose(shown)
+        if verdict.who == UNKNOWN and outcome.kind in (MISMATCH, NONFINITE) and not _peers_ran(shown):
+            verdict = yield from self._whose_where_peers_run(shrunk.minimal, outcome, seed, number, verdict)
+        finding = Finding(number, shrunk, first, shown, seed, verdict)
         same = next((f for f in self.findings if f.key == finding.key), None)
         if same is not None:  # shrunk to a class found before
             same.count += 1
@@ -203,3 +225,8 @@ class Hunt:
             return
         self.findings.append(finding)
         self.on_finding(finding)
+
+
+def _peers_ran(result: RunResult) -> bool:
+    """Whether any peer's output was checked beside cuDNN's in this run."""
+    return any(c.peers for p in result.passes for c in p.checks)
