@@ -1,0 +1,56 @@
+#!/bin/bash
+# The H200 figures of docs/BENCHMARKS.md and docs/VARIANTS.md and the GPU suite, one step a call,
+# on a machine whose python lacks what uv.lock brings: the wheels travel as shared/device/README.md
+# says (.whl, and the CuTe DSL, FA4 and FlashInfer cut into .big1 .. .big4 by big-wheels.sh and
+# copied to /tmp/big one call each first). Each step runs exactly the commit packed by
+#   git archive --format=tar.gz HEAD -o h200-head.tgz
+# (so a working tree being edited does not change what is measured) and leaves its output under $OUT:
+#   install  join the parts, install into /tmp/site (FlashInfer apart in /tmp/fi: its kernels compile
+#            on first use), env, first frame; then `check`
+#   check    check --peers fa4,flash,flex --json, its peers table, then the variants probe in the time left
+#   suiteA / suiteB  the GPU tests in two halves (each under 10 minutes), with their durations
+#   hunt     two 6-minute hunts at once (seeds 1 and 2), their bundles packed into hunts.tgz,
+#            FlashInfer's kernels compiled meanwhile (its loop's figures are then not kernel times)
+#   fi       FlashInfer's independent loop beside the tool's --peers flashinfer
+set -u
+step=$1
+ROOT=$PWD
+export T0=${T0:-$(date +%s)}
+rm -rf /tmp/proj && mkdir -p /tmp/proj && tar xzf h200-head.tgz -C /tmp/proj
+export PYTHONPATH=/tmp/site:/tmp/site/nvidia_cutlass_dsl/dsl_packages:/tmp/proj
+export PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+A="tests/test_gpu.py tests/test_gpu_fa4.py tests/test_gpu_flashinfer.py tests/test_gpu_hunt.py tests/test_gpu_inference.py tests/test_gpu_peaks.py"
+IGN=""; for f in $A; do IGN="$IGN --ignore=$f"; done
+pyt() { timeout 570 python3 -m pytest -n 0 -m gpu -q -rfEs --durations=30 -p no:cacheprovider "$@"; }
+cd /tmp/proj
+case $step in
+install)
+  (cd /tmp/big && for p in *.part.00; do w=${p%.part.00}; cat "$w".part.* > "$w" && rm "$w".part.*; done)
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+    "$ROOT"/.whl/*.whl $(ls /tmp/big/*.whl | grep -v flashinfer) 2>&1 | grep -v WARN | tail -3
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/fi /tmp/big/flashinfer*.whl 2>&1 | grep -v WARN | tail -3
+  python3 -c "import cutlass, flash_attn.cute; print('CuTe DSL and FA4 import')"
+  python3 -m tui env 2>&1 | tee "$OUT"/env.txt | tail -20
+  python3 -m benchmarks.first_paint --repeat 5 -- python3 -m tui 2>&1 | tee "$OUT"/frame.txt | tail -4
+  cd "$ROOT" && exec bash benchmarks/h200_session.sh check ;;
+check)
+  ( time timeout 400 python3 -m tui check --peers fa4,flash,flex --json --no-history > "$OUT"/check.json ) 2> "$OUT"/check.err
+  tail -4 "$OUT"/check.err; python3 -m benchmarks.peers_table "$OUT"/check.json | tee "$OUT"/peers_table.md | tail -40
+  left=$((565 - $(date +%s) + T0))
+  timeout $left python3 -m benchmarks.variants_probe --json "$OUT"/variants.json > "$OUT"/variants.md 2> "$OUT"/variants.err
+  tail -20 "$OUT"/variants.md ;;
+suiteA) pyt $A 2>&1 | tee "$OUT"/suiteA.txt | tail -60 ;;
+suiteB) pyt tests $IGN 2>&1 | tee "$OUT"/suiteB.txt | tail -60 ;;
+hunt)
+  (PYTHONPATH=/tmp/fi:$PYTHONPATH timeout 500 python3 -m benchmarks.flashinfer_loop --calls 30 --no-tool > "$OUT"/fi_warm.txt 2>&1) &
+  for seed in 1 2; do
+    (s0=$SECONDS; python3 -m tui hunt --budget 6m --seed $seed --out "$OUT"/hunt$seed > "$OUT"/hunt$seed.txt 2> "$OUT"/hunt$seed.err
+     echo "rc=$? wall $((SECONDS - s0)) s" >> "$OUT"/hunt$seed.err) &
+  done
+  wait
+  tar czf "$OUT"/hunts.tgz -C "$OUT" hunt1 hunt2 && rm -rf "$OUT"/hunt1 "$OUT"/hunt2
+  cat "$OUT"/hunt1.txt "$OUT"/hunt2.txt; tail -2 "$OUT"/hunt1.err "$OUT"/hunt2.err ;;
+fi) PYTHONPATH=/tmp/fi:$PYTHONPATH timeout 500 python3 -m benchmarks.flashinfer_loop --calls 30 2>&1 | tee "$OUT"/fi.txt | tail -20 ;;
+*) echo "steps: install check suiteA suiteB hunt fi"; exit 2 ;;
+esac
