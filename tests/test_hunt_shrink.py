@@ -7,6 +7,7 @@ said whose, within its budget on a clock that the test moves."""
 from __future__ import annotations
 
 import random
+from collections import Counter
 
 import pytest
 from hunt_fakes import WRONG, gqa_wrong_backward_nan, planted_result
@@ -277,3 +278,25 @@ def test_whose_bug_is_asked_where_the_peers_run_when_none_ran_at_the_minimal_hea
     assert len(wider) == 1 and wider[0].config == finding.shrunk.minimal.replace(d_qk=64, d_v=64)
     if fails_at_64:
         assert "at d_qk = d_v = 64: at 8 no peer ran" in finding.whose.why
+
+
+def test_draws_that_did_not_run_are_counted_by_why_and_cudnns_refusals_by_their_words():
+    def answer(config, options):
+        if config.d_qk > 64:
+            words = f"No valid engine configs for d={config.d_qk}"  # the words differ by d: counted apart
+            return RunResult(
+                config=config, status=STATUS_UNSUPPORTED, message=f"{words}; the nearest that works"
+            )
+        if config.dtype == "fp16":
+            return RunResult(config=config, status=STATUS_UNSUPPORTED, message="fp16 declined (here)")
+        return planted_result(config, options)
+
+    job = Hunt(HuntOptions(budget_s=600, seed=2, max_configs=40))
+    asks = drive(job, answer)  # nothing fails, so each run is a draw
+    expected = Counter(
+        f"No valid engine configs for d={a.config.d_qk}" if a.config.d_qk > 64 else "fp16 declined"
+        for a in asks if a.config.d_qk > 64 or a.config.dtype == "fp16"
+    )  # fmt: skip
+    assert len(asks) == job.drawn == 40 and sum(job.tally.values()) == 40 and "other" not in job.tally
+    assert job.refusals == expected and job.tally["refused by cuDNN"] == sum(expected.values()) > 0
+    assert len(expected) > 1  # refusals of different words are counted apart

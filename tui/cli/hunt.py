@@ -101,6 +101,9 @@ def _report(job: Hunt, folder: Path, record: bool, wall_s: float) -> None:
     tally = ", ".join(f"{n} {kind}" for kind, n in sorted(job.tally.items()))
     out.print(f"hunt seed {job.options.seed}: {job.drawn} configurations in {wall_s:.0f} s ({tally or 'none run'}); "
               f"{len(job.findings)} finding(s); {escape(job.end_words())}", soft_wrap=True)  # fmt: skip
+    if job.refusals:
+        top = "; ".join(f"{n} x {escape(words)}" for words, n in job.refusals.most_common(3))
+        out.print(f"cuDNN's refusals, the most frequent: {top}", soft_wrap=True)
     if not job.findings:
         return
     out.print(findings_table(job.findings))

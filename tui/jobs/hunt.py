@@ -27,16 +27,30 @@ from ..model.known_issues import WRONG_RESULT
 from ..model.options import RunOptions
 from ..model.results import RunResult
 from ..model.sampling import NoConfigFound
+from ..model.statuses import STATUS_CPU_ONLY, STATUS_INVALID, STATUS_KNOWN_ISSUE, STATUS_UNSUPPORTED
 from ..model.whose import UNKNOWN, Whose, whose
 from .hunt_draw import hazard_config
 from .hunt_findings import Finding
-from .hunt_shrink import CONFIRM, MISMATCH, NONFINITE, Outcome, fit, matches, outcome_of, shrinking, valid
+from .hunt_shrink import (
+    CONFIRM,
+    MISMATCH,
+    NONFINITE,
+    OTHER,
+    Outcome,
+    fit,
+    matches,
+    outcome_of,
+    shrinking,
+    valid,
+)
 
 DEFAULT_BUDGET_S = 360.0
 HUNT_PEERS = ("flash", "efficient", "flex")  # beside a minimal configuration: whose bug it is
 FIRST_RUN_S = 5.0  # what a run is taken to cost before any has been timed
 HEADROOM = 1.5  # a run starts only when the time left holds this many typical runs
 KNOWN_OUTCOMES = (WRONG_RESULT, KNOWN_CRASH)  # a failing draw these known issues hold is no finding
+NOT_RUN = {STATUS_UNSUPPORTED: "refused by cuDNN", STATUS_KNOWN_ISSUE: "known issue", STATUS_INVALID: "invalid",
+           STATUS_CPU_ONLY: "not run (no GPU)"}  # fmt: skip
 PEER_HEAD_DIM = 64  # a head dim every peer takes (Flex none below 16), for whose bug it is
 
 
@@ -86,7 +100,8 @@ class Hunt:
         self.on_finding = on_finding or (lambda _finding: None)
         self.findings: list[Finding] = []
         self.drawn = 0
-        self.tally: Counter[str] = Counter()  # the draws' outcomes: pass, other, or a failure kind
+        self.tally: Counter[str] = Counter()  # the draws' outcomes: pass, a failure kind, or why not run
+        self.refusals: Counter[str] = Counter()  # cuDNN's words for the draws it refused
         self.words = ""  # what it does now
         self.stopped = ""  # why it ended before its budget ('' while it runs, or when it ran out)
         self.stopping = False
@@ -158,7 +173,9 @@ class Hunt:
             if outcome.failed and any(k.outcome in KNOWN_OUTCOMES for k in result.known_issues):
                 self.tally["known issue"] += 1  # a class the known issues hold: not a new finding
                 continue
-            self.tally[outcome.kind] += 1
+            self.tally[outcome.kind if outcome.kind != OTHER else not_run_words(result)] += 1
+            if result.status == STATUS_UNSUPPORTED:
+                self.refusals[refusal_words(result.message)] += 1
             if not outcome.failed:
                 continue
             known = next((f for f in self.findings if matches(config, outcome, f.shrunk)), None)
@@ -230,3 +247,14 @@ class Hunt:
 def _peers_ran(result: RunResult) -> bool:
     """Whether any peer's output was checked beside cuDNN's in this run."""
     return any(c.peers for p in result.passes for c in p.checks)
+
+
+def not_run_words(result: RunResult) -> str:
+    """Why a draw came to no verdict, as the hunt's tally counts it."""
+    return NOT_RUN.get(result.status, result.status or "not run")
+
+
+def refusal_words(message: str) -> str:
+    """A refusal's first clause, so that the same refusal of many draws is counted as one."""
+    first = message.split(";")[0].split(" (")[0].strip()
+    return first[:90] or "no words"
