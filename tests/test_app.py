@@ -13,7 +13,7 @@ import signal
 
 import pytest
 import pytest_asyncio
-from fakes import FP8, RECORDED, TRAINING, FakeEngine, crash, hang, refused
+from fakes import FP8, RECORDED, TRAINING, FakeEngine, crash, hang, refused, relabelled
 from pilot_waits import click, show_pane, status_text, wait_for
 from textual.widgets import Checkbox, Input, Label, Select
 
@@ -157,7 +157,11 @@ async def test_no_gpu_mode_explains_itself_checks_reruns_an_edit_and_a_training_
     """The CPU engine's results (the engine's own code, in this process): the first says why there
     is no GPU; an edit reruns and updates the panes; with the backward pass turned on, the backward
     graph is still defined and validated, and torch's own backward is checked against fp32
-    autograd on the CPU."""
+    autograd on the CPU. In the same app (a start is most of such a test's time), the checks of
+    what were test_dashboard_hand.py's test_without_a_gpu_the_latency_pane_says_why_it_is_empty
+    (the first result's Latency pane says why it is empty) and the first half of
+    test_peers_pane.py's test_without_a_gpu_the_ticked_peers_are_said_not_run_and_a_saved_result_ticks_its_own
+    (a peer ticked is said not run)."""
     app = make_app(SMALL, client=cpu_fake_engine)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, shown(app, SMALL))
@@ -166,6 +170,11 @@ async def test_no_gpu_mode_explains_itself_checks_reruns_an_edit_and_a_training_
         assert "no GPU: CPU mode requested by the test" in status_text(app)
         (o,) = app.result.forward.checks
         assert o.cudnn is None and o.peers["torch FLASH fp16"].mismatched == 0
+        await show_pane(pilot, "latency")  # without a GPU the Latency pane says why it is empty
+        (words,) = (t.plain for t in app.query_one("#latency-gpu").content.renderables)
+        assert "no kernel times: there is no usable GPU here (CPU mode requested by the test)" in words
+        headline = str(app.query_one("#summary").render())
+        assert headline.startswith("CPU ONLY  b1 h2")  # the verdict first: 80 columns never split it
         # editing a field reruns and updates the panes
         await set_field(pilot, app, "s_q", "32")
         await wait_for(pilot, shown(app, SMALL.replace(s_q=32)))
@@ -201,54 +210,37 @@ async def test_no_gpu_mode_explains_itself_checks_reruns_an_edit_and_a_training_
         text = app.screen.query_one("Markdown").source
         assert text.index("no usable GPU (CPU mode requested by the test)") < text.index("## Without a GPU")
         assert text.index("## Without a GPU") < text.index("## Keys")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not app.screen.query("Markdown"))
+        # a peer ticked is said not run (the first half of test_peers_pane.py's
+        # test_without_a_gpu_the_ticked_peers_are_said_not_run_and_a_saved_result_ticks_its_own)
+        app.query_one("#f-backward", Checkbox).value = False  # a forward, as that test ran
+        app.query_one("#f-peer-math", Checkbox).value = True
+        await wait_for(
+            pilot,
+            lambda: (
+                shown(app, SMALL.replace(s_q=32))()
+                and app.result.forward.field_peers != ()
+                and not app.run_pending
+            ),
+        )
+        assert cpu_fake_engine.requests[-1][1].peers == ("math",)
+        await show_pane(pilot, "peers")
+        words = str(app.query_one("#peers-head").render())
+        assert words.startswith("Forward peers torch MATH fp16: not run: peers are timed on the GPU only")
+        assert "(CPU mode requested by the test)" in words and not app.query_one("#peers-table").display
+        assert "against peers" not in str(app.query_one("#summary").render())
 
 
 @pytest.mark.asyncio
-async def test_a_bad_value_shows_the_field_error_and_starts_no_run_then_a_preset_loads_and_runs(
+async def test_a_run_before_the_engine_starts_waits_the_status_follows_each_step_a_bad_value_runs_nothing(
     user_presets, fake_engine
 ):
-    """A field that does not validate stops runs until fixed; then the preset picker filters as
-    you type, and Enter loads the preset and runs it."""
-    app = make_app(SMALL, client=fake_engine)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, shown(app, SMALL))
-        shown_before = app.result
-        await set_field(pilot, app, "h_kv", "3")
-        await wait_for(pilot, lambda: phase(app) is Phase.STALE)
-        error = app.query_one("#err-h_kv")
-        assert "h_q must be a multiple of h_kv (got 2 and 3)" in str(error.render())
-        assert error.has_class("-visible")
-        assert app.query_one("#right").has_class("-stale")
-        assert status_text(app).startswith(
-            "not run: fix key/value heads (h_kv); the panes show the last good configuration"
-        )
-        assert not app.run_pending and not fake_engine.busy and app.result is shown_before
-        await set_field(pilot, app, "b", "x")
-        await wait_for(pilot, lambda: "b" in app.status.state.stale_fields)
-        assert "whole number" in str(app.query_one("#err-b").render())
-        await pilot.press("ctrl+r")
-        assert phase(app) is Phase.STALE and status_text(app).startswith("not run: fix batch (b)")
-        assert len(fake_engine.requests) == 1 and not app.run_pending
-        await set_field(pilot, app, "b", "1")
-        await set_field(pilot, app, "h_kv", "1")
-        await wait_for(pilot, shown(app, SMALL.replace(h_kv=1)))
-        assert not app.query_one("#right").has_class("-stale")
-        # the preset picker filters, loads and runs
-        await pilot.press("ctrl+o")
-        assert app.screen.__class__.__name__ == "PresetPicker"
-        await pilot.press(*"bert")
-        options = app.screen.query_one("#picker-list")
-        assert options.option_count == 1 and options.get_option_at_index(0).id == "bert-base"
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: app.result.config.s_q == 512)
-        assert app.query_one("#f-b", Input).value == "8"
-        assert app.result.config.causal == "none"
-
-
-@pytest.mark.asyncio
-async def test_a_run_asked_before_the_engine_starts_waits_for_it_and_the_status_line_follows_each_step(
-    fake_engine,
-):
+    """The status line through a run asked before the engine started and an edit that does not
+    validate while a run is under way; then, in the same app (a start is most of such a test's
+    time), what was test_a_bad_value_shows_the_field_error_and_starts_no_run_then_a_preset_loads_and_runs:
+    a field that does not validate stops runs until fixed; then the preset picker filters as you
+    type, and Enter loads the preset and runs it."""
     app = make_app(SMALL, client=fake_engine, start_engine=False)
     async with app.run_test(size=(120, 40)) as pilot:
         app.action_run()  # Ctrl+R, or a typing pause ending, before the engine has started
@@ -273,6 +265,42 @@ async def test_a_run_asked_before_the_engine_starts_waits_for_it_and_the_status_
         await set_field(pilot, app, "h_kv", "2")  # back to what just ran: nothing new to run
         await wait_for(pilot, lambda: phase(app) is Phase.DONE)
         assert not app.run_pending and len(fake_engine.requests) == 2
+
+        # a bad value shows the field error and starts no run, then a preset loads and runs
+        await set_field(pilot, app, "s_q", "64")
+        await wait_for(pilot, shown(app, SMALL))
+        runs = len(fake_engine.requests)
+        shown_before = app.result
+        await set_field(pilot, app, "h_kv", "3")
+        await wait_for(pilot, lambda: phase(app) is Phase.STALE)
+        error = app.query_one("#err-h_kv")
+        assert "h_q must be a multiple of h_kv (got 2 and 3)" in str(error.render())
+        assert error.has_class("-visible")
+        assert app.query_one("#right").has_class("-stale")
+        assert status_text(app).startswith(
+            "not run: fix key/value heads (h_kv); the panes show the last good configuration"
+        )
+        assert not app.run_pending and not fake_engine.busy and app.result is shown_before
+        await set_field(pilot, app, "b", "x")
+        await wait_for(pilot, lambda: "b" in app.status.state.stale_fields)
+        assert "whole number" in str(app.query_one("#err-b").render())
+        await pilot.press("ctrl+r")
+        assert phase(app) is Phase.STALE and status_text(app).startswith("not run: fix batch (b)")
+        assert len(fake_engine.requests) == runs and not app.run_pending
+        await set_field(pilot, app, "b", "1")
+        await set_field(pilot, app, "h_kv", "1")
+        await wait_for(pilot, shown(app, SMALL.replace(h_kv=1)))
+        assert not app.query_one("#right").has_class("-stale")
+        # the preset picker filters, loads and runs
+        await pilot.press("ctrl+o")
+        assert app.screen.__class__.__name__ == "PresetPicker"
+        await pilot.press(*"bert")
+        options = app.screen.query_one("#picker-list")
+        assert options.option_count == 1 and options.get_option_at_index(0).id == "bert-base"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.result.config.s_q == 512)
+        assert app.query_one("#f-b", Input).value == "8"
+        assert app.result.config.causal == "none"
 
 
 @pytest.mark.asyncio
@@ -318,28 +346,49 @@ async def test_a_crash_a_refusal_and_a_hang_are_each_reported_and_the_next_run_r
 
 
 @pytest.mark.asyncio
-async def test_a_saved_result_opens_and_runs_only_when_asked(fake_engine):
-    app = make_app(client=fake_engine, opened=TRAINING)
-    async with app.run_test(size=(120, 40)) as pilot:
-        # the engine is ready, and the form's own changes as the result was loaded are handled
-        await wait_for(pilot, lambda: app.status.state.startup_s is not None and not app.run_pending)
-        assert app.result is TRAINING and app.form.read()[0] == TRAINING.config
-        assert app.form.options.timing.regime == "sustained"  # Ctrl+R measures it as it was measured
-        assert TRAINING.config.label() in str(app.query_one("#summary").render())
-        assert app.mask_config[0] == TRAINING.config
-        assert status_text(app) == f"{STATUS_OK} in {TRAINING.wall_seconds:.2f} s"
-        assert (
-            fake_engine.requests == []
-            and not app.run_pending
-            and not app.query_one("#right").has_class("-stale")
-        )
-        await pilot.press("ctrl+r")
-        await wait_for(pilot, lambda: fake_engine.requests and phase(app) is Phase.DONE)
-        assert [config for config, _ in fake_engine.requests] == [TRAINING.config]
-        assert fake_engine.requests[0][1].timing.regime == "sustained"
-        await set_field(pilot, app, "b", "2")  # an edit runs too
-        await wait_for(pilot, shown(app, TRAINING.config.replace(b=2)))
-        assert len(fake_engine.requests) == 2
+async def test_a_saved_result_opens_runs_only_when_asked_and_is_not_kept_again(tmp_path, monkeypatch):
+    """A saved result opened shows as it was and runs only when asked; with, in the same app (a
+    start is most of such a test's time), what was test_history_pane.py's
+    test_a_saved_result_opened_is_not_kept_again: the runs it leads to are kept, it is not."""
+    from tui.app.widgets.history import HistoryPane
+    from tui.store.history import History
+
+    monkeypatch.setenv("SDPA_EXPLORER_DATA_DIR", str(tmp_path / "data"))  # a run history of its own
+    fake = FakeEngine(relabelled(RECORDED))
+    app = make_app(client=fake, opened=TRAINING)
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            # the engine is ready, and the form's own changes as the result was loaded are handled
+            await wait_for(pilot, lambda: app.status.state.startup_s is not None and not app.run_pending)
+            assert app.result is TRAINING and app.form.read()[0] == TRAINING.config
+            assert app.form.options.timing.regime == "sustained"  # Ctrl+R measures it as it was measured
+            assert TRAINING.config.label() in str(app.query_one("#summary").render())
+            assert app.mask_config[0] == TRAINING.config
+            assert status_text(app) == f"{STATUS_OK} in {TRAINING.wall_seconds:.2f} s"
+            assert (
+                fake.requests == []
+                and not app.run_pending
+                and not app.query_one("#right").has_class("-stale")
+            )
+            await show_pane(pilot, "history")  # made now: what the dashboard keeps from here on
+            history = app.query_one(HistoryPane)
+            await pilot.press("ctrl+r")
+            await wait_for(pilot, lambda: fake.requests and phase(app) is Phase.DONE)
+            assert [config for config, _ in fake.requests] == [TRAINING.config]
+            assert fake.requests[0][1].timing.regime == "sustained"
+            await set_field(pilot, app, "b", "2")  # an edit runs too
+            await wait_for(pilot, shown(app, TRAINING.config.replace(b=2)))
+            assert len(fake.requests) == 2
+            # the two runs are kept, newest first; the saved result is not kept again
+            await wait_for(pilot, lambda: len(history.rows) == 2)
+            assert [row.label for row in history.rows] == [
+                TRAINING.config.replace(b=2).label(),
+                TRAINING.config.label(),
+            ]
+            with History() as kept:
+                assert kept.count() == 2
+    finally:
+        fake.close()
 
 
 def test_the_status_line_says_each_state_in_words():
@@ -379,6 +428,81 @@ class TestTheFormWithoutAnEngine:
     before each test."""
 
     pytestmark = pytest.mark.asyncio(loop_scope="class")
+
+    async def test_focus_moves_repaint_little_keep_the_footer_and_alt_digits_reach_the_panes_or_a_dialog(
+        self, form_app, monkeypatch
+    ):
+        """What was test_dashboard_hand.py's test of the same name (its own start without an
+        engine), the checks of what were these tests, in turn:
+        - test_a_focus_move_repaints_the_fields_it_changes_not_the_whole_screen;
+        - test_a_tab_between_fields_keeps_the_footer_and_a_pane_with_keys_of_its_own_redraws_it:
+          moving focus between fields whose keys are the same rebuilds nothing (a Tab used to
+          rebuild every key and lay the screen out again); focus that brings keys of its own does;
+        - test_alt_digit_as_most_terminals_send_it_reaches_the_panes_and_is_typed_in_a_dialog:
+          xterm, GNOME Terminal and tmux send Alt+3 as ESC 3, which Textual reads as "£" (macOS's
+          Option+3): in a field of the main screen it shows a pane, never lands in the field; in
+          the save-preset dialog it is typed (a name or description may hold a "£"). The keys go
+          in as the terminal's driver posts them, with their characters."""
+        from textual import events
+        from textual._compositor import Compositor
+        from textual.keys import _character_to_key
+        from textual.widgets import TabbedContent
+        from textual.widgets._footer import FooterKey
+
+        from tui.app.widgets.keys import KeysFooter
+
+        pilot = await as_new(form_app)
+        app = pilot.app
+        full: list[int] = []
+        whole = Compositor.render_full_update
+
+        def counted(compositor, *args, **kwargs):
+            full.append(1)
+            return whole(compositor, *args, **kwargs)
+
+        def sent(char: str) -> None:
+            app.post_message(events.Key(_character_to_key(char), char))
+
+        def keys_of(footer) -> list[str]:
+            return [key.description for key in footer.query(FooterKey)]
+
+        # a focus move repaints the fields it changes, not the whole screen
+        await wait_for(pilot, lambda: app.query_one("#f-b").has_focus)
+        await pilot.pause()
+        footer = app.query_one(KeysFooter)
+        await wait_for(pilot, lambda: len(footer.query(FooterKey)) > 0)
+        drawn = list(footer.query(FooterKey))
+        monkeypatch.setattr(Compositor, "render_full_update", counted)
+        for field in ("#f-h_q", "#f-s_q", "#f-b"):
+            app.query_one(field).focus()
+            await wait_for(pilot, lambda field=field: app.query_one(field).has_focus)
+        assert full == [], "a focus move between fields repainted the whole screen"
+        monkeypatch.setattr(Compositor, "render_full_update", whole)
+
+        # a Tab between fields keeps the footer; a pane with keys of its own redraws it
+        assert list(footer.query(FooterKey)) == drawn and all(key.is_attached for key in drawn), (
+            "a focus move between fields rebuilt the footer"
+        )
+        await pilot.press("f3")
+        app.query_one("#search-table").focus()
+        await wait_for(pilot, lambda: "Pin best" in keys_of(footer))
+        app.query_one("#f-b").focus()
+        await wait_for(pilot, lambda: "Pin best" not in keys_of(footer))
+        assert keys_of(footer) == [key.description for key in drawn], "the form's keys again"
+
+        # Alt+digit as most terminals send it reaches the panes, and is typed in a dialog
+        field = app.query_one("#f-b")
+        field.focus()
+        tabs = app.query_one(TabbedContent)
+        for char, pane in (("£", "tab-phases"), ("™", "tab-peers"), ("ª", "tab-sweep")):
+            sent(char)
+            await wait_for(pilot, lambda pane=pane: tabs.active == pane)
+        assert field.value == "1" and app.focused is field, "an Alt+digit landed in the field"
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: bool(app.screen.query("#save-name")))
+        sent("£")
+        await wait_for(pilot, lambda: app.screen.query_one("#save-name").value == "£")
+        assert tabs.active == "tab-sweep", "the dialog's key was typed, no pane moved"
 
     async def test_help_and_palette_commands(self, form_app, user_presets):
         from tui.app.commands import ExplorerCommands
@@ -561,22 +685,55 @@ def user_presets(tmp_path, monkeypatch):
     return folder
 
 
+async def opened(pilot, result) -> None:
+    """`result` shown as a saved result opens: its configuration in the form, then the result."""
+    app = pilot.app
+    app.form.load(result.config)
+    await wait_for(pilot, lambda: app.mask_config[0] == result.config)
+    app.show_result(result)
+    await pilot.pause()
+
+
 @pytest.mark.asyncio
-async def test_a_gpu_training_step_fills_a_table_a_pass_then_every_pane_draws_a_forward():
-    """Real GPU RunResults, recorded on the H200 with `run --json`: the Llama-3-8B training step,
-    then the seed's forward after it; then, in the same app (a start is most of such a test's
-    time), what was test_each_plan_says_where_it_comes_from_in_a_column_and_in_full_in_its_detail:
-    the seed's recording with its last plan as heuristic mode OPENSOURCE gives it (left to the
-    backend's heuristics) and the one before it from an open-source engine: the short column says
-    which, a selected plan's detail says it in full."""
+async def test_the_form_says_each_change_once_a_training_step_fills_a_table_a_pass_and_fp8_its_scales():
+    """One start without an engine (a start is most of such a test's time), the checks of what were
+    these tests, in turn:
+    - test_the_form_says_each_change_once: mounting or loading sets every field, each posting its
+      own change: the app must hear of the new configuration once, not once per field (each
+      message redraws the mask view);
+    - test_a_gpu_training_step_fills_a_table_a_pass_then_every_pane_draws_a_forward: real GPU
+      RunResults, recorded on the H200 with `run --json`: the Llama-3-8B training step, then the
+      seed's forward after it; then the seed's recording with its last plan as heuristic mode
+      OPENSOURCE gives it (left to the backend's heuristics) and the one before it from an
+      open-source engine: the short column says which, a selected plan's detail says it in full;
+    - test_an_fp8_result_shows_the_scaling_block.
+    Each recording is shown as a saved result opens: its configuration in the form first."""
+    from tui.app.messages import ConfigEdited
     from tui.model.results import PLAN_SOURCES
 
-    result = TRAINING  # llama3-8b-train, recorded on the H200
-    fwd, b = result.passes
-    app = make_app(result.config, start_engine=False)
+    heard: list[ConfigEdited] = []
+    app = make_app(SMALL, start_engine=False)
+    original = app.runs.edited
+    app.runs.edited = lambda message: (heard.append(message), original(message))
     async with app.run_test(size=(120, 40)) as pilot:
-        app.show_result(result)
-        await pilot.pause()
+        # the form says each change once
+        await wait_for(pilot, lambda: len(heard) > 0)  # the form's first reading, at mount
+        preset = SMALL.replace(h_q=8, h_kv=2, s_kv=128, window=32, backward=True)
+        app.form.load(preset)
+        await wait_for(pilot, lambda: heard[-1].config == preset)
+        assert [m.config for m in heard] == [SMALL, preset]
+        app.form.load(preset)  # the same again: nothing new to say
+        await set_field(pilot, app, "h_kv", "3")
+        await wait_for(pilot, lambda: heard[-1].config is None)
+        await set_field(pilot, app, "h_kv", "3")  # nor here
+        await set_field(pilot, app, "h_kv", "4")
+        await wait_for(pilot, lambda: heard[-1].config is not None)
+        assert [m.config for m in heard[2:]] == [None, preset.replace(h_kv=4)] and "h_kv" in heard[2].errors
+
+        # a training step fills a table a pass, then every pane draws a forward
+        result = TRAINING  # llama3-8b-train, recorded on the H200
+        fwd, b = result.passes
+        await opened(pilot, result)
         summary = str(app.query_one("#summary").render())
         figure = f"backward kernel {b.timing.median_us / 1000:.3f} ms ({b.timing.regime_words})  {b.tflops:.1f} TFLOPS"
         assert figure in summary and b.timing.regime_words.startswith("sustained")
@@ -650,15 +807,10 @@ async def test_a_gpu_training_step_fills_a_table_a_pass_then_every_pane_draws_a_
         await wait_for(pilot, lambda: str(detail.render()).startswith(f"forward plan {len(plans) - 1}"))
         assert "from delegated: left to the backend's heuristics" in str(detail.render())
 
-
-@pytest.mark.asyncio
-async def test_an_fp8_result_shows_the_scaling_block():
-    result = FP8  # llama3-70b-fp8-prefill, recorded on the H200
-    fp8 = result.forward.fp8
-    app = make_app(result.config, start_engine=False)
-    async with app.run_test(size=(120, 40)) as pilot:
-        app.show_result(result)
-        await pilot.pause()
+        # an FP8 result shows the scaling block
+        result = FP8  # llama3-70b-fp8-prefill, recorded on the H200
+        fp8 = result.forward.fp8
+        await opened(pilot, result)
         amax, ref = fp8.amax["amax_o"], fp8.reference_amax["amax_o"]
         assert f"amax_o {amax:.4g} (reference {ref:.4g})" in str(app.query_one("#summary").render())
         await show_pane(pilot, "accuracy")
@@ -668,28 +820,3 @@ async def test_an_fp8_result_shows_the_scaling_block():
         rows = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
         assert rows == [["forward", "amax_o", f"{amax:.4g}", f"{ref:.4g}", f"{amax / ref:.3f}"]]
         assert app.query_one("#f-dtype", Select).value == "fp8_e4m3"
-
-
-@pytest.mark.asyncio
-async def test_the_form_says_each_change_once():
-    """Mounting or loading sets every field, each posting its own change: the app must hear of
-    the new configuration once, not once per field (each message redraws the mask view)."""
-    from tui.app.messages import ConfigEdited
-
-    heard: list[ConfigEdited] = []
-    app = make_app(SMALL, start_engine=False)
-    original = app.runs.edited
-    app.runs.edited = lambda message: (heard.append(message), original(message))
-    async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: len(heard) > 0)  # the form's first reading, at mount
-        preset = SMALL.replace(h_q=8, h_kv=2, s_kv=128, window=32, backward=True)
-        app.form.load(preset)
-        await wait_for(pilot, lambda: heard[-1].config == preset)
-        assert [m.config for m in heard] == [SMALL, preset]
-        app.form.load(preset)  # the same again: nothing new to say
-        await set_field(pilot, app, "h_kv", "3")
-        await wait_for(pilot, lambda: heard[-1].config is None)
-        await set_field(pilot, app, "h_kv", "3")  # nor here
-        await set_field(pilot, app, "h_kv", "4")
-        await wait_for(pilot, lambda: heard[-1].config is not None)
-        assert [m.config for m in heard[2:]] == [None, preset.replace(h_kv=4)] and "h_kv" in heard[2].errors

@@ -4,16 +4,17 @@ also after a run lost with a crash), ticks readable without colour, a help scree
 with the app's keys, and empty panes that say why.
 
 A dashboard start is most of such a test's time: the checks that need the same app (the same
-engine, the same size) share one start, in turn, and each says which it is when it fails."""
+engine, the same size) share one start, in turn, and each says which it is when it fails. Those
+of the form without an engine run in test_app.py's shared form app, and the Latency pane of a
+CPU result is read in test_app.py's run of the CPU engine."""
 
 from __future__ import annotations
 
-from textual._compositor import Compositor
 from textual.widgets import TabbedContent, Tabs
 from textual.widgets._footer import FooterKey
 
-from tests.fakes import NO_GPU, RECORDED, FakeEngine, crash, relabelled
-from tests.pilot_waits import show_pane, wait_for
+from tests.fakes import RECORDED, FakeEngine, crash, relabelled
+from tests.pilot_waits import wait_for
 from tui.app import make_app
 from tui.app.widgets.config_form import Tick
 from tui.app.widgets.keys import KeysFooter
@@ -141,83 +142,3 @@ async def test_the_footer_panes_by_key_stale_results_ticks_the_help_and_esc_with
         bar = app.query_one(TabbedContent).query_one(Tabs)
         graph = bar.query_one("#--content-tab-tab-graph")
         await wait_for(pilot, lambda: bar.region.contains_region(graph.region))
-
-
-async def test_without_a_gpu_the_latency_pane_says_why_it_is_empty():
-    from tests.fakes import computed
-    from tui.engine.runner import Engine
-
-    app = make_app(SMALL, client=FakeEngine(computed(Engine(environment=NO_GPU)), environment=NO_GPU))
-    async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.result is not None)
-        await show_pane(pilot, "latency")
-        (words,) = (t.plain for t in app.query_one("#latency-gpu").content.renderables)
-        assert "no kernel times: there is no usable GPU here (CPU mode requested by the test)" in words
-        assert headline(app).startswith("CPU ONLY  b1 h2")  # the verdict first: 80 columns never split it
-
-
-async def test_focus_moves_repaint_little_keep_the_footer_and_alt_digits_reach_the_panes_or_a_dialog(
-    monkeypatch,
-):
-    """One start without an engine, the checks of what were these tests, in turn:
-    - test_a_focus_move_repaints_the_fields_it_changes_not_the_whole_screen;
-    - test_a_tab_between_fields_keeps_the_footer_and_a_pane_with_keys_of_its_own_redraws_it:
-      moving focus between fields whose keys are the same rebuilds nothing (a Tab used to rebuild
-      every key and lay the screen out again); focus that brings keys of its own does;
-    - test_alt_digit_as_most_terminals_send_it_reaches_the_panes_and_is_typed_in_a_dialog: xterm,
-      GNOME Terminal and tmux send Alt+3 as ESC 3, which Textual reads as "£" (macOS's Option+3):
-      in a field of the main screen it shows a pane, never lands in the field; in the save-preset
-      dialog it is typed (a name or description may hold a "£"). The keys go in as the terminal's
-      driver posts them, with their characters."""
-    from textual import events
-    from textual.keys import _character_to_key
-
-    app = make_app(SMALL, start_engine=False)
-    full: list[int] = []
-    whole = Compositor.render_full_update
-
-    def counted(compositor, *args, **kwargs):
-        full.append(1)
-        return whole(compositor, *args, **kwargs)
-
-    def sent(char: str) -> None:
-        app.post_message(events.Key(_character_to_key(char), char))
-
-    async with app.run_test(size=(120, 40)) as pilot:
-        # a focus move repaints the fields it changes, not the whole screen
-        await wait_for(pilot, lambda: app.query_one("#f-b").has_focus)
-        await pilot.pause()
-        footer = app.query_one(KeysFooter)
-        await wait_for(pilot, lambda: len(footer.query(FooterKey)) > 0)
-        drawn = list(footer.query(FooterKey))
-        monkeypatch.setattr(Compositor, "render_full_update", counted)
-        for field in ("#f-h_q", "#f-s_q", "#f-b"):
-            app.query_one(field).focus()
-            await wait_for(pilot, lambda field=field: app.query_one(field).has_focus)
-        assert full == [], "a focus move between fields repainted the whole screen"
-        monkeypatch.setattr(Compositor, "render_full_update", whole)
-
-        # a Tab between fields keeps the footer; a pane with keys of its own redraws it
-        assert list(footer.query(FooterKey)) == drawn and all(key.is_attached for key in drawn), (
-            "a focus move between fields rebuilt the footer"
-        )
-        await pilot.press("f3")
-        app.query_one("#search-table").focus()
-        await wait_for(pilot, lambda: "Pin best" in keys_of(footer))
-        app.query_one("#f-b").focus()
-        await wait_for(pilot, lambda: "Pin best" not in keys_of(footer))
-        assert keys_of(footer) == [key.description for key in drawn], "the form's keys again"
-
-        # Alt+digit as most terminals send it reaches the panes, and is typed in a dialog
-        field = app.query_one("#f-b")
-        field.focus()
-        tabs = app.query_one(TabbedContent)
-        for char, pane in (("£", "tab-phases"), ("™", "tab-peers"), ("ª", "tab-sweep")):
-            sent(char)
-            await wait_for(pilot, lambda pane=pane: tabs.active == pane)
-        assert field.value == "1" and app.focused is field, "an Alt+digit landed in the field"
-        await pilot.press("ctrl+s")
-        await wait_for(pilot, lambda: bool(app.screen.query("#save-name")))
-        sent("£")
-        await wait_for(pilot, lambda: app.screen.query_one("#save-name").value == "£")
-        assert tabs.active == "tab-sweep", "the dialog's key was typed, no pane moved"

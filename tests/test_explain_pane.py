@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 
 import pytest
+import test_snapshots as snapshots
 from fakes import (
     EXPLAINED_D65,
     EXPLAINED_HEADS,
@@ -51,9 +52,11 @@ def explained(app, config: SdpaConfig):
 
 
 @pytest.mark.asyncio
-async def test_a_refused_run_points_to_the_pane_which_asks_once_shown_and_draws_the_grid():
+async def test_a_refused_run_points_to_the_pane_which_asks_once_shown_and_draws_the_grid(snapshot):
     """A refused run's status line points to the pane, which asks once shown and draws the grid;
-    then, in the same app (a start is most of such a test's time), what was
+    its screens compared with their snapshots (what was test_snapshots.py's test_explain_pane: the
+    seed's shape with head dims of 65, refused, the explanation recorded without a GPU); then, in
+    the same app (a start is most of such a test's time), what was
     test_enter_on_a_nearest_configuration_puts_its_edit_into_the_form_and_keeps_the_rest: F6 from a
     field lands on the nearest configurations; Enter on the second (head dims 72) sets d_qk and d_v
     and nothing else: the batch the user typed since, the peers ticked, stay."""
@@ -87,6 +90,27 @@ async def test_a_refused_run_points_to_the_pane_which_asks_once_shown_and_draws_
         assert nearest[0][1:] == ["d_qk 65 → 64, d_v 65 → 64", "validate()"]
         command = str(app.query_one("#explain-nearest-words").render())
         assert command.endswith("#1: sdpa-explorer run --d-qk 64 --d-v 64")  # the highlighted one's
+
+        # the screens, compared with their snapshots: F6 from the form, the first nearest
+        # configuration highlighted, at 120x40 and 80x24
+        await pilot.press("f6")
+        words = app.query_one("#explain-nearest-words")
+        await wait_for(
+            pilot,
+            lambda: (
+                app.focused is app.query_one("#explain-nearest")
+                and "#1: " in str(words.render())
+                and cells.size.height > cells.row_count > 0  # the grid filled and laid out
+            ),
+        )
+        shots = {"120x40": await snapshots.screenshot(pilot, snapshots.pane("explain"))}
+        shots["80x24"] = await snapshots.screenshot(pilot, snapshots.terminal(80, 24))
+        # at 80 columns the grid gives its numbers alone: every mode's column in view, none scrolled off
+        assert cells.virtual_size.width <= cells.size.width, (cells.virtual_size, cells.size)
+        assert snapshots.mismatched(snapshot, shots) == []
+        await pilot.resize_terminal(120, 40)
+        app.query_one("#f-b", Input).focus()
+
         await pilot.press("alt+1", "alt+0")  # shown again, nothing changed: not asked again
         await wait_for(pilot, lambda: app.query_one("#tabs").active == "tab-explain")
         assert fake.explained == [D65]

@@ -51,7 +51,11 @@ async def show_history(app, pilot) -> None:
 
 
 @pytest.mark.asyncio
-async def test_runs_of_the_dashboard_are_kept_and_listed_newest_first():
+async def test_runs_of_the_dashboard_are_kept_listed_newest_first_and_enter_reopens_one_running_nothing():
+    """The dashboard's runs are kept and listed newest first as they come; then, in the same app (a
+    start is most of such a test's time), what was
+    test_enter_reopens_a_run_into_the_panes_and_nothing_runs: Enter on the older run shows it as
+    kept, and nothing runs or is kept again."""
     fake = FakeEngine(relabelled(RECORDED))
     app = make_app(SMALL, client=fake)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -68,6 +72,20 @@ async def test_runs_of_the_dashboard_are_kept_and_listed_newest_first():
         assert (first.preset, first.label, first.status) == (None, SMALL.label(), RECORDED.status)
         assert newest.id > first.id and pane(app).total == 2
         assert "2 of 2 runs" in str(app.query_one("#history-note").render())
+
+        # Enter reopens a run into the panes, and nothing runs
+        await wait_for(pilot, lambda: not fake.busy and not app.run_pending)
+        runs = len(fake.requests)
+        table = app.query_one("#history-table")
+        table.focus()
+        table.move_cursor(row=shown_ids(app).index(first.id))
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.result is not None and app.result.config == SMALL)
+        await wait_for(pilot, lambda: app.form.read()[0] == SMALL and not app.run_pending)
+        assert len(fake.requests) == runs  # shown as kept: nothing ran
+        assert SMALL.label() in str(app.query_one("#summary").render())
+        with History() as history:
+            assert history.count() == 2  # and not kept again
 
 
 @pytest.mark.asyncio
@@ -91,29 +109,6 @@ async def test_a_run_kept_while_the_pane_is_being_made_is_listed(monkeypatch):
     async with app.run_test(size=(120, 40)) as pilot:
         await show_history(app, pilot)
         await wait_for(pilot, lambda: len(pane(app).rows) == 1 and not pane(app).filter_pending, timeout=10)
-
-
-@pytest.mark.asyncio
-async def test_enter_reopens_a_run_into_the_panes_and_nothing_runs():
-    with History() as history:
-        kept = history.record(TRAINING, "llama3-8b-train", "check")
-        history.record(RECORDED, None, "run")
-    fake = FakeEngine(relabelled(RECORDED))
-    app = make_app(SMALL, client=fake)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.result is not None and not fake.busy)
-        await show_history(app, pilot)  # made now, it lists what was kept before
-        await wait_for(pilot, lambda: len(pane(app).rows) == 3)
-        table = app.query_one("#history-table")
-        table.focus()
-        table.move_cursor(row=shown_ids(app).index(kept))
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: app.result is not None and app.result.config == TRAINING.config)
-        await wait_for(pilot, lambda: app.form.read()[0] == TRAINING.config and not app.run_pending)
-        assert len(fake.requests) == 1  # shown as kept: nothing ran
-        assert TRAINING.config.label() in str(app.query_one("#summary").render())
-        with History() as history:
-            assert history.count() == 3  # and not kept again
 
 
 @pytest.mark.asyncio
@@ -141,20 +136,6 @@ async def test_ten_thousand_runs_load_a_page_at_a_time():
         await pilot.press("ctrl+end")  # the end of the first page reads the next
         await wait_for(pilot, lambda: len(pane(app).rows) == 2 * PAGE)
         assert shown_ids(app)[-1] == 10_000 - 2 * PAGE + 1 and True not in covered
-
-
-@pytest.mark.asyncio
-async def test_a_saved_result_opened_is_not_kept_again():
-    fake = FakeEngine(relabelled(RECORDED))
-    app = make_app(client=fake, opened=TRAINING)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.result is TRAINING and fake.requests == [])
-        await show_history(app, pilot)
-        app.query_one("#f-b", Input).value = "2"  # an edit runs, and only its result is kept
-        await wait_for(pilot, lambda: len(fake.requests) == 1 and len(pane(app).rows) == 1)
-        assert pane(app).rows[0].label == dataclasses.replace(TRAINING.config, b=2).label()
-        with History() as history:
-            assert history.count() == 1
 
 
 @pytest.mark.asyncio

@@ -6,7 +6,7 @@ with none asked for, or no GPU, the pane says how to ask or why there are none."
 from __future__ import annotations
 
 import pytest
-from fakes import NO_GPU, PEERS, RECORDED, TRAINING, FakeEngine, computed, relabelled, with_peers
+from fakes import PEERS, RECORDED, TRAINING, FakeEngine, relabelled, with_peers
 from pilot_waits import show_pane, wait_for
 from test_peer_steps import with_backward_peers
 from textual.widgets import Checkbox
@@ -118,18 +118,11 @@ async def test_ticked_peers_reach_the_request_rerun_and_outlast_a_preset_and_the
 
 
 @pytest.mark.asyncio
-async def test_without_a_gpu_the_ticked_peers_are_said_not_run_and_a_saved_result_ticks_its_own():
-    app = make_app(SMALL, client=FakeEngine(computed(_cpu_engine()), environment=NO_GPU))
-    async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.result is not None)
-        app.query_one("#f-peer-math", Checkbox).value = True
-        await wait_for(pilot, lambda: app.result.forward.field_peers != () and not app.run_pending)
-        await show_pane(pilot, "peers")
-        words = text(app, "#peers-head")
-        assert words.startswith("Forward peers torch MATH fp16: not run: peers are timed on the GPU only")
-        assert "(CPU mode requested by the test)" in words and not app.query_one("#peers-table").display
-        assert "against peers" not in text(app, "#summary")
-
+async def test_a_saved_result_ticks_its_own_peers_and_the_pane_shows_its_training_step():
+    """A saved result opened ticks the peers it timed, and the Peers pane shows its training step
+    against them (what was the second half of
+    test_without_a_gpu_the_ticked_peers_are_said_not_run_and_a_saved_result_ticks_its_own; its first
+    half, the CPU engine's, is checked in test_app.py's run of the CPU engine)."""
     opened = with_peers(TRAINING)  # a saved result: Ctrl+R times the peers it timed
     app = make_app(client=FakeEngine(), opened=opened, start_engine=False)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -153,9 +146,3 @@ async def test_without_a_gpu_the_ticked_peers_are_said_not_run_and_a_saved_resul
         step = app.query_one("#peers-step")
         await wait_for(pilot, lambda: 0 < step.virtual_size.width <= step.scrollable_content_region.width)
         assert {"step of", "step", "cuDNN speed", "dQ/dK/dV"} <= {str(c.label) for c in step.columns.values()}
-
-
-def _cpu_engine():
-    from tui.engine.runner import Engine
-
-    return Engine(environment=NO_GPU)

@@ -81,6 +81,19 @@ async def searched_once(pilot, fake: FakeEngine) -> SearchResult:
     return pane(pilot.app).result
 
 
+async def searched_again(pilot, fake: FakeEngine) -> SearchResult:
+    """Once the search before has ended (its fresh run too), another from the Search pane."""
+    app = pilot.app
+    await wait_for(pilot, lambda: not app.searches.running and not fake.busy)
+    before = pane(app).result
+    await ready(pilot, fake)
+    await start(pilot)
+    await wait_for(
+        pilot, lambda: pane(app).result is not before and not app.searches.running and not fake.busy
+    )
+    return pane(app).result
+
+
 @pytest.mark.asyncio
 async def test_a_search_says_each_candidate_then_the_pick_the_best_the_counts_the_chart_and_table():
     """One start, several searches in turn (a start is most of such a test's time): this test's
@@ -182,7 +195,12 @@ async def test_a_search_says_each_candidate_then_the_pick_the_best_the_counts_th
 
 
 @pytest.mark.asyncio
-async def test_esc_stops_the_search_at_its_next_candidate_keeping_what_it_found():
+async def test_esc_stops_a_search_keeping_its_finds_a_crash_costs_a_process_and_one_that_cannot_run_says_so():
+    """Esc stops the search at its next candidate, keeping what it found; then, in the same app (a
+    start is most of such a test's time), a search of each kind the engine may answer, in turn, the
+    checks of what were test_a_candidate_that_crashes_the_engine_costs_that_process_and_the_search_goes_on
+    and test_a_search_that_cannot_run_here_says_why_and_draws_nothing."""
+    words = "a knob search builds and times plans on a GPU: CPU mode requested by the test"
     async with dashboard(searched(pause_at=28)) as (app, pilot, fake):  # held at KERNEL_CFG=28
         await ready(pilot, fake)
         fake.hold()
@@ -204,28 +222,33 @@ async def test_esc_stops_the_search_at_its_next_candidate_keeping_what_it_found(
         assert app.query_one("#search-chart").display and len(rows(app.query_one("#search-table"))) == 12
         assert not app.query_one("#search-start").disabled and app.query_one("#search-cancel").disabled
 
+        # a candidate that crashes the engine costs that process and the search goes on
+        fake.searcher = searched(crash_at="1 KERNEL_CFG=12")
+        searches = len(fake.searches)
+        r = await searched_again(pilot, fake)
+        assert len(fake.searches) == searches + 2 and fake.restarts == 1
+        again = fake.searches[-1][1]
+        assert again.crashes[0].startswith("1 KERNEL_CFG=12: the engine process died (SIGSEGV")
+        assert [t.plan for t in again.resume][-1] == "1 KERNEL_CFG=12" and r.status == "ok"
+        assert "crashed 1 KERNEL_CFG=12: the engine process died (SIGSEGV" in drawn(app, "#search-summary")
+
+        # a search that cannot run here says why and draws nothing
+        fake.searcher = searched(SearchResult(SEED, "cpu_only", words))
+        await searched_again(pilot, fake)
+        assert text(app, "#search-status") == f"CPU_ONLY: {words}"
+        assert not app.query_one("#search-chart").display and not app.query_one("#search-table").display
+        assert app.query_one("#search-pin").disabled
+
 
 @pytest.mark.asyncio
-async def test_pin_best_sets_the_forms_plan_the_form_runs_it_and_ctrl_s_keeps_it(tmp_path, monkeypatch):
+async def test_the_plans_pane_lists_the_finds_for_that_configuration_only_and_pin_best_sets_the_forms_plan(
+    tmp_path, monkeypatch
+):
+    """The Plans pane lists the finds after the heuristic's plans, for that configuration only;
+    then, in the same app (a start is most of such a test's time), what was
+    test_pin_best_sets_the_forms_plan_the_form_runs_it_and_ctrl_s_keeps_it, from that search's
+    answer once the form holds the configuration searched again."""
     monkeypatch.setenv("SDPA_EXPLORER_PRESET_DIR", str(tmp_path))
-    async with dashboard() as (app, pilot, fake):
-        await searched_once(pilot, fake)
-        assert not app.query_one("#search-pin").disabled
-        app.query_one("#search-table").focus()
-        await pilot.press("p")
-        pinned = SEED.replace(plan="1 KERNEL_CFG=27")
-        await wait_for(pilot, lambda: app.query_one("#f-plan", Input).value == "1 KERNEL_CFG=27")
-        assert app.form.read()[0] == pinned
-        await wait_for(pilot, lambda: fake.requests[-1][0] == pinned and app.result.config == pinned)
-        await pilot.press("ctrl+s")
-        await wait_for(pilot, lambda: app.screen.__class__.__name__ == "SavePreset")
-        await pilot.press(*"decode-pinned", "enter")
-        await wait_for(pilot, lambda: "decode-pinned" in app.presets)
-        assert app.presets["decode-pinned"].config.plan == "1 KERNEL_CFG=27"
-
-
-@pytest.mark.asyncio
-async def test_the_plans_pane_lists_the_finds_after_the_heuristics_plans_for_that_configuration_only():
     async with dashboard() as (app, pilot, fake):
         plans = app.query_one("#plans-forward")
         await wait_for(pilot, lambda: app.result is not None and not fake.busy)
@@ -251,26 +274,22 @@ async def test_the_plans_pane_lists_the_finds_after_the_heuristics_plans_for_tha
         await wait_for(pilot, lambda: app.result.config.b == 2)
         assert len(rows(plans)) == 6
 
-
-@pytest.mark.asyncio
-async def test_a_candidate_that_crashes_the_engine_costs_that_process_and_the_search_goes_on():
-    async with dashboard(searched(crash_at="1 KERNEL_CFG=12")) as (app, pilot, fake):
-        r = await searched_once(pilot, fake)
-        assert len(fake.searches) == 2 and fake.restarts == 1
-        again = fake.searches[1][1]
-        assert again.crashes[0].startswith("1 KERNEL_CFG=12: the engine process died (SIGSEGV")
-        assert [t.plan for t in again.resume][-1] == "1 KERNEL_CFG=12" and r.status == "ok"
-        assert "crashed 1 KERNEL_CFG=12: the engine process died (SIGSEGV" in drawn(app, "#search-summary")
-
-
-@pytest.mark.asyncio
-async def test_a_search_that_cannot_run_here_says_why_and_draws_nothing():
-    words = "a knob search builds and times plans on a GPU: CPU mode requested by the test"
-    async with dashboard(searched(SearchResult(SEED, "cpu_only", words))) as (app, pilot, fake):
-        await searched_once(pilot, fake)
-        assert text(app, "#search-status") == f"CPU_ONLY: {words}"
-        assert not app.query_one("#search-chart").display and not app.query_one("#search-table").display
-        assert app.query_one("#search-pin").disabled
+        # pin best sets the form's plan, the form runs it, and Ctrl+S keeps it
+        app.form.load(SEED)  # the configuration searched, back in the form
+        await wait_for(pilot, lambda: app.result.config == SEED and not fake.busy and not app.run_pending)
+        await ready(pilot, fake)  # the Search pane again, with the search's answer
+        assert not app.query_one("#search-pin").disabled
+        app.query_one("#search-table").focus()
+        await pilot.press("p")
+        pinned = SEED.replace(plan="1 KERNEL_CFG=27")
+        await wait_for(pilot, lambda: app.query_one("#f-plan", Input).value == "1 KERNEL_CFG=27")
+        assert app.form.read()[0] == pinned
+        await wait_for(pilot, lambda: fake.requests[-1][0] == pinned and app.result.config == pinned)
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: app.screen.__class__.__name__ == "SavePreset")
+        await pilot.press(*"decode-pinned", "enter")
+        await wait_for(pilot, lambda: "decode-pinned" in app.presets)
+        assert app.presets["decode-pinned"].config.plan == "1 KERNEL_CFG=27"
 
 
 @pytest.mark.asyncio

@@ -171,7 +171,10 @@ async def test_a_bad_vary_is_said_then_points_run_one_at_a_time_as_rows_and_line
 
 
 @pytest.mark.asyncio
-async def test_esc_stops_after_the_point_under_way_and_keeps_it_and_form_edits_wait_for_the_end():
+async def test_esc_stops_after_the_point_under_way_form_edits_wait_and_a_sweep_waits_for_the_forms_run():
+    """Esc stops after the point under way and keeps it, and form edits wait for the end; then, in
+    the same app (a start is most of such a test's time), what was
+    test_a_sweep_waits_for_the_forms_run_and_a_point_that_kills_the_engine_is_a_row."""
     fake = FakeEngine(relabelled(PEERS))
     async with dashboard(SMALL, fake) as pilot:
         app = pilot.app
@@ -204,28 +207,24 @@ async def test_esc_stops_after_the_point_under_way_and_keeps_it_and_form_edits_w
         assert pane(app).rows == [] and text(app, "#sweep-status").startswith("stopped (Esc twice)")
         assert app.result.config == SMALL.replace(b=2) and len(fake.requests) == 4
 
-
-@pytest.mark.asyncio
-async def test_a_sweep_waits_for_the_forms_run_and_a_point_that_kills_the_engine_is_a_row():
-    fake = FakeEngine(relabelled(PEERS))
-    async with dashboard(SMALL, fake) as pilot:
-        app = pilot.app
+        # a sweep waits for the form's run, and a point that kills the engine is a row
         fake.hold()
-        app.query_one("#f-b", Input).value = "2"  # the form's run, under way when the sweep is asked
+        runs = len(fake.requests)
+        app.query_one("#f-b", Input).value = "3"  # the form's run, under way when the sweep is asked
         await wait_for(pilot, lambda: app.status.state.step.startswith("timing"))  # its answer is chosen
         fake.then(crash())  # the sweep's first point kills the engine process
         await sweep(pilot, "s=32,64")
         await wait_for(
             pilot, lambda: "waiting for the form's own run to finish" in text(app, "#sweep-status")
         )
-        assert len(fake.requests) == 2  # the point waits: asked now, it would drop the form's run
+        assert len(fake.requests) == runs + 1  # the point waits: asked now, it would drop the form's run
         fake.release()
         await wait_for(pilot, finished(app))
-        assert app.result.config == SMALL.replace(b=2) and fake.overtaken == 0
+        assert app.result.config == SMALL.replace(b=3) and fake.overtaken == 0
         rows = table_rows(app)
         assert [row[:2] for row in rows] == [["32", "CRASHED"], ["64", "OK"]]
         assert rows[0][-1] == "the engine process died (SIGSEGV, a crash in native code)"
-        assert fake.restarts == 1 and app.result.config == SMALL.replace(b=2)  # the form's, still
+        assert fake.restarts == 1 and app.result.config == SMALL.replace(b=3)  # the form's, still
 
 
 @pytest.mark.asyncio
