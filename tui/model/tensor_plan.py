@@ -26,6 +26,7 @@ FORWARD_AMAX = ("amax_o",)
 BACKWARD_AMAX = ("amax_dq", "amax_dk", "amax_dv", "amax_dp")
 PAGE_TABLES = {"k": "paged_attention_k_table", "v": "paged_attention_v_table"}  # a pool's table
 ROW_OUTPUTS = ("score_max", "score_sum_exp")  # the forward's softmax max and sum of exponents
+FILLED_IN = (*ROW_OUTPUTS, "dSink_token")  # read tensors the operation writes (the sink's gradient)
 SCALAR = (1, 1, 1, 1)
 
 
@@ -79,9 +80,9 @@ def tensor_plan(config: SdpaConfig, backward: bool = False, rng_dump: bool = Fal
     the frontend documents scale_s from its bound (448 for E4M3), and declaring it would limit
     the engines."""
     c = config
+    options, (outputs, returns) = _options(c, backward, rng_dump), _outputs(c, backward)
+    spec = _Specs(c.packed, c.b, recipe_of(c).gap)  # the layout's strides, the recipe's gaps
     lengths_q, lengths_kv = c.seq_lens_q or (c.s_q,) * c.b, c.seq_lens_kv or (c.s_kv,) * c.b  # as c.lengths()
-    tokens = (sum(lengths_q), sum(lengths_kv))
-    spec = _Specs(c.packed, c.b, recipe_of(c).gap)
     if c.paged:  # the pools: (pages, h_kv, page size, d), enough pages for each real length (and spares)
         pages = sum(-(-kv // c.page_size) for kv in lengths_kv) + spare_pages(c)
         k_dims, v_dims, kv_layout = pool_dims(c, c.d_qk, pages), pool_dims(c, c.d_v, pages), "BHSD"
@@ -92,21 +93,26 @@ def tensor_plan(config: SdpaConfig, backward: bool = False, rng_dump: bool = Fal
     if backward:
         reads += [spec("o", c.o_dims, c.o_dtype, c.layout), spec("dO", c.o_dims, c.o_dtype, c.layout),
                   spec("stats", stats_dims(c), "fp32")]  # fmt: skip
-    reads += [spec(name, dims, dtype) for name, dims, dtype in _options(c, backward, rng_dump)]
+    reads += [spec(*option) for option in options]
+    writes = [spec(*output) for output in outputs] + [r for r in reads if r.name in FILLED_IN]
+    return PassTensors(tuple(reads), returns, tuple(writes), (sum(lengths_q), sum(lengths_kv)))
+
+
+def _outputs(
+    c: SdpaConfig, backward: bool
+) -> tuple[list[tuple[str, tuple[int, int, int, int], str, str]], tuple[str, ...]]:
+    """The tensors the operation returns, as (name, dims, dtype, layout), and the names of what it
+    returns by position ("" for one left virtual): the FP8 amax first, then the pass's outputs."""
+    amax = (BACKWARD_AMAX if backward else FORWARD_AMAX) if c.fp8 else ()
+    out = [(name, SCALAR, "fp32", "BHSD") for name in amax]
     if backward:
-        writes = [spec(name, SCALAR, "fp32") for name in (BACKWARD_AMAX if c.fp8 else ())]
-        writes += [spec("dQ", c.q_dims, c.dtype, c.layout), spec("dK", c.k_dims, c.dtype, c.layout),
-                   spec("dV", c.v_dims, c.dtype, c.layout)]  # fmt: skip
-        writes += [r for r in reads if r.name == "dSink_token"]
-        returns = ("dQ", "dK", "dV", *(BACKWARD_AMAX if c.fp8 else ()))
-    else:
-        stats = c.backward or c.softmax_out == "stats"
-        writes = [spec(name, SCALAR, "fp32") for name in (FORWARD_AMAX if c.fp8 else ())]
-        writes += [spec("o", c.o_dims, c.o_dtype, c.layout)]
-        writes += [spec("stats", stats_dims(c), "fp32")] if stats else []
-        writes += [r for r in reads if r.name in ROW_OUTPUTS]
-        returns = ("o", "stats" if stats else "", *(("", *FORWARD_AMAX) if c.fp8 else ()))
-    return PassTensors(tuple(reads), returns, tuple(writes), tokens)
+        out += [("dQ", c.q_dims, c.dtype, c.layout), ("dK", c.k_dims, c.dtype, c.layout),
+                ("dV", c.v_dims, c.dtype, c.layout)]  # fmt: skip
+        return out, ("dQ", "dK", "dV", *amax)
+    stats = c.backward or c.softmax_out == "stats"
+    out += [("o", c.o_dims, c.o_dtype, c.layout)]
+    out += [("stats", stats_dims(c), "fp32", "BHSD")] if stats else []
+    return out, ("o", "stats" if stats else "", *(("", *amax) if c.fp8 else ()))
 
 
 def drawn_inputs(config: SdpaConfig) -> dict[str, TensorSpec]:
@@ -115,11 +121,12 @@ def drawn_inputs(config: SdpaConfig) -> dict[str, TensorSpec]:
     before quantisation), and the bias where there is one (storage.py turns these into pages and
     packed tokens)."""
     c = config
+    bias = bias_dims(c) if c.bias != "none" else None
     spec, dtype = _Specs(False, c.b, recipe_of(c).gap), "fp32" if c.fp8 else c.dtype
     drawn = {name: spec(name, dims, dtype, c.layout)
              for name, dims in (("q", c.q_dims), ("k", c.k_dims), ("v", c.v_dims), ("dO", c.o_dims))}  # fmt: skip
-    if c.bias != "none":
-        drawn["bias"] = spec("bias", bias_dims(c), bias_dtype(c))
+    if bias is not None:
+        drawn["bias"] = spec("bias", bias, bias_dtype(c))
     return drawn
 
 
