@@ -33,6 +33,8 @@ install)
   python3 -c "import cutlass, flash_attn.cute; print('CuTe DSL and FA4 import')"
   python3 -m tui env 2>&1 | tee "$OUT"/env.txt | tail -20
   python3 -m benchmarks.first_paint --repeat 5 -- python3 -m tui 2>&1 | tee "$OUT"/frame.txt | tail -4
+  python3 -m benchmarks.first_paint --profile "$OUT"/frame.prof --sort tottime 2>&1 | head -30 > "$OUT"/frame_profile.txt
+  python3 -X importtime -c "import tui.app.app" 2> "$OUT"/importtime.txt; sort -t'|' -k2 -n "$OUT"/importtime.txt | tail -15
   cd "$ROOT" && exec bash benchmarks/h200_session.sh check ;;
 check)
   ( time timeout 400 python3 -m tui check --peers fa4,flash,flex --json --no-history > "$OUT"/check.json ) 2> "$OUT"/check.err
