@@ -69,3 +69,18 @@ def test_a_training_step_times_and_checks_each_peers_backward():
         for c in backward.checks:
             assert c.peers[p.name].passed, (short, c.output, c.peers[p.name])
     assert by["Flex"].compile_seconds > 0
+
+
+def test_flex_is_compiled_for_every_shape_one_process_meets():
+    """Past torch.compile's recompile limit (8 shapes) Flex would run eagerly, 40-90x slower, and
+    the check's later rows timed that: every shape here is a graph compiled of its own."""
+    from torch._dynamo.utils import counters
+
+    engine, shapes = Engine(), [128 + 64 * i for i in range(12)]
+    before = counters["stats"]["unique_graphs"]
+    for s in shapes:
+        config = SdpaConfig(b=1, h_q=2, h_kv=2, s_q=s, s_kv=s, d_qk=64, d_v=64, dtype="bf16")
+        r = engine.run(config, RunOptions(peers=("flex",), autotune=False))
+        flex = r.forward.field_peers[0]
+        assert flex.ran and flex.compile_seconds > 0, (s, flex.reason)
+    assert counters["stats"]["unique_graphs"] - before >= len(shapes)
