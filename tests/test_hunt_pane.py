@@ -37,7 +37,10 @@ async def test_a_hunt_from_the_pane_finds_stops_and_loads_a_finding():
             assert app.hunts.running and "configurations" in str(app.query_one("#hunt-status").render())
             await pilot.press("escape")  # stop: no more draws
             await wait_for(pilot, lambda: not app.hunts.running)
-            assert "Ended: stopped when asked" in str(app.query_one("#hunt-status").render())
+            ended = str(app.query_one("#hunt-status").render())
+            assert "Ended: stopped when asked" in ended
+            drawn = ended.split("Ended")[0]  # what the draws came to, counted by outcome
+            assert " mismatch" in drawn and " non-finite output" in drawn
             await wait_for(pilot, lambda: any(n.title == "Hunt" for n in app._notifications))  # the bundles
             table = app.query_one("#hunt-table")
             table.focus()

@@ -98,8 +98,7 @@ def _drive(job: Hunt, session, err) -> None:
 
 def _report(job: Hunt, folder: Path, record: bool, wall_s: float) -> None:
     out, err = terminal(), terminal(stderr=True)
-    tally = ", ".join(f"{n} {kind}" for kind, n in sorted(job.tally.items()))
-    out.print(f"hunt seed {job.options.seed}: {job.drawn} configurations in {wall_s:.0f} s ({tally or 'none run'}); "
+    out.print(f"hunt seed {job.options.seed}: {job.drawn} configurations in {wall_s:.0f} s ({job.tally_words()}); "
               f"{len(job.findings)} finding(s); {escape(job.end_words())}", soft_wrap=True)  # fmt: skip
     if job.refusals:
         top = "; ".join(f"{n} x {escape(words)}" for words, n in job.refusals.most_common(3))

@@ -203,6 +203,10 @@ class Hunt:
             return verdict
         return Whose(there.who, f"{there.why} (at d_qk = d_v = {wider.d_qk}: at {minimal.d_qk} no peer ran)")
 
+    def tally_words(self) -> str:
+        """What the draws came to, e.g. '3 mismatch, 40 pass, 12 refused by cuDNN'."""
+        return ", ".join(f"{n} {kind}" for kind, n in sorted(self.tally.items())) or "none run"
+
     def end_words(self) -> str:
         """How the hunt ended (or stands): stopped, the draws asked for made, or the budget spent."""
         if self.stopped:

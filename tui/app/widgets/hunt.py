@@ -133,5 +133,5 @@ class HuntPane(VerticalScroll):
     def finished(self, job: Hunt) -> None:
         found = len(job.findings)
         tail = " Enter on a finding loads its minimal configuration into the form." if found else ""
-        self.say(f"{progress_words(job, '')}. Ended: {job.end_words()}.{tail}")
+        self.say(f"{progress_words(job, '')} ({job.tally_words()}). Ended: {job.end_words()}.{tail}")
         self.query_one("#hunt-start", Button).disabled = False
