@@ -78,7 +78,7 @@ def _nan_past_real_keys(c: SdpaConfig) -> bool:
         return False
     real = [c.lengths(i)[1] for i in range(c.b)]
     if c.paged:
-        return any(n % (c.page_size or 1) for n in real)
+        return any(n % c.page_size for n in real)
     return any(n < c.s_kv for n in real)
 
 
