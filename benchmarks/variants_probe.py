@@ -7,7 +7,7 @@ would: cuDNN's score_mod sub-graph built (without the plan cache, which cannot h
 every plan timed, the chosen one checked against the fp32 reference that applies the same
 modifier; the peers timed and checked on the same tensors. Where cuDNN refuses a pass (or is
 known to: its graph is then not built) the row gives cuDNN's words and the engine still times and
-checks the peers on the pass's tensors (engine/declined.py), so the variant has their figures;
+checks the peers on the pass's tensors (engine/measure.py), so the variant has their figures;
 where a pass was not run at all, Flex is run by this script alone on the inputs the engine draws
 (timed with CUDA events, checked against the same reference).
 

@@ -1,4 +1,4 @@
-"""A pass cuDNN declines still runs on the peers (engine/declined.py): the engine's GPU path, its
+"""A pass cuDNN declines still runs on the peers (engine/measure.py:measure_declined): the engine's GPU path, its
 tensors on the CPU and the GPU's steps scripted, for a variant cuDNN 9.19 is known to refuse on
 Hopper (its graph not built) and for a graph cuDNN declines at a build phase. The pass keeps
 cuDNN's refusal; the reference, torch's MATH backend and FA4 (its fake, the variant as a mask_mod)

@@ -1,9 +1,9 @@
-"""Without a usable GPU, what can still be done for each pass: cuDNN's own validation of the
-graph (the frontend's validate() runs without a GPU and gives its real messages), the graph's
-JSON, FLOPs and bytes, and torch's own low-precision SDPA on the CPU checked against the same
-fp32 reference, for problems small enough to finish in seconds: the GPU's peer, chosen the same
-way (the first of torch's FLASH, EFFICIENT and MATH backends for the CPU that runs it), and named
-by the backend that ran."""
+"""Without a usable GPU, what can still be done for a pass once cuDNN's own validation of its graph
+passed (the frontend's validate() runs without a GPU and gives its real messages: runner.py asks
+it): the graph's JSON, FLOPs and bytes, and torch's own low-precision SDPA on the CPU checked
+against the same fp32 reference, for problems small enough to finish in seconds: the GPU's peer,
+chosen the same way (the first of torch's FLASH, EFFICIENT and MATH backends for the CPU that runs
+it), and named by the backend that ran."""
 
 from __future__ import annotations
 
@@ -15,14 +15,13 @@ from ..model.config import SdpaConfig
 from ..model.inputs import recipe_of
 from ..model.options import RunOptions
 from ..model.results import OutputCheck, PassResult, PeerResult
-from ..model.statuses import BACKWARD, GOOD_STATUSES, STATUS_CPU_ONLY
+from ..model.statuses import STATUS_CPU_ONLY
 from .fp8 import dequantise, quantise
-from .graph import GraphBuildError, define_and_validate
-from .independent import INDEPENDENT_NAME, cross_check, fp64_reference
-from .measure import counts
-from .passes import Inputs, Pass, passes_of, recipe_notes
+from .graph import SdpaGraph
+from .independent import INDEPENDENT_NAME, fp64_reference
+from .passes import Inputs, Pass, recipe_notes
 from .reference import drawn_values
-from .tolerances import compare
+from .tolerances import compare, output_tolerance
 
 CPU_REFERENCE_MAX_FLOPS = 4e9  # a few seconds of fp32 math on a small CPU
 
@@ -38,47 +37,37 @@ def cpu_inputs(config: SdpaConfig, seed: int) -> Inputs:
     return Inputs(q, k, v, drawn.get("bias"), d_o)
 
 
-def cpu_passes(
-    config: SdpaConfig, options: RunOptions, reason: str, progress: Callable[[str], None]
-) -> list[PassResult]:
-    """Each pass as far as a CPU takes it; a pass cuDNN refuses ends the run. `reason`: why no GPU."""
-    results = []
-    for spec in passes_of(config):
-        progress(f"validating the {spec.kind}" + (" and checking on the CPU" if options.check else ""))
-        result = cpu_pass(spec, config, options.check, options.seed, reason, progress, options.cross_check)
-        if options.peers:  # said, not silently dropped
-            from .peers import ADAPTERS
-
-            why = f"not run: peers are timed on the GPU only ({reason})"
-            unrun = tuple(PeerResult(ADAPTERS[k].name(config), reason=why) for k in options.peers)
-            result = dataclasses.replace(result, field_peers=unrun)
-        results.append(result)
-        if results[-1].status not in GOOD_STATUSES:
-            break
-    return results
-
-
 def cpu_pass(
     spec: Pass,
     config: SdpaConfig,
-    check: bool,
-    seed: int,
+    g: SdpaGraph,
+    what: dict[str, Any],
+    options: RunOptions,
     reason: str,
     progress: Callable[[str], None],
-    cross: bool = False,
 ) -> PassResult:
-    """One pass without a GPU; a graph cuDNN refuses is a result, in cuDNN's words. `progress`
-    hears how far the CPU reference is (it can take seconds). `cross`: the fp32 reference is
-    cross-checked against the fp64 one too (independent.py)."""
-    what = counts(spec, config)
-    try:
-        g = define_and_validate(config, backward=spec.kind == BACKWARD)
-    except GraphBuildError as exc:
-        return exc.result(**what)
-    result = PassResult(status=STATUS_CPU_ONLY, phases=tuple(g.phases), graph_json=g.described, **what)
-    if not check:
+    """One pass without a GPU, its graph `g` validated (`what` says what the pass is: measure.counts;
+    `reason`: why no GPU). `progress` hears how far the CPU reference is (it can take seconds); with
+    the options' cross-check, the fp32 reference is checked against the fp64 one too (independent.py)."""
+    validated = PassResult(status=STATUS_CPU_ONLY, phases=tuple(g.phases), graph_json=g.described, **what)
+    result = peers_not_run(validated, config, options, reason)
+    if not options.check:
         return result
-    return dataclasses.replace(result, **cpu_check(spec, config, seed, reason, progress, cross))
+    return dataclasses.replace(
+        result, **cpu_check(spec, config, options.seed, reason, progress, options.cross_check)
+    )
+
+
+def peers_not_run(result: PassResult, config: SdpaConfig, options: RunOptions, reason: str) -> PassResult:
+    """The pass's result with the peers asked for said, not silently dropped: they run on the GPU only."""
+    if not options.peers:
+        return result
+    from .peers import ADAPTERS
+
+    why = f"not run: peers are timed on the GPU only ({reason})"
+    return dataclasses.replace(
+        result, field_peers=tuple(PeerResult(ADAPTERS[k].name(config), reason=why) for k in options.peers)
+    )
 
 
 def fitting_batch(spec: Pass, config: SdpaConfig) -> int:
@@ -113,7 +102,8 @@ def cpu_check(
         note += f"; checked on the first {fits} of {config.b} batch entries: all {config.b} are {cost / 1e9:.1f} GFLOP, above {limit}"
         config = first_entries(config, fits)
     plain = config.replace(dropout=0.0)
-    inputs = cpu_inputs(plain, seed)
+    inputs, recipe = cpu_inputs(plain, seed), recipe_of(config)
+    said = recipe_notes(recipe, config.padded)  # what the input recipe did
     peer = spec.peer(plain, inputs)
     if peer is None:
         return dict(notes=(note, *spec.notes(plain)))
@@ -134,10 +124,8 @@ def cpu_check(
     for output, ref in refs.items():
         if output not in peer.outputs:  # the softmax's row outputs are cuDNN's alone
             continue
-        atol, rtol = spec.tolerance(config, output, ref, inputs)
-        against = (
-            cross_check(None, ref, fp64[output], atol, rtol, rows[output])[1] if output in fp64 else None
-        )
+        atol, rtol = output_tolerance(config, output, ref, inputs, spec.grad)
+        against = compare(ref, fp64[output], atol, rtol, rows[output]) if output in fp64 else None
         peer_error = {name: compare(peer.outputs[output], ref, atol, rtol, rows[output])}
         checks.append(OutputCheck(output, atol, rtol, None, peer_error, reference_fp64=against))
     crossed = (why or f"the fp32 reference cross-checked against {INDEPENDENT_NAME}",) if cross else ()
@@ -145,6 +133,6 @@ def cpu_check(
         reference=spec.reference_name,
         check_device="cpu",
         checks=tuple(checks),
-        notes=(note, *recipe_notes(config), *crossed),
+        notes=(note, *said, *crossed),
         peers={name: f"{peer.description} (CPU)"},
     )

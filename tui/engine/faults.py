@@ -12,6 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..model.results import Crash, PassResult
+from ..model.statuses import STATUS_CRASH
+
 # CUDA's words for the errors that poison a context (cudaErrorIllegalAddress, LaunchFailure,
 # MisalignedAddress, IllegalInstruction, InvalidPc, HardwareStackError, Assert, ECCUncorrectable,
 # LaunchTimeout); a lost context is also detected by trying it (`usable`), whatever the words.
@@ -71,6 +74,17 @@ def execute_once(run: Callable[[], Any], during: str, plan: str = "") -> None:
         if sticky(exc):
             raise ContextLost(during, first_line(exc), plan) from exc
         raise
+
+
+def lost(exc: BaseException, during: str, counts: dict[str, Any]) -> tuple[Crash, PassResult]:
+    """A fault that lost the context as the run reports it: the crash (CUDA's words, and what was
+    running: `during` where the fault does not say) and the result of the pass it ended (`counts`
+    says what the pass is: measure.counts)."""
+    if not isinstance(exc, ContextLost):
+        exc = ContextLost(during, first_line(exc))
+    crash = Crash(error=exc.error, during=exc.during, kind=counts["kind"], plan=exc.plan)
+    words = f"crashed the GPU: {exc.error} (during {exc.during})"
+    return crash, PassResult(status=STATUS_CRASH, message=words, **counts)
 
 
 def first_line(exc: BaseException) -> str:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..model.config import SdpaConfig
-from ..model.equivalents import Equivalent, equivalent_forms
+from ..model.equivalents import Equivalent
 from ..model.rates import tflops
 from ..model.results import FormResult, PassResult
 from . import faults
@@ -19,19 +19,23 @@ from .graph import GraphBuildError
 from .measure import Bench, Measurement, plan_name
 from .passes import FORWARD_PASS, BuiltPass
 from .timing import kernel_time
-from .tolerances import compare
 
 Build = Callable[[SdpaConfig], BuiltPass]  # a form's forward built (the engine's cache and plan cache)
 
 
 def measure_forms(
-    config: SdpaConfig, original: BuiltPass, result: PassResult, options: Any, bench: Bench, build: Build
+    forms: tuple[Equivalent, ...],
+    original: BuiltPass,
+    result: PassResult,
+    options: Any,
+    bench: Bench,
+    build: Build,
 ) -> PassResult:
-    """The forward's result with its equivalent forms measured (`forms`); as it was where there is
-    none, or the forward itself was not timed."""
-    forms = equivalent_forms(config)
+    """The forward's result with `forms`, the equivalent forms of its configuration (equivalents.py),
+    measured; as it was where there is none, or the forward itself was not timed."""
     if not forms or result.timing is None:
         return result
+    config = original.config
     measured = tuple(_measured(config, original, eq, options, bench, build) for eq in forms)
     return dataclasses.replace(result, forms=measured)
 
@@ -59,7 +63,7 @@ def _measured(
         if faults.sticky(exc):
             raise
         return dataclasses.replace(record, reason=f"{type(exc).__name__}: {faults.first_line(exc)}")
-    checked = _checked(config, original, outputs)
+    checked = _checked(original, outputs, bench)
     return dataclasses.replace(
         record,
         plan=plan_name(form.graph.plans, index),
@@ -79,13 +83,9 @@ def _same_inputs(original: BuiltPass, form: BuiltPass) -> None:
             tensor.copy_(mine)
 
 
-def _checked(config: SdpaConfig, original: BuiltPass, outputs: dict[str, Any]) -> list:
-    """The form's outputs against the configuration's reference, over its real rows (none unchecked)."""
+def _checked(original: BuiltPass, outputs: dict[str, Any], bench: Bench) -> list:
+    """The form's outputs checked as the configuration's own forward is: against its reference,
+    in its tolerances, over its real rows (none where it was not checked)."""
     if original.reference is None:
         return []
-    rows = FORWARD_PASS.rows(config, "cuda")
-    return [
-        compare(outputs[name], ref, *original.tolerances[name], rows[name])
-        for name, ref in original.reference.items()
-        if name in outputs
-    ]
+    return [c.cudnn for c in Measurement(FORWARD_PASS, original, {}, bench).check(outputs)]

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..model.config import SdpaConfig
-from ..model.pins import append_plan
+from ..model.pins import Pin, parse
 from ..model.results import PLAN_SOURCES, PassResult, PhaseTiming, PlanResult
 from ..model.statuses import STATUS_ERROR, STATUS_UNSUPPORTED
 from ..model.tensor_plan import TensorSpec, tensor_plan
@@ -103,15 +103,6 @@ class SdpaGraph:
         """The plan this pass runs: the pinned one where it built, else the heuristic's pick."""
         return self.pinned_index if self.pinned_index is not None else self.heuristic_index
 
-    def append_pinned(self, cudnn: Any) -> int | None:
-        """Append the config's pinned plan after the heuristic's list; its index, or None (with
-        `pin_error`) when cuDNN will not make it (an engine or knob it does not have)."""
-        try:
-            return append_plan(self.graph, cudnn, self.config.plan or "")
-        except Exception as exc:
-            self.pin_error = f"{NOT_MADE}: {first_line(exc) or type(exc).__name__}"
-            return None
-
     def record_pinned(self, index: int | None) -> None:
         """Where the pinned plan is: run it when it built, else say why not."""
         plan = next((p for p in self.plans if p.index == index), None)
@@ -158,7 +149,8 @@ def _timed(phases: list[PhaseTiming], name: str, fn: Callable[[], Any], graph_js
     return result
 
 
-def cudnn_dtype(cudnn: Any, dtype: str) -> Any:
+def cudnn_types(cudnn: Any) -> dict[str, Any]:
+    """cuDNN's data types by the names the tensor plan gives them."""
     return {
         "fp16": cudnn.data_type.HALF,
         "bf16": cudnn.data_type.BFLOAT16,
@@ -166,7 +158,7 @@ def cudnn_dtype(cudnn: Any, dtype: str) -> Any:
         "fp32": cudnn.data_type.FLOAT,
         "int32": cudnn.data_type.INT32,
         "int64": cudnn.data_type.INT64,
-    }[dtype]
+    }
 
 
 def define(
@@ -177,10 +169,10 @@ def define(
     it. With `rng_dump`, the forward also writes the dropout mask it drew (to check the output)."""
     import cudnn
 
-    plan = tensor_plan(config, backward, rng_dump)
+    plan, types = tensor_plan(config, backward, rng_dump), cudnn_types(cudnn)
     # the io type is the type of the 16-bit tensors; FP8 graphs declare every type explicitly
     graph = cudnn.pygraph(
-        io_data_type=cudnn_dtype(cudnn, "bf16" if config.o_dtype == "bf16" else "fp16"),
+        io_data_type=types["bf16" if config.o_dtype == "bf16" else "fp16"],
         intermediate_data_type=cudnn.data_type.FLOAT,
         compute_data_type=cudnn.data_type.FLOAT,
         handle=handle,
@@ -189,7 +181,7 @@ def define(
 
     def declare(spec: TensorSpec, t: Any = None) -> Any:
         """A read tensor (new) or a written one (`t`, returned by the operation), by its spec."""
-        dtype = cudnn_dtype(cudnn, spec.dtype)
+        dtype = types[spec.dtype]
         if t is None:
             t = graph.tensor(name=spec.name, dim=spec.dims, stride=spec.strides, data_type=dtype)
         else:
@@ -236,66 +228,95 @@ def build(
     backward: bool = False,
     cache: Any = None,
     machine: str = "",
-    same_as: str = "",
+    same_as: PlanResult | None = None,
 ) -> SdpaGraph:
-    """All six phases, then every candidate plan described and built (needs a GPU). Without
-    `every_plan` only the heuristic's pick is built (a graph used only to check), or the plan
-    `same_as` names (a pin's text: the engine and knobs of the plan being checked) where cuDNN
-    makes and builds it for this graph (`pinned_index`; else `pin_error` says why). With
-    `backward`, the backward graph of the config's training step. With a plan cache
-    (plan_cache.PlanCache) and the `machine` it is keyed by, the plans of a graph built before
-    load from it instead; a graph built now is added to it."""
+    """All six phases, then every candidate plan described and built (needs a GPU), the config's
+    pinned plan appended after the heuristic's. Without `every_plan` only the heuristic's pick is
+    built (a graph used only to check), or a plan of the engine and knobs of `same_as` (the plan
+    being checked) where cuDNN makes and builds it for this graph (`pinned_index`; else `pin_error`
+    says why). With `backward`, the backward graph of the config's training step. With a plan
+    cache (plan_cache.PlanCache) and the `machine` it is keyed by, the plans of a graph built
+    before load from it instead; a graph built now is added to it."""
     import cudnn
 
-    g = define_and_validate(config, handle, rng_dump, backward)
-    key, started = None, time.perf_counter()
     pinning = bool(config.plan) and not backward and every_plan  # a pin is the forward's
-    if cache is not None and every_plan and config.variant != "none":
-        cache.notes.append(f"plan cache not used: {UNCACHED}")
-        cache = None
-    if cache is not None and every_plan:
+    cache = _usable(cache, config, every_plan)
+    g = define_and_validate(config, handle, rng_dump, backward)
+    key, started, built_in = None, time.perf_counter(), None
+    if cache is not None:
         modes = (*config.heuristics, *((f"plan {config.plan}",) if pinning else ()))
         key = plan_cache.entry_key(g.json(), g.kind, modes, machine)
         t0 = time.perf_counter()
         built_in = plan_cache.restore(cache, key, g, handle)
-        if built_in is not None:
-            note = f"{PHASE_NOTES['load_plans']} (building them took {built_in:.2f} s)"
-            g.phases.append(PhaseTiming("load_plans", time.perf_counter() - t0, note))
-            g.record_pinned(next((p.index for p in g.plans if p.is_pinned), None))
-            return g
-    phases = g.phases
-    graph = g.graph
+    if built_in is None:
+        wanted, pin_error = _wanted(config, cudnn, pinning, same_as if not every_plan else None)
+        g.pin_error = pin_error or g.pin_error
+        _build_plans(g, cudnn, wanted, every_plan)
+    else:
+        note = f"{PHASE_NOTES['load_plans']} (building them took {built_in:.2f} s)"
+        g.phases.append(PhaseTiming("load_plans", time.perf_counter() - t0, note))
+        g.record_pinned(next((p.index for p in g.plans if p.is_pinned), None))
+    if key is not None and built_in is None and not g.pin_error.startswith(NOT_MADE):
+        plan_cache.save(cache, key, g, time.perf_counter() - started)
+    return g
+
+
+def _usable(cache: Any, config: SdpaConfig, every_plan: bool) -> Any:
+    """The plan cache where it may hold this graph's plans: not for a graph that builds only the
+    heuristic's pick, nor for a score modifier (a callback no cache key can hold)."""
+    if cache is None or not every_plan:
+        return None
+    if config.variant != "none":
+        cache.notes.append(f"plan cache not used: {UNCACHED}")
+        return None
+    return cache
+
+
+def _wanted(
+    config: SdpaConfig, cudnn: Any, pinning: bool, same_as: PlanResult | None
+) -> tuple[tuple[int, dict] | None, str]:
+    """The plan to append as cuDNN makes one (the configuration's pin, or the engine and knobs of
+    the plan being checked), and the pin's error ('' for none): an engine or knob cuDNN lacks."""
+    try:
+        pin = Pin.of(same_as.engine_id, same_as.knobs) if same_as is not None else None
+        if pin is None and pinning:
+            pin = parse(config.plan or "")
+        return ((pin.engine_id, pin.knob_types(cudnn)) if pin else None), ""
+    except Exception as exc:
+        return None, f"{NOT_MADE}: {first_line(exc) or type(exc).__name__}"
+
+
+def _build_plans(g: SdpaGraph, cudnn: Any, wanted: tuple[int, dict] | None, every_plan: bool) -> None:
+    """The phases from the operation graph to the built plans, the plan `wanted` (an engine and its
+    knobs) appended after the heuristic's list; with `every_plan`, every candidate built."""
+    phases, graph = g.phases, g.graph
     _timed(phases, "build_operation_graph", graph.build_operation_graph, g.json)
     _timed(
         phases,
         "create_execution_plans",
-        lambda: graph.create_execution_plans(heuristic_modes(cudnn, config.heuristics)),
+        lambda: graph.create_execution_plans(heuristic_modes(cudnn, g.config.heuristics)),
         g.json,
     )
-    pin_at = g.append_pinned(cudnn) if pinning else None
-    if same_as and not every_plan:
-        pin_at = _append_same(g, cudnn, same_as)
+    pin_at = _append(g, *wanted) if wanted is not None else None
     _timed(phases, "check_support", graph.check_support, g.json)
     _timed(phases, "build_plans", graph.build_plans, g.json)
     if not every_plan:  # execute() runs the plan build_plans() selected, or the one built after it
         g.workspace_bytes = graph.get_workspace_size()
         if pin_at is not None:
             _select_same(g, pin_at)
-        return g
+        return
     _build_every_plan(g, pin_at)
-    if key is not None and not g.pin_error.startswith(NOT_MADE):
-        plan_cache.save(cache, key, g, time.perf_counter() - started)
-    return g
 
 
-def _append_same(g: SdpaGraph, cudnn: Any, text: str) -> int | None:
-    """The plan `text` names appended after the heuristic's list (None, with `pin_error`, where
-    cuDNN will not make it for this graph)."""
+def _append(g: SdpaGraph, engine_id: int, knobs: dict) -> int | None:
+    """The plan of `engine_id` and `knobs` appended after the heuristic's list with
+    create_execution_plan(): its index, or None (with `pin_error`) where cuDNN will not make it."""
     try:
-        return append_plan(g.graph, cudnn, text)
+        g.graph.create_execution_plan(engine_id, knobs)
     except Exception as exc:
         g.pin_error = f"{NOT_MADE}: {first_line(exc) or type(exc).__name__}"
         return None
+    return g.graph.get_execution_plan_count() - 1
 
 
 def _select_same(g: SdpaGraph, index: int) -> None:

@@ -128,7 +128,9 @@ def sdpa_kwargs(
     if config.packed and backward:  # the packed token totals bound the backward's token axis
         kw["max_total_seq_len_q"], kw["max_total_seq_len_kv"] = tokens
     kw.update(score_mod_keywords(config.variant, backward))  # the variant's sub-graph (score_mod.py)
-    _refuse_unknown(op, kw)
+    missing = [k for k in kw if k not in OP_KEYWORDS[op]]  # the frontend would drop them silently
+    if missing:
+        raise UnsupportedOption(f"{op} has no option for {_OPTION_WORDS.get(missing[0], repr(missing[0]))}")
     return kw
 
 
@@ -160,12 +162,3 @@ def _mask_options(config: SdpaConfig, cudnn: Any) -> dict[str, Any]:
     if config.alibi:
         kw["use_alibi_mask"] = True
     return kw
-
-
-def _refuse_unknown(op: str, kw: dict[str, Any]) -> None:
-    """The frontend would drop a keyword the op lacks silently: refuse it, in the option's words."""
-    known = OP_KEYWORDS[op]
-    missing = [k for k in kw if k not in known]
-    if missing:
-        what = _OPTION_WORDS.get(missing[0], repr(missing[0]))
-        raise UnsupportedOption(f"{op} has no option for {what}")

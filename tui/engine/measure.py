@@ -1,6 +1,7 @@
 """One path that times and checks any pass on the GPU: every plan's kernel time, each output
-against the fp32 reference and the peer, and the verdict. It knows a pass only through
-passes.Pass, so a new pass is measured the way the forward and the backward are."""
+against the fp32 reference and the peer, and the verdict; and, for a pass cuDNN declines, the
+reference and the peers run on its tensors without it (measure_declined). It knows a pass only
+through passes.Pass, so a new pass is measured the way the forward and the backward are."""
 
 from __future__ import annotations
 
@@ -14,10 +15,12 @@ from ..model.config import SdpaConfig
 from ..model.options import TimingOptions
 from ..model.rates import bandwidth_gbs, tflops
 from ..model.results import OutputCheck, PassResult, PlanResult, TimingStats
-from ..model.statuses import FORWARD, STATUS_MISMATCH, STATUS_OK
+from ..model.statuses import FORWARD, STATUS_KNOWN_ISSUE, STATUS_MISMATCH, STATUS_OK, STATUS_UNSUPPORTED
 from . import faults, fp8
+from .graph import GraphBuildError
 from .independent import INDEPENDENT_NAME, cross_check, fp64_reference
-from .passes import FORWARD_PASS, BuiltPass, Inputs, Pass
+from .passes import BuiltPass, Inputs, Pass
+from .tensors import dropout_mask
 from .timing import host_overhead_calls, host_overhead_us, kernel_time
 from .tolerances import compare
 
@@ -66,7 +69,8 @@ class Measurement:
     """Measuring one built pass: running a plan, reading its outputs, checking them."""
 
     def __init__(self, spec: Pass, built: BuiltPass, before: dict[str, BuiltPass], bench: Bench):
-        self.spec, self.built, self.before, self.bench = spec, built, before, bench
+        self.spec, self.built, self.before = spec, built, before
+        self.bench = bench  # the engine's, whatever the pass
         self.cross_check = False  # each output also against the fp64 reference (RunOptions.cross_check)
         self.config = built.config
 
@@ -105,7 +109,7 @@ class Measurement:
         if config.dropout:
             forward = b if self.spec.kind == FORWARD else self.before[FORWARD]
             if forward.dropout_mask is None:
-                forward.dropout_mask = FORWARD_PASS.dropout_mask(forward, self.bench.handle)
+                forward.dropout_mask = dropout_mask(forward, self.bench.handle)
             mask = forward.dropout_mask
         d_o = b.values("dO") if "dO" in b.data else None
         sink = b.data.get("sink_token")
@@ -175,13 +179,15 @@ class Measurement:
 
 
 def measure(
-    spec: Pass, built: BuiltPass, before: dict[str, BuiltPass], options: Any, bench: Bench
+    spec: Pass, built: BuiltPass, before: dict[str, BuiltPass], options: Any, bench: Bench, last: bool = True
 ) -> PassResult:
     """Check the heuristic's plan, time every plan that built (or only the pick without
-    autotune), and say whether the pass is right."""
+    autotune), and say whether the pass is right; unless `last`, run the heuristic's plan once
+    more, since the next pass reads what it writes (o, stats)."""
     m = Measurement(spec, built, before, bench)
     m.cross_check = options.check and options.cross_check
     config, g = m.config, built.graph
+    what = counts(spec, config)  # what the pass is, whatever its verdict
     checks = _check_chosen(m, options)
     repeatable = m.repeatable() if options.check and spec.repeat_check else None
 
@@ -202,13 +208,12 @@ def measure(
     )
     timing = next((p.timing for p in plans if p.index == g.chosen), None)
     pin_notes = _pin_notes(m, plans)
+    references = amax_references(spec, built) if config.fp8 else {}
     field_peers: tuple = ()
     if options.peers:
         from .peer_runs import measure_peers
 
-        field_peers, errors = measure_peers(
-            m, options.peers, options, spec.flops(config), spec.io_bytes(config)
-        )
+        field_peers, errors = measure_peers(m, options.peers, options)
         checks = tuple(dataclasses.replace(c, peers={**c.peers, **errors.get(c.output, {})}) for c in checks)
     result = PassResult(
         phases=tuple(g.phases),
@@ -224,9 +229,7 @@ def measure(
         peers={**built.peers, **{p.name: p.description for p in field_peers if p.ran}},
         field_peers=field_peers,
         repeatable=repeatable,
-        fp8=fp8.scaling(built.data, spec.fp8_scales, spec.fp8_amax, amax_references(spec, built))
-        if config.fp8
-        else None,
+        fp8=fp8.scaling(built.data, spec.fp8_scales, spec.fp8_amax, references) if config.fp8 else None,
         notes=(
             *pin_notes,
             *((*spec.notes(config), *built.peer_notes) if checks else ()),
@@ -235,8 +238,10 @@ def measure(
             *(built.fp64_notes if m.cross_check else ()),
         ),  # fmt: skip
         graph_json=g.described or g.json(),
-        **counts(spec, config),
+        **what,
     )
+    if not last:
+        m.run_plan(g.chosen)()
     return dataclasses.replace(result, **verdict(result))
 
 
@@ -303,6 +308,74 @@ def verdict(result: PassResult) -> dict[str, str]:
             message=f"the deterministic {result.kind} gave different outputs on two executions",
         )
     return dict(status=STATUS_OK, message="")
+
+
+# ---- a pass cuDNN declined ----------------------------------------------------------------
+NOTE = "cuDNN did not run this pass: the fp32 reference and the peers ran on its tensors without it"
+AFTER_DECLINED = "not built: it reads the O and softmax stats of cuDNN's forward, which cuDNN declined"
+DROPOUT_NOTE = (
+    "dropout on: its mask is drawn by cuDNN's graph, which did not run, so no peer can be checked without it"
+)
+
+
+def measure_declined(
+    spec: Pass,
+    config: SdpaConfig,
+    declined_by: GraphBuildError | None,
+    known: str,
+    before: dict[str, BuiltPass],
+    options: Any,
+    bench: Bench,
+) -> tuple[PassResult, BuiltPass | None]:
+    """A pass cuDNN declines, measured without it: cuDNN's refusal stays the pass's (its status, its
+    words, the phase that refused: `declined_by`, where cuDNN declined its graph; else the graph is
+    not built, for the `known` refusal's words or since cuDNN declined the pass it reads), and on the
+    tensors the graph would have read the fp32 reference, the torch peer and the peers asked for
+    run as they do beside a built graph (where checking or asked). So a variant cuDNN refuses still
+    shows against Flex and FA4, in the Peers pane and the fastest way. Also the tensors made, for a
+    later pass to read (None where nothing ran: nothing asked, or dropout, whose mask only cuDNN's
+    graph draws). A backward whose forward cuDNN declined is not built either: it reads the
+    forward's O and softmax stats, which no cuDNN graph wrote; its peers run on the forward's
+    tensors and their own dO."""
+    asked, what, made = options.check or options.peers, counts(spec, config), None
+    if asked and not config.dropout:
+        bench.progress(f"the {spec.kind} without cuDNN: its tensors, the reference and the peers")
+        data = spec.tensors(config, options.seed, before, bench.device)
+        made = BuiltPass(spec.kind, None, data, None, config=config)
+        m = Measurement(spec, made, before, bench)
+        if options.check:
+            bench.progress(f"checking the {spec.kind}'s peers")
+            m.prepare_check()
+        field_peers: tuple = ()
+        errors: dict[str, dict[str, Any]] = {}
+        if options.peers:
+            from .peer_runs import measure_peers
+
+            field_peers, errors = measure_peers(m, options.peers, options)
+        checks = tuple(  # each output some peer wrote, against the reference: no error of cuDNN's
+            OutputCheck(name, *made.tolerances[name], None, peers)
+            for name in made.reference or {}
+            if (peers := {**made.peer_metrics.get(name, {}), **errors.get(name, {})})
+        )
+    if declined_by is not None:
+        refusal = declined_by.result(**what)
+    else:
+        status, words = (STATUS_KNOWN_ISSUE, known) if known else (STATUS_UNSUPPORTED, AFTER_DECLINED)
+        refusal = PassResult(status=status, message=words, **what)
+    if made is None:  # nothing asked, or dropout, whose mask only cuDNN's graph draws
+        return (
+            dataclasses.replace(refusal, notes=(*refusal.notes, DROPOUT_NOTE)) if asked else refusal
+        ), None
+    result = dataclasses.replace(
+        refusal,
+        reference=spec.reference_name if checks else "",
+        check_device=bench.device if checks else "",
+        checks=checks,
+        peers={**made.peers, **{p.name: p.description for p in field_peers if p.ran}},
+        field_peers=field_peers,
+        notes=(*refusal.notes, NOTE, *spec.notes(config), *made.peer_notes),
+    )
+    return result, made
 
 
 def time_plans(

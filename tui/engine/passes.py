@@ -14,18 +14,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..model.config import BACKWARD_FLOPS_RULE, SdpaConfig
-from ..model.inputs import recipe_of
-from ..model.pins import Pin
+from ..model.inputs import Recipe, recipe_of
 from ..model.results import ErrorMetrics
 from ..model.statuses import BACKWARD, FORWARD
 from ..model.tensor_plan import BACKWARD_AMAX, FORWARD_AMAX, FP8_FORWARD_SCALES
 from . import fp8, storage
-from .graph import SdpaGraph, build
-from .peer import PeerRun, first_backend, torch_sdpa, torch_sdpa_grads
+from .graph import SdpaGraph
+from .peer import described, first_backend, peer_name, torch_sdpa, torch_sdpa_grads
 from .recipes import real_parts
 from .reference import REFERENCE_NAME, reference_fp32, reference_grads, softmax_rows, valid_rows
-from .tensors import backward_tensors, device_tensors, dump_dropout_mask, workspace
-from .tolerances import TOLERANCES, atol_floor, tolerance
+from .tensors import backward_tensors, device_tensors
+from .tolerances import TOLERANCES, output_tolerance
 
 Progress = Callable[[float], None]
 GRAD_REFERENCE_NAME = "fp32 autograd of the reference on the same logical tensors and the same dO"
@@ -97,21 +96,6 @@ class Inputs:
 
 
 NO_PEER_NOTE = "no torch backend other than cuDNN runs this configuration: no peer error is shown"
-# What each backend is, in a few words, by device where it differs.
-BACKEND_WORDS = {
-    ("FLASH", "cuda"): "FlashAttention-2",
-    ("FLASH", "cpu"): "ATen's flash-attention kernel for the CPU",
-    ("EFFICIENT", "cuda"): "the memory-efficient kernel from xFormers",
-    ("EFFICIENT", "cpu"): "the memory-efficient kernel",
-    ("MATH", "cuda"): "ATen's unfused matmul, softmax and matmul",
-    ("MATH", "cpu"): "ATen's unfused matmul, softmax and matmul",
-}
-
-
-def peer_name(config: SdpaConfig, backend: str) -> str:
-    """A peer's name: torch, the backend that ran, and the inputs' precision (fp16 for FP8 inputs),
-    e.g. "torch FLASH bf16"."""
-    return f"torch {backend} {'fp16' if config.fp8 else config.dtype}"
 
 
 @dataclass(frozen=True)
@@ -153,22 +137,6 @@ class Pass:
         """FLOPs of the reference and the peer: the forward's, and a backward's on top of it."""
         return self.flops(config) + (config.flops() if self.grad else 0)
 
-    def build(
-        self,
-        config: SdpaConfig,
-        handle: Any,
-        seed: int,
-        before: dict[str, BuiltPass],
-        cache: Any = None,
-        machine: str = "",
-    ) -> BuiltPass:
-        """The pass's graph with every plan built (or loaded from `cache`, a plan_cache.PlanCache
-        keyed by `machine`), and its tensors."""
-        import torch
-
-        g = build(config, handle, backward=self.kind == BACKWARD, cache=cache, machine=machine)
-        return BuiltPass(self.kind, g, self.tensors(config, seed, before), workspace(torch, g))
-
     def tensors(
         self, config: SdpaConfig, seed: int, before: dict[str, BuiltPass], device: str = "cuda"
     ) -> dict[str, Any]:
@@ -195,7 +163,7 @@ class Pass:
         if run.outputs is None:
             why = "; ".join(f"{backend}: {reason}" for backend, reason in run.refused)
             return Peer(notes=(f"{NO_PEER_NOTE} ({why})" if why else NO_PEER_NOTE,))
-        description = self.peer_description(config, run, p.q.device.type)
+        description = described(self.peer_what, config, run, p.q.device.type)
         return Peer(peer_name(config, run.backend), description, run.outputs)
 
     def has_peer(self, config: SdpaConfig, inputs: Inputs) -> bool:
@@ -207,27 +175,13 @@ class Pass:
         """The peer's outputs under one backend, forced (raises where it refuses)."""
         raise NotImplementedError
 
-    def peer_description(self, config: SdpaConfig, run: PeerRun, device: str) -> str:
-        """One line: which backend ran and why it is not cuDNN, the GQA and FP8 arrangements, and
-        why each backend tried before it refused, in torch's words."""
-        words = [
-            f"{self.peer_what} forced to its {run.backend} backend ({BACKEND_WORDS[run.backend, device]})"
-        ]
-        if config.h_q != config.h_kv:
-            words.append(f"K and V repeated to the {config.h_q} query heads")
-        if config.fp8:
-            words.append("in fp16 on the dequantised inputs (torch has no FP8 attention)")
-        refused = [f"; {backend} refused: {reason}" for backend, reason in run.refused]
-        return ", ".join(words) + "".join(refused) + "; never cuDNN, which is what is measured"
-
     def rows(self, config: SdpaConfig, device: Any) -> dict[str, Any]:
         """Each output's real rows (padding): the only ones compared."""
         raise NotImplementedError
 
     def tolerance(self, config: SdpaConfig, output: str, ref: Any, inputs: Inputs) -> tuple[float, float]:
         """(atol, rtol) of one output, its atol never below what the inputs' size allows."""
-        floor = atol_floor(config, output, inputs.q, inputs.k, inputs.v, inputs.d_o, inputs.o)
-        return tolerance(config, ref, grad=self.grad, floor=floor)
+        return output_tolerance(config, output, ref, inputs, self.grad)
 
     def notes(self, config: SdpaConfig) -> tuple[str, ...]:
         return ()
@@ -295,28 +249,6 @@ class Forward(Pass):
             )
         notes += storage_notes(config)
         return tuple(notes)
-
-    def dropout_mask(self, built: BuiltPass, handle: Any) -> Any:
-        """Run the check graph (the same graph, also dumping the dropout mask it draws) once and
-        return the mask. The timed graph does not dump: writing the mask would slow it. The check
-        graph runs the engine and knobs of the plan being checked: an engine maps the Philox
-        stream to positions its own way, so another engine's mask need not be this plan's (a decode
-        shape, s_q=1, may get a different engine once the graph also dumps). Where cuDNN will not
-        build that plan for it, the note says the mask came from another engine."""
-        import torch
-
-        chosen = next((p for p in built.graph.plans if p.index == built.graph.chosen), None)
-        same = (
-            Pin.of(chosen.engine_id, chosen.knobs).text() if chosen and chosen.engine_id is not None else ""
-        )
-        check = build(built.graph.config, handle, rng_dump=True, every_plan=False, same_as=same)
-        if same and check.pinned_index is None:
-            built.check_notes = (
-                f"dropout: the mask the reference applies came from the check graph's own plan, not from "
-                f"{chosen.name}'s engine ({check.pin_error or 'not built for it'}): where the engines map "
-                "the random stream differently, a mismatch is the check's, not cuDNN's",
-            )
-        return dump_dropout_mask(check, built.data, workspace(torch, check), handle)
 
 
 class Backward(Pass):
@@ -412,7 +344,7 @@ def storage_notes(config: SdpaConfig) -> tuple[str, ...]:
         notes.append(
             "sink tokens: the reference adds each head's sink logit as one more softmax column; torch has none"
         )
-    notes += recipe_notes(config)
+    notes += recipe_notes(recipe_of(config), config.padded)
     if config.variant != "none":
         v = config.modifier
         torch_words = "torch's SDPA cannot cap the scores, so its error is not shown" if v.cap else (
@@ -422,10 +354,10 @@ def storage_notes(config: SdpaConfig) -> tuple[str, ...]:
     return tuple(notes)
 
 
-def recipe_notes(config: SdpaConfig) -> tuple[str, ...]:
-    """What the input recipe did to the inputs (model/inputs.py); nothing for the default."""
-    recipe = recipe_of(config)
+def recipe_notes(recipe: Recipe, padded: bool) -> tuple[str, ...]:
+    """What the input recipe did to the inputs (model/inputs.py), of a configuration `padded` or not;
+    nothing for the default."""
     if not recipe.words():
         return ()
-    fill = "; the reference and the peers read the real parts only" if recipe.pad and config.padded else ""
+    fill = "; the reference and the peers read the real parts only" if recipe.pad and padded else ""
     return (f"input recipe {recipe.text}: {recipe.words()}{fill}",)

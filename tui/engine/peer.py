@@ -70,6 +70,36 @@ def first_backend(run: Callable[[str], Any], backends: tuple[str, ...] | None = 
     return PeerRun("", None, tuple(refused))
 
 
+# What each backend is, in a few words, by device where it differs.
+BACKEND_WORDS = {
+    ("FLASH", "cuda"): "FlashAttention-2",
+    ("FLASH", "cpu"): "ATen's flash-attention kernel for the CPU",
+    ("EFFICIENT", "cuda"): "the memory-efficient kernel from xFormers",
+    ("EFFICIENT", "cpu"): "the memory-efficient kernel",
+    ("MATH", "cuda"): "ATen's unfused matmul, softmax and matmul",
+    ("MATH", "cpu"): "ATen's unfused matmul, softmax and matmul",
+}
+
+
+def peer_name(config: SdpaConfig, backend: str) -> str:
+    """A peer's name: torch, the backend that ran, and the inputs' precision (fp16 for FP8 inputs),
+    e.g. "torch FLASH bf16"."""
+    return f"torch {backend} {'fp16' if config.fp8 else config.dtype}"
+
+
+def described(what: str, config: SdpaConfig, run: PeerRun, device: str) -> str:
+    """One line: what the peer runs (`what`: torch SDPA, or its backward) forced to the backend that
+    ran and why it is not cuDNN, the GQA and FP8 arrangements, and why each backend tried before it
+    refused, in torch's words."""
+    words = [f"{what} forced to its {run.backend} backend ({BACKEND_WORDS[run.backend, device]})"]
+    if config.h_q != config.h_kv:
+        words.append(f"K and V repeated to the {config.h_q} query heads")
+    if config.fp8:
+        words.append("in fp16 on the dequantised inputs (torch has no FP8 attention)")
+    refused = [f"; {backend} refused: {reason}" for backend, reason in run.refused]
+    return ", ".join(words) + "".join(refused) + "; never cuDNN, which is what is measured"
+
+
 def refusal_reason(heard: list[str], exc: Exception) -> str:
     """torch's reason for refusing, in a few words: the first warning that gives one (not a heading
     such as "Flash attention kernel not used because:", nor the other backends being disabled,

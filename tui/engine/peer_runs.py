@@ -22,11 +22,16 @@ from .tolerances import compare
 EAGER_METHOD = "CUPTI kernel sum over eager calls (no CUDA graph: {why})"
 
 
-def measure_peers(m: Any, keys: tuple[str, ...], options: Any, flops: int, io_bytes: int) -> tuple:
+def measure_peers(
+    m: Any, keys: tuple[str, ...], options: Any, flops: int | None = None, io_bytes: int | None = None
+) -> tuple:
     """(PeerResults, {output: {peer name: ErrorMetrics}}) for the pass measured by `m` (a
     measure.Measurement whose reference is ready when checking): the forward's O, or a backward's
-    dQ, dK and dV for the same dO."""
+    dQ, dK and dV for the same dO. Their rates are of the pass's FLOPs and bytes unless `flops`
+    and `io_bytes` say other figures."""
     config, bench, kind = m.config, m.bench, m.spec.kind
+    flops = m.spec.flops(config) if flops is None else flops
+    io_bytes = m.spec.io_bytes(config) if io_bytes is None else io_bytes
     inputs = m.inputs().for_peer(config)
     stored = getattr(
         m.built, "data", None

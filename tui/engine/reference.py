@@ -94,9 +94,9 @@ def drawn_values(config: SdpaConfig, device: str, seed: int = 0) -> dict[str, An
     values = {
         name: drawn(torch, specs[name], gen, device) for name in ("q", "k", "v", "bias") if name in specs
     }
-    shaped(config, values)  # the input recipe's magnitudes, where it asks for any
     if config.backward:
         values["dO"] = drawn(torch, specs["dO"], torch.Generator(device=device).manual_seed(seed + 1), device)
+    shaped(config, values)  # the input recipe's magnitudes, where it asks for any (q and k)
     return values
 
 

@@ -17,9 +17,11 @@ from typing import Any
 
 from ..model import known_issues
 from ..model.config import SdpaConfig
+from ..model.equivalents import equivalent_forms
 from ..model.options import RunOptions
 from ..model.results import Crash, Environment, KnownIssueMatch, PassResult, RunResult
 from ..model.statuses import (
+    BACKWARD,
     FORWARD,
     GOOD_STATUSES,
     STATUS_CANCELLED,
@@ -30,7 +32,6 @@ from ..model.statuses import (
     STATUS_KNOWN_ISSUE,
     STATUS_MISMATCH,
     STATUS_OK,
-    STATUS_UNSUPPORTED,
 )
 from ..model.validation import validate
 from ..store.known_issues import recorded as recorded_issues
@@ -38,12 +39,12 @@ from ..store.plan_cache import PlanCache, fingerprint
 from . import environment as envmod
 from . import faults
 from .cancel import Cancelled
-from .cpu import cpu_passes
-from .declined import after_declined_forward, declined_pass, not_built
+from .cpu import cpu_pass, peers_not_run
 from .forms import measure_forms
-from .graph import GraphBuildError
-from .measure import Bench, Measurement, counts, measure
+from .graph import GraphBuildError, build, define_and_validate
+from .measure import Bench, Measurement, counts, measure, measure_declined
 from .passes import FORWARD_PASS, BuiltPass, Pass, passes_of
+from .tensors import workspace
 
 
 class Engine:
@@ -60,7 +61,7 @@ class Engine:
         self._progress: Callable[[str], None] = lambda _text: None
         self._doing = ""  # the engine's last words on what it does: what a crash interrupted
         self._gpu: Any = None  # telemetry.Nvml once opened; a str says why there is none
-        self.lost: Crash | None = None  # set once the CUDA context is lost: this engine is done
+        self._lost: Crash | None = None  # set once the CUDA context is lost (`lost`)
         self.plans: PlanCache | None = None  # the plan cache on disk, opened at the first build
         self._handle_lock = threading.Lock()  # the warm-up thread may be making the handle
         self._warming: threading.Thread | None = None
@@ -160,9 +161,11 @@ class Engine:
         issues, withheld = self._withheld(config, options, env, base)
         if withheld is not None:
             return withheld
+        refusals = () if options.run_anyway or not env.gpu_available else known_issues.refusals(issues)
+        known = known_issues.not_built_words(refusals, env.cudnn_backend_version) if refusals else ""
         self._warmed()  # before anything is built: a build may capture (the frontend's own engines)
         try:
-            passes, hit, status, message = self._passes(config, options, env, issues)
+            passes, hit, status, message = self._passes(config, options, env, known)
         except Cancelled as stop:  # at a step boundary: nothing half-measured is shown
             if not self._cache.get(config):
                 self._cache.pop(config, None)  # nothing built: the next run is no cache hit
@@ -209,19 +212,31 @@ class Engine:
         return issues, None
 
     def _passes(
-        self, config: SdpaConfig, options: RunOptions, env: Environment, issues: tuple[KnownIssueMatch, ...]
+        self, config: SdpaConfig, options: RunOptions, env: Environment, known: str
     ) -> tuple[list[PassResult], bool, str, str]:
-        """Each pass measured on the GPU, or as far as the CPU takes it (a cancel goes through): the
-        passes, whether the engine's cache had them, and the status and message before their verdicts.
-        The known refusals met and not run anyway are why cuDNN's graphs are not built."""
+        """Each pass measured on the GPU, or as far as the CPU takes it: cuDNN's own validation of its
+        graph (no GPU needed), then torch's pass checked on the CPU (cpu.py); a graph cuDNN refuses
+        ends the run (a cancel goes through). The passes, whether the engine's cache had them, and
+        the status and message before their verdicts. `known`: why cuDNN's graphs are not built
+        (the known refusals met and not run anyway)."""
         try:
             if env.gpu_available:
-                refusals = () if options.run_anyway else known_issues.refusals(issues)
-                known = known_issues.not_built_words(refusals, env.cudnn_backend_version) if refusals else ""
                 passes, hit = self._run_gpu(config, options, known)
                 return passes, hit, STATUS_OK, ""
-            passes = cpu_passes(config, options, env.unavailable_reason, self._progress)
-            return passes, False, STATUS_CPU_ONLY, f"GPU figures unavailable: {env.unavailable_reason}"
+            reason, passes = env.unavailable_reason, []
+            for spec in passes_of(config):  # without a GPU: validated, then checked on the CPU
+                self._progress(
+                    f"validating the {spec.kind}" + (" and checking on the CPU" if options.check else "")
+                )
+                what = counts(spec, config)
+                try:
+                    g = define_and_validate(config, backward=spec.kind == BACKWARD)
+                except GraphBuildError as exc:
+                    refused = exc.result(**what)
+                    passes.append(peers_not_run(refused, config, options, reason))
+                    break
+                passes.append(cpu_pass(spec, config, g, what, options, reason, self._progress))
+            return passes, False, STATUS_CPU_ONLY, f"GPU figures unavailable: {reason}"
         except Exception as exc:  # a failure is a result to show, not a crash
             return [], False, STATUS_ERROR, f"{type(exc).__name__}: {exc}"
 
@@ -251,8 +266,8 @@ class Engine:
     ) -> tuple[list[PassResult], bool]:
         """Measure each pass; a later pass reads what the earlier ones' heuristic plans wrote.
         A pass cuDNN declines (or is `known` to refuse: its graph not built) keeps cuDNN's words
-        and still runs its reference and peers (declined.py), and so does each pass after it; a
-        pass that fails ends the run with what was measured so far."""
+        and still runs its reference and peers (measure.measure_declined), and so does each pass
+        after it; a pass that fails ends the run with what was measured so far."""
         if not options.plan_cache:  # --no-cache: every plan built afresh, not what a run here left
             self._cache.pop(config, None)
         hit = config in self._cache
@@ -264,17 +279,18 @@ class Engine:
         for spec in specs:
             try:
                 results.append(self._pass(config, spec, options, built, declined, known, spec is specs[-1]))
-            except GraphBuildError as exc:  # not cuDNN's refusal: a failure
-                results.append(exc.result(**counts(spec, config)))
             except Exception as exc:  # a failure is a result to show, not a crash
-                if faults.sticky(exc):
-                    results.append(self.context_lost(spec, config, exc))
+                what = counts(spec, config)
+                if isinstance(exc, GraphBuildError):  # not cuDNN's refusal: a failure
+                    results.append(exc.result(**what))
+                elif faults.sticky(exc):  # the run ends here: nothing the engine built is usable any more
+                    self.lost, crashed = faults.lost(exc, self._doing or f"measuring the {spec.kind}", what)
+                    results.append(crashed)
                     break
-                results.append(
-                    PassResult(
-                        status=STATUS_ERROR, message=f"{type(exc).__name__}: {exc}", **counts(spec, config)
+                else:
+                    results.append(
+                        PassResult(status=STATUS_ERROR, message=f"{type(exc).__name__}: {exc}", **what)
                     )
-                )
             if results[-1].status not in (*GOOD_STATUSES, STATUS_MISMATCH) and spec.kind not in declined:
                 break
         if not built:
@@ -293,39 +309,28 @@ class Engine:
         last: bool,
     ) -> PassResult:
         """One pass measured: built and timed, or, where cuDNN declines it (or is known to, or
-        declined the pass it reads), its refusal with the reference and the peers run beside."""
-        if known or declined:
-            status = STATUS_KNOWN_ISSUE if known else STATUS_UNSUPPORTED
-            refusal = (
-                not_built(spec, config, status, known) if known else after_declined_forward(spec, config)
-            )
-            return self._declined(spec, config, refusal, options, {**built, **declined}, declined)
-        try:
-            this = self._built(config, spec, built, options.seed, options.plan_cache)
-        except GraphBuildError as exc:
-            if not exc.unsupported:
-                raise
-            return self._declined(spec, config, exc.result(**counts(spec, config)), options, built, declined)
-        bench = self.bench()
-        result = measure(spec, this, built, options, bench)
-        if spec.kind == FORWARD:  # its equivalent forms, where it has any (engine/forms.py)
-            result = measure_forms(config, this, result, options, bench, lambda c: self._form(c, options))
-        if not last:  # the next pass reads what the heuristic's plan writes (o, stats)
-            Measurement(spec, this, built, bench).run_plan(this.graph.chosen)()
-        return result
-
-    def _declined(
-        self,
-        spec: Pass,
-        config: SdpaConfig,
-        refusal: PassResult,
-        options: RunOptions,
-        before: dict[str, BuiltPass],
-        declined: dict[str, BuiltPass],
-    ) -> PassResult:
-        """cuDNN's refusal, with the reference and the peers run on the pass's tensors (kept in
-        `declined` for a later pass to read)."""
-        result, made = declined_pass(spec, config, refusal, before, options, self.bench())
+        declined the pass it reads), its refusal with the reference and the peers run on the
+        pass's tensors (kept in `declined` for a later pass to read)."""
+        declined_by = None
+        if not (known or declined):
+            try:
+                this = self._built(config, spec, built, options.seed, options.plan_cache)
+            except GraphBuildError as exc:
+                if not exc.unsupported:
+                    raise
+                declined_by = exc  # cuDNN's refusal: its words are the pass's
+            else:
+                bench = self.bench()
+                result = measure(spec, this, built, options, bench, last)
+                if spec.kind == FORWARD:  # its equivalent forms, where it has any (engine/forms.py)
+                    forms = equivalent_forms(config)
+                    result = measure_forms(
+                        forms, this, result, options, bench, lambda c: self._form(c, options)
+                    )
+                return result
+        result, made = measure_declined(
+            spec, config, declined_by, known, {**built, **declined}, options, self.bench()
+        )
         if made is not None:
             declined[spec.kind] = made
         return result
@@ -339,18 +344,17 @@ class Engine:
             if not built:
                 self._cache.pop(form, None)
 
-    def context_lost(self, spec: Pass, config: SdpaConfig, exc: Exception) -> PassResult:
-        """The pass that lost the CUDA context: what was running, in CUDA's words. Nothing the
-        engine built is usable any more."""
-        if not isinstance(exc, faults.ContextLost):
-            exc = faults.ContextLost(self._doing or f"measuring the {spec.kind}", faults.first_line(exc))
-        self.lost = Crash(error=exc.error, during=exc.during, kind=spec.kind, plan=exc.plan)
-        self._cache.clear()
-        return PassResult(
-            status=STATUS_CRASH,
-            message=f"crashed the GPU: {exc.error} (during {exc.during})",
-            **counts(spec, config),
-        )
+    @property
+    def lost(self) -> Crash | None:
+        """The crash that lost the CUDA context, once one has: this engine is done."""
+        return self._lost
+
+    @lost.setter
+    def lost(self, crash: Crash | None) -> None:
+        """Once the context is lost nothing the engine built is usable any more: its cache goes."""
+        self._lost = crash
+        if crash is not None:
+            self._cache.clear()
 
     def lose_context(self) -> RunResult:
         """Lose the CUDA context on purpose (the soak's injected fault): the seed's forward
@@ -363,7 +367,10 @@ class Engine:
             faults.poison_context(self._built(config, spec, built, 0), self.cudnn_handle())
             passes = [PassResult(status=STATUS_ERROR, message="the context survived", **counts(spec, config))]
         except Exception as exc:
-            passes = [self.context_lost(spec, config, exc)]
+            self.lost, crashed = faults.lost(
+                exc, self._doing or f"measuring the {spec.kind}", counts(spec, config)
+            )
+            passes = [crashed]
         return RunResult(config=config, status=passes[0].status, message=passes[0].message,
                          passes=tuple(passes), environment=self.environment(), device="cuda",
                          wall_seconds=time.perf_counter() - t0, crash=self.lost)  # fmt: skip
@@ -371,16 +378,22 @@ class Engine:
     def _built(
         self, config: SdpaConfig, spec: Pass, built: dict[str, BuiltPass], seed: int, cached: bool = True
     ) -> BuiltPass:
-        """The pass built on the GPU (from the cache when it was built before; its plans from the
-        plan cache on disk when `cached` and built in an earlier process), its FP8 scales set."""
+        """The pass built on the GPU: its graph with every plan built (from the cache when it was
+        built before; its plans from the plan cache on disk when `cached` and built in an earlier
+        process), its tensors, its FP8 scales set."""
         if spec.kind in built:
             return built[spec.kind]
+        import torch
+
         self._progress(f"building the {spec.kind}")
         if cached and self.plans is None:
             self.plans = PlanCache()
         plans = self.plans if cached else None
+        if plans is not None:
+            plans.notes.clear()  # what this build has to say only, not a build that failed
         machine = fingerprint(self.environment())
-        this = spec.build(config, self.cudnn_handle(), seed, built, cache=plans, machine=machine)
+        g = build(config, self.cudnn_handle(), backward=spec.kind == BACKWARD, cache=plans, machine=machine)
+        this = BuiltPass(spec.kind, g, spec.tensors(config, seed, built), workspace(torch, g))
         if plans is not None and plans.notes:  # what the plan cache had to say, said once
             this.cache_notes, plans.notes[:] = tuple(plans.notes), []
         Measurement(spec, this, built, self.bench()).scale()

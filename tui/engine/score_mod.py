@@ -145,7 +145,7 @@ class Bprop:
 
 def score_mod_keywords(text: str, backward: bool) -> dict[str, Any]:
     """The sdpa (or sdpa_backward) keywords of the variant `text`: none for `none`."""
-    if parse_variant(text).name == "none":
-        return {}
     mod = ScoreMod(text)
+    if mod.variant.name == "none":
+        return {}
     return {"score_mod": mod, "score_mod_bprop": mod.bprop} if backward else {"score_mod": mod}

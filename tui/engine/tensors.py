@@ -1,7 +1,8 @@
 """The device tensors each pass reads and writes, by the names its graph gives them: drawn from
 one seed as the reference draws them (the input recipe's seed where it names one), laid out as
 the configuration stores them (layout, pages, packed tokens, padded strides), the parts no
-output may read filled as the recipe asks (recipes.py), and the workspace a plan needs."""
+output may read filled as the recipe asks (recipes.py), the workspace a plan needs, and the dropout
+mask cuDNN draws (its check graph run once)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from ..model.config import SdpaConfig
 from ..model.inputs import recipe_of
 from ..model.tensor_plan import ROW_OUTPUTS, tensor_plan
 from . import fp8, storage
-from .graph import SdpaGraph
+from .graph import SdpaGraph, build
 from .recipes import fill_unused, with_gaps
 from .reference import empty, make_inputs, random_d_o
 
@@ -20,12 +21,17 @@ def workspace(torch: Any, g: SdpaGraph) -> Any:
     return torch.empty(max(g.workspace_bytes, 1), dtype=torch.uint8, device="cuda")
 
 
-def dump_dropout_mask(check: SdpaGraph, data: dict[str, Any], ws: Any, handle: Any) -> Any:
-    """One execution of `check`, the forward defined with rng_dump, on the forward's tensors (its
-    outputs written to scratch copies): the dropout mask it drew, (b, h_q, s_q, s_kv) of 0 and 1."""
+def dropout_mask(built: Any, handle: Any) -> Any:
+    """The dropout mask cuDNN draws for the forward `built` (a passes.BuiltPass), (b, h_q, s_q,
+    s_kv) of 0 and 1: its check graph (the same graph, also dumping the mask it draws) run once
+    on its tensors, its outputs written to scratch copies. The timed graph does not dump: writing
+    the mask would slow it. The check graph runs the engine and knobs of the plan being checked:
+    an engine maps the Philox stream to positions its own way, so another engine's mask need not
+    be this plan's (a decode shape, s_q=1, may get a different engine once the graph also dumps).
+    Where cuDNN will not build that plan for it, the note says the mask came from another engine."""
     import torch
 
-    config = check.config
+    config, data = built.graph.config, built.data
     # zeros, not empty: the graph writes only the positions the masks keep, and memory a poisoned
     # output once held would put NaN where the reference multiplies a masked weight by the mask
     dump = torch.zeros((config.b, config.h_q, config.s_q, config.s_kv), dtype=torch.float32, device="cuda")
@@ -37,7 +43,16 @@ def dump_dropout_mask(check: SdpaGraph, data: dict[str, Any], ws: Any, handle: A
     }
     if "stats" in data:
         data["stats"] = torch.empty_like(data["stats"])
-    check.graph.execute(check.variant_pack(data), ws, handle=handle)
+    chosen = next((p for p in built.graph.plans if p.index == built.graph.chosen), None)
+    same = chosen if chosen and chosen.engine_id is not None else None
+    check = build(config, handle, rng_dump=True, every_plan=False, same_as=same)
+    if same and check.pinned_index is None:
+        built.check_notes = (
+            f"dropout: the mask the reference applies came from the check graph's own plan, not from "
+            f"{chosen.name}'s engine ({check.pin_error or 'not built for it'}): where the engines map "
+            "the random stream differently, a mismatch is the check's, not cuDNN's",
+        )
+    check.graph.execute(check.variant_pack(data), workspace(torch, check), handle=handle)
     torch.cuda.synchronize()
     return dump
 

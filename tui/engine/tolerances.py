@@ -53,6 +53,15 @@ def tolerance(config: SdpaConfig, ref: Any, grad: bool = False, floor: float = 0
     return max(atol, floor), rtol
 
 
+def output_tolerance(
+    config: SdpaConfig, output: str, ref: Any, inputs: Any, grad: bool = False
+) -> tuple[float, float]:
+    """(atol, rtol) of one output against `ref`, its atol never below what the size of `inputs` (a
+    passes.Inputs) allows (atol_floor); `grad` for a gradient (relative to the reference's range)."""
+    floor = atol_floor(config, output, inputs.q, inputs.k, inputs.v, inputs.d_o, inputs.o)
+    return tolerance(config, ref, grad=grad, floor=floor)
+
+
 def atol_floor(
     config: SdpaConfig, output: str, q: Any, k: Any, v: Any, d_o: Any = None, o: Any = None
 ) -> float:

@@ -76,7 +76,8 @@ def _change(config: SdpaConfig, name: str, value: Any) -> tuple[tuple[str, Any],
 
 
 def _valid(config: SdpaConfig, form: SdpaConfig) -> bool:
-    return not validate(form) and same_scores(config, form)
+    """Whether `form` keeps the scores of `config` and is a configuration the tool runs."""
+    return same_scores(config, form) and not validate(form)
 
 
 def equivalent_forms(config: SdpaConfig) -> tuple[Equivalent, ...]:

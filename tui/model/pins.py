@@ -66,13 +66,6 @@ def parse(text: str) -> Pin:
     return Pin.of(int(engine), knobs)
 
 
-def append_plan(graph: Any, cudnn: Any, text: str) -> int:
-    """Append the plan `text` names after a graph's list, with create_execution_plan(): its index."""
-    pin = parse(text)
-    graph.create_execution_plan(pin.engine_id, pin.knob_types(cudnn))
-    return graph.get_execution_plan_count() - 1
-
-
 def canonical(text: str) -> str:
     return parse(text).text()
 
