@@ -6,23 +6,28 @@
 #   git archive --format=tar.gz HEAD -o h200-head.tgz
 # (so a working tree being edited does not change what is measured) and leaves its output under $OUT:
 #   install  join the parts, install into /tmp/site (FlashInfer apart in /tmp/fi: its kernels compile
-#            on first use), env, first frame; then `check`
+#            on first use), env, first frame and its profile, a smoke check of the GPU paths; then the
+#            whole GPU suite in one process, in the background (setsid: it outlives the call), and
+#            FlashInfer's kernels compiled beside it (that loop's figures are then not kernel times)
+#   wait [S] wait up to S seconds (default 560) for the suite; its log so far
 #   check    check --peers fa4,flash,flex --json, its peers table, then the variants probe in the time left
-#   suiteA / suiteB  the GPU tests in two halves (each under 10 minutes), with their durations
-#   hunt     two 6-minute hunts at once (seeds 1 and 2), their bundles packed into hunts.tgz,
-#            FlashInfer's kernels compiled meanwhile (its loop's figures are then not kernel times)
+#   findings the hunt's findings' reproduction scripts, each run in a fresh process (finding_scripts.py)
+#   hunt     two 6-minute hunts at once (seeds 1 and 2), their bundles packed into hunts.tgz
 #   fi       FlashInfer's independent loop beside the tool's --peers flashinfer
+#   frame    the first frame again (after a change to the launch)
 set -u
 step=$1
 ROOT=$PWD
 export T0=${T0:-$(date +%s)}
-rm -rf /tmp/proj && mkdir -p /tmp/proj && tar xzf h200-head.tgz -C /tmp/proj
+# unpacked once per archive: the suite running in the background reads it while later steps run
+stamp=$(md5sum h200-head.tgz | cut -c1-32)
+if [ "$(cat /tmp/proj/.stamp 2>/dev/null)" != "$stamp" ]; then
+  [ -e /tmp/suite.pid ] && [ ! -e /tmp/suite.done ] && { echo "the suite runs from /tmp/proj: not replaced"; exit 3; }
+  rm -rf /tmp/proj && mkdir -p /tmp/proj && tar xzf h200-head.tgz -C /tmp/proj && echo "$stamp" > /tmp/proj/.stamp
+fi
 export PYTHONPATH=/tmp/site:/tmp/site/nvidia_cutlass_dsl/dsl_packages:/tmp/proj
 export PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-A="tests/test_gpu.py tests/test_gpu_fa4.py tests/test_gpu_flashinfer.py tests/test_gpu_hunt.py tests/test_gpu_inference.py tests/test_gpu_peaks.py"
-IGN=""; for f in $A; do IGN="$IGN --ignore=$f"; done
-pyt() { timeout 570 python3 -m pytest -n 0 -m gpu -q -rfEs --durations=30 -p no:cacheprovider "$@"; }
 cd /tmp/proj
 case $step in
 install)
@@ -33,17 +38,32 @@ install)
   python3 -c "import cutlass, flash_attn.cute; print('CuTe DSL and FA4 import')"
   python3 -m tui env 2>&1 | tee "$OUT"/env.txt | tail -20
   python3 -m benchmarks.first_paint --repeat 5 -- python3 -m tui 2>&1 | tee "$OUT"/frame.txt | tail -4
-  python3 -m benchmarks.first_paint --profile "$OUT"/frame.prof --sort tottime 2>&1 | head -30 > "$OUT"/frame_profile.txt
-  python3 -X importtime -c "import tui.app.app" 2> "$OUT"/importtime.txt; sort -t'|' -k2 -n "$OUT"/importtime.txt | tail -15
-  cd "$ROOT" && exec bash benchmarks/h200_session.sh check ;;
+  python3 -m benchmarks.first_paint --profile "$OUT"/frame.prof --sort tottime 2>&1 | head -45 > "$OUT"/frame_profile.txt
+  python3 -m benchmarks.first_paint --profile "$OUT"/frame_cum.prof --sort cumulative 2>&1 | head -60 > "$OUT"/frame_cum.txt
+  python3 -X importtime -c "import tui.app.app" 2> "$OUT"/importtime.txt; sort -t'|' -k2 -n "$OUT"/importtime.txt | tail -25
+  python3 -c "import sys, os; print('dont_write_bytecode', sys.dont_write_bytecode, os.environ.get('PYTHONDONTWRITEBYTECODE'), os.cpu_count())"
+  ( time timeout 150 python3 -m tui check --no-history --replays 5 --preset gpt2-dropout --preset llama3-8b-decode \
+      --preset llama3-8b-train --preset paligemma-prefix-lm ) > "$OUT"/smoke.txt 2>&1; echo "smoke rc=$?"; tail -12 "$OUT"/smoke.txt
+  rm -f /tmp/suite.done; echo $$ > /tmp/suite.pid
+  setsid bash -c 'cd /tmp/proj && timeout 1500 python3 -m pytest -n 0 -m gpu -q -rfEs --durations=40 \
+      -p no:cacheprovider tests > /tmp/suite.log 2>&1; echo "rc=$?" >> /tmp/suite.log; touch /tmp/suite.done' \
+      < /dev/null > /dev/null 2>&1 &
+  PYTHONPATH=/tmp/fi:$PYTHONPATH setsid timeout 900 python3 -m benchmarks.flashinfer_loop --calls 30 --no-tool \
+      < /dev/null > /tmp/fi_warm.txt 2>&1 &
+  sleep 20; tail -3 /tmp/suite.log ;;
+wait)
+  end=$((SECONDS + ${2:-560})); while [ ! -e /tmp/suite.done ] && [ $SECONDS -lt $end ]; do sleep 5; done
+  cp /tmp/suite.log "$OUT"/suite.txt; cp /tmp/fi_warm.txt "$OUT"/ 2>/dev/null; tail -70 /tmp/suite.log
+  [ -e /tmp/suite.done ] && echo "SUITE DONE" || echo "suite still running" ;;
+frame)
+  python3 -m benchmarks.first_paint --repeat 5 -- python3 -m tui 2>&1 | tee "$OUT"/frame.txt | tail -4 ;;
+findings) timeout 500 python3 -m benchmarks.finding_scripts --out "$OUT"/findings 2>&1 | tee "$OUT"/findings.txt ;;
 check)
   ( time timeout 400 python3 -m tui check --peers fa4,flash,flex --json --no-history > "$OUT"/check.json ) 2> "$OUT"/check.err
   tail -4 "$OUT"/check.err; python3 -m benchmarks.peers_table "$OUT"/check.json | tee "$OUT"/peers_table.md | tail -40
   left=$((565 - $(date +%s) + T0))
   timeout $left python3 -m benchmarks.variants_probe --json "$OUT"/variants.json > "$OUT"/variants.md 2> "$OUT"/variants.err
   tail -20 "$OUT"/variants.md ;;
-suiteA) pyt $A 2>&1 | tee "$OUT"/suiteA.txt | tail -60 ;;
-suiteB) pyt tests $IGN 2>&1 | tee "$OUT"/suiteB.txt | tail -60 ;;
 hunt)
   (PYTHONPATH=/tmp/fi:$PYTHONPATH timeout 500 python3 -m benchmarks.flashinfer_loop --calls 30 --no-tool > "$OUT"/fi_warm.txt 2>&1) &
   for seed in 1 2; do
@@ -54,5 +74,5 @@ hunt)
   tar czf "$OUT"/hunts.tgz -C "$OUT" hunt1 hunt2 && rm -rf "$OUT"/hunt1 "$OUT"/hunt2
   cat "$OUT"/hunt1.txt "$OUT"/hunt2.txt; tail -2 "$OUT"/hunt1.err "$OUT"/hunt2.err ;;
 fi) PYTHONPATH=/tmp/fi:$PYTHONPATH timeout 500 python3 -m benchmarks.flashinfer_loop --calls 30 2>&1 | tee "$OUT"/fi.txt | tail -20 ;;
-*) echo "steps: install check suiteA suiteB hunt fi"; exit 2 ;;
+*) echo "steps: install wait check findings hunt fi frame"; exit 2 ;;
 esac
