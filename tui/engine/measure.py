@@ -195,7 +195,7 @@ def measure(
         plan_checks = checks if index == g.chosen else m.check(m.outputs_of(index))
         return max(c.cudnn.max_abs for c in plan_checks), all(c.passed for c in plan_checks)
 
-    what = "plan" if spec.kind == FORWARD else f"{spec.kind} plan"
+    label = "plan" if spec.kind == FORWARD else f"{spec.kind} plan"
     plans, fastest = time_plans(
         g.plans,
         {g.heuristic_index, g.chosen},
@@ -204,7 +204,7 @@ def measure(
         spec.flops(config),
         check_plan if checks else None,
         bench,
-        what,
+        label,
     )
     timing = next((p.timing for p in plans if p.index == g.chosen), None)
     pin_notes = _pin_notes(m, plans)
