@@ -22,8 +22,12 @@ from tui.present.repro import script
 
 TINY = dict(b=1, h_q=1, h_kv=1, s_q=2, d_qk=8, d_v=8, dtype="fp16", causal="none")
 CASES = {
-    "padded-nan": SdpaConfig(**TINY, s_kv=12, seq_lens_q=(2,), seq_lens_kv=(11,), inputs="seed:136378655,pad:nan"),
-    "padded-zero": SdpaConfig(**TINY, s_kv=12, seq_lens_q=(2,), seq_lens_kv=(11,), inputs="seed:136378655,pad:zero"),
+    "padded-nan": SdpaConfig(
+        **TINY, s_kv=12, seq_lens_q=(2,), seq_lens_kv=(11,), inputs="seed:136378655,pad:nan"
+    ),
+    "padded-zero": SdpaConfig(
+        **TINY, s_kv=12, seq_lens_q=(2,), seq_lens_kv=(11,), inputs="seed:136378655,pad:zero"
+    ),
     "paged-nan": SdpaConfig(**TINY, s_kv=65, page_size=64, inputs="seed:341662028,pad:nan"),
     "paged-zero": SdpaConfig(**TINY, s_kv=65, page_size=64, inputs="seed:341662028,pad:zero"),
 }

@@ -10,7 +10,7 @@ kernel sums. Then, unless --no-tool, the tool's own figure for the same configur
 process, through the project's Engine with the L2 flushed (`run --peers flashinfer --l2-flush
 --no-autotune`, burst), and their ratio.
 
-    uv run python -m benchmarks.flashinfer_loop [--calls 30] [--no-tool]
+    uv run python -m benchmarks.flashinfer_loop [--calls 30] [--no-tool] [--shape NAME ...]
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import time
 
 from .cupti_loop import median_kernel_us
 
+DENSE_PAGE = 16  # tokens a page of a dense cache seen as pages (vLLM's default block)
 # name: (b, h_q, h_kv, s_q, s_kv, d, page size or 0 for dense); causal bottom-right (FlashInfer's)
 SHAPES = {
     "paged decode b64 p16": (64, 32, 8, 1, 4096, 128, 16),  # llama3-8b-paged-decode-p16
@@ -39,10 +40,13 @@ def wrapper_for(torch, fi, shape: tuple[int, ...]):
     ws = torch.zeros(128 << 20, dtype=torch.uint8, device=dev)
     q = torch.randn(b * s_q, h_q, d, device=dev, dtype=bf16)
     common = {"q_data_type": bf16, "kv_data_type": bf16, "sm_scale": d**-0.5}
-    page = page or s_kv  # dense decode: a page a sequence
+    # dense decode: the K and V of BSHD memory as NHD pages of 16 tokens, each sequence's in a row,
+    # as the tool reads them (peer_flashinfer.DENSE_PAGE); a paged cache's pages in shuffled order
+    page = page or (DENSE_PAGE if s_q == 1 else s_kv)
     per_seq = -(-s_kv // page)
     ids = list(range(b * per_seq))
-    random.Random(0).shuffle(ids)
+    if shape[-1]:
+        random.Random(0).shuffle(ids)
     layout = "HND" if shape[-1] else "NHD"  # dense BSHD memory is NHD pages, as the tool reads it
     dims = (b * per_seq, h_kv, page, d) if shape[-1] else (b * per_seq, page, h_kv, d)
     pages = [torch.randn(dims, device=dev, dtype=bf16) for _ in range(2)]
@@ -107,10 +111,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=30, help="timed calls a shape (the median's N)")
     parser.add_argument("--no-tool", action="store_true", help="the independent loop only")
+    parser.add_argument("--shape", action="append", choices=list(SHAPES), help="only these (default: all)")
     args = parser.parse_args()
     if args.calls < 1:
         parser.error("--calls must be at least 1")
-    for name, shape in SHAPES.items():
+    for name in args.shape or list(SHAPES):
+        shape = SHAPES[name]
         got = loop(shape, args.calls)
         line = f"{name:24s} loop {got['us']:9.1f} µs ({got['kernels']} kernels a call, planned in {got['plan_s']:.2f} s)"
         if not args.no_tool:
