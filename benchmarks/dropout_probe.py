@@ -32,6 +32,8 @@ CASES = {
                        causal="none", dropout=0.26),
     "s_q2": SdpaConfig(b=1, h_q=32, h_kv=4, s_q=2, s_kv=512, d_qk=184, d_v=224, dtype="bf16",
                        layout="SBHD", causal="none", dropout=0.26),
+    "p0.01": SdpaConfig(b=1, h_q=4, h_kv=4, s_q=1, s_kv=512, d_qk=128, d_v=128, dtype="bf16",
+                        causal="none", dropout=0.01),
     "mha": SdpaConfig(b=1, h_q=4, h_kv=4, s_q=1, s_kv=512, d_qk=128, d_v=128, dtype="bf16",
                       causal="none", dropout=0.26),
 }  # fmt: skip
@@ -83,6 +85,15 @@ def probe(name: str, config: SdpaConfig, engine: Engine) -> None:
         return f"{(a - b).abs().max().item():.3g}"
 
     r_same, r_own = ref(mask), ref(mask_own)
+    plain = reference_fp32(config.replace(dropout=0.0), inputs.q, inputs.k, inputs.v, inputs.bias)
+    keys = mask[0, :, 0, :]  # (h, s_kv): where the dump kept a key, for each head
+    where = {n: [round(keys[:, j::n].mean().item(), 3) for j in range(n)] for n in (2, 4, 8)}
+    blocks = [round(keys[:, j : j + 64].mean().item(), 3) for j in range(0, config.s_kv, 64)]
+    heads = [round(keys[i].mean().item(), 3) for i in range(min(keys.shape[0], 8))]
+    print(f"   kept by key index mod n {where}; by block of 64 keys {blocks}; by head {heads}")
+    print(
+        f"   timed O vs the reference without dropout {d(timed, plain)} (|O| max {plain.abs().max().item():.3g})"
+    )
     print(f"   dumping graph, same engine: {same_words}; its own pick: {own_words}")
     print(f"   mask kept {mask.mean().item():.3f}; same-engine dump twice equal {bool((mask == mask2).all())}; "
           f"same-engine vs own-pick masks differ at {(mask != mask_own).float().mean().item():.3f}")  # fmt: skip
