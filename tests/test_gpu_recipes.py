@@ -99,9 +99,15 @@ def test_every_output_is_cross_checked_in_fp64_when_asked_and_only_then(engine):
 @pytest.mark.parametrize("name", list(SOAK))
 def test_the_soaks_one_query_dropout_mismatches_are_accounted_for(engine, name):
     """The backward's dK was O's rounding (true gradient zero, one key kept): within the stored-O
-    floor now. The forward's O: the dropout mask now comes from the checked plan's own engine; the
-    fp64 cross-check says whose any mismatch left is."""
+    floor now, checked against fp64 too. The forward's O was checked against a mask cuDNN's graph
+    dumped with three quarters of it unwritten (benchmarks/dropout_probe.py): now left unchecked,
+    said, and marked as the known issue."""
     r = engine.run(SOAK[name], RunOptions(autotune=False, cross_check=True))
     notes = [n for p in r.passes for n in p.notes]
     assert r.status == "ok", (r.message, notes)
-    assert all(c.reference_fp64.passed for p in r.passes for c in p.checks)
+    if name.endswith("backward"):
+        checks = [c for p in r.passes for c in p.checks]
+        assert checks and all(c.passed and c.reference_fp64.passed for c in checks), notes
+    else:
+        assert r.passes[0].checks == () and any("the mask cuDNN's graph dumped keeps" in n for n in notes)
+        assert "dropout-mask-dump-one-query-hopper-cudnn-9.19" in [i.key for i in r.known_issues]
