@@ -10,9 +10,8 @@ import pytest
 import torch
 
 from tui.engine import forms
-from tui.engine.measure import Bench, Measurement, _check_chosen
+from tui.engine.measure import Bench, Measurement, _check_chosen, mask_shortfall
 from tui.engine.passes import BACKWARD_PASS, FORWARD_PASS, BuiltPass
-from tui.engine.tolerances import mask_shortfall
 from tui.model import known_issues
 from tui.model.config import SdpaConfig
 from tui.model.options import RunOptions
@@ -27,14 +26,19 @@ PADDED = SdpaConfig(
 )
 
 
+def short(config: SdpaConfig, ones: float) -> str:
+    """mask_shortfall as the forward's check asks it: its kept positions from its FLOPs."""
+    return mask_shortfall(config.dropout, config.flops() // (2 * (config.d_qk + config.d_v)), ones)
+
+
 def test_the_h200s_one_query_mask_is_short_and_its_two_query_mask_is_not():
-    words = mask_shortfall(SOAK, 0.184 * POSITIONS)  # what engine 1 dumped at s_q=1
+    words = short(SOAK, 0.184 * POSITIONS)  # what engine 1 dumped at s_q=1
     assert "keeps 18.4% of the 16,384 kept positions where p=0.26 keeps 74%" in words
     assert "not checked" in words
     two = SOAK.replace(s_q=2)
-    assert mask_shortfall(two, 0.738 * 2 * POSITIONS) == ""  # engine 2 at s_q=2: a full mask
-    assert mask_shortfall(SOAK.replace(dropout=0.01, h_q=4, h_kv=4), 0.249 * 4 * 512) != ""
-    assert mask_shortfall(SOAK.replace(dropout=0.0), 0.0) == ""  # no dropout: no mask to judge
+    assert short(two, 0.738 * 2 * POSITIONS) == ""  # engine 2 at s_q=2: a full mask
+    assert short(SOAK.replace(dropout=0.01, h_q=4, h_kv=4), 0.249 * 4 * 512) != ""
+    assert short(SOAK.replace(dropout=0.0), 0.0) == ""  # no dropout: no mask to judge
 
 
 @pytest.mark.parametrize(
@@ -53,28 +57,32 @@ def test_a_faithful_mask_drawn_at_random_is_never_called_short(config):
     for seed in range(20):
         gen = torch.Generator().manual_seed(seed)
         ones = (torch.rand(positions, generator=gen) >= config.dropout).sum().item()
-        assert mask_shortfall(config, float(ones)) == "", (seed, ones, positions)
+        assert short(config, float(ones)) == "", (seed, ones, positions)
 
 
-def _built(config: SdpaConfig, kind: str = "forward", shortfall: str = "") -> BuiltPass:
+def _built(config: SdpaConfig, kind: str = "forward", ones: float | None = None) -> BuiltPass:
     built = BuiltPass(kind, types.SimpleNamespace(config=config, chosen=0), {}, None)
     built.reference, built.tolerances = {"O": torch.zeros(1)}, {"O": (1e-3, 1e-3)}  # made once, before
-    built.mask_shortfall = shortfall
+    built.mask_ones = ones
     return built
 
 
 def test_no_output_is_checked_against_a_short_mask_and_the_pass_says_why():
     bench = Bench(handle=None, set_stream=lambda s: None, l2_bytes=None, progress=lambda s: None)
     options = RunOptions(autotune=False)
-    short = mask_shortfall(SOAK, 0.184 * POSITIONS)
-    forward = _built(SOAK, shortfall=short)
-    assert _check_chosen(Measurement(FORWARD_PASS, forward, {}, bench), options) == ()
-    assert forward.check_notes == (short,)
-    assert _check_chosen(Measurement(FORWARD_PASS, forward, {}, bench), options) == ()
-    assert forward.check_notes == (short,)  # said once, however often it is checked
+    words = short(SOAK, 0.184 * POSITIONS)
+    what = {"flops": SOAK.flops()}
+    forward = _built(SOAK, ones=0.184 * POSITIONS)  # the count the forward's dump left
+    assert _check_chosen(Measurement(FORWARD_PASS, forward, {}, bench), options, what) == ()
+    assert forward.mask_shortfall == words and forward.check_notes == (words,)
+    assert _check_chosen(Measurement(FORWARD_PASS, forward, {}, bench), options, what) == ()
+    assert forward.check_notes == (words,)  # said once, however often it is checked
     backward = _built(SOAK.replace(backward=True), "backward")
-    assert _check_chosen(Measurement(BACKWARD_PASS, backward, {"forward": forward}, bench), options) == ()
-    assert backward.check_notes == (short,)  # the backward reads the same mask
+    back = {"flops": SOAK.backward_flops()}
+    assert (
+        _check_chosen(Measurement(BACKWARD_PASS, backward, {"forward": forward}, bench), options, back) == ()
+    )
+    assert backward.check_notes == (words,)  # the backward reads the same mask
     assert forms._checked(forward, {"O": torch.zeros(1)}, bench) == []  # nor its equivalent forms
 
 

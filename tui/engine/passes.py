@@ -50,6 +50,7 @@ class BuiltPass:
     fp64: dict[str, Any] | None = None  # output -> its fp64 cross-check reference, once asked
     fp64_notes: tuple[str, ...] = ()  # what the cross-check compared with, or why it did not
     check_notes: tuple[str, ...] = ()  # what making the check said (the dropout mask's plan)
+    mask_ones: float | None = None  # the ones of the dropout mask cuDNN dumped (None: none dumped)
     mask_shortfall: str = ""  # why the dropout mask cuDNN dumped is not the one it applied ('' : it is)
     config: SdpaConfig | None = None  # the graph's configuration (given where there is no graph)
 

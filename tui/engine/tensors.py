@@ -15,7 +15,6 @@ from . import fp8, storage
 from .graph import SdpaGraph, build
 from .recipes import fill_unused, with_gaps
 from .reference import empty, make_inputs, random_d_o
-from .tolerances import mask_shortfall
 
 
 def workspace(torch: Any, g: SdpaGraph) -> Any:
@@ -29,8 +28,9 @@ def dropout_mask(built: Any, handle: Any) -> Any:
     the mask would slow it. The check graph runs the engine and knobs of the plan being checked:
     an engine maps the Philox stream to positions its own way, so another engine's mask need not
     be this plan's (a decode shape, s_q=1, may get a different engine once the graph also dumps).
-    Where cuDNN will not build that plan for it, the note says the mask came from another engine;
-    where the mask has far fewer ones than the dropout keeps, `built.mask_shortfall` says so."""
+    Where cuDNN will not build that plan for it, the note says the mask came from another engine.
+    Its count of ones is kept (`built.mask_ones`): a mask far short of what the dropout keeps is
+    not the one the kernel applied (measure.mask_shortfall)."""
     import torch
 
     config, data = built.graph.config, built.data
@@ -56,7 +56,7 @@ def dropout_mask(built: Any, handle: Any) -> Any:
         )
     check.graph.execute(check.variant_pack(data), workspace(torch, check), handle=handle)
     torch.cuda.synchronize()
-    built.mask_shortfall = mask_shortfall(config, float(dump.sum().item()))
+    built.mask_ones = float(dump.sum().item())  # judged against the dropout (measure.py)
     return dump
 
 

@@ -138,29 +138,3 @@ def compare(out: Any, ref: Any, atol: float, rtol: float, rows: Any = None) -> E
             total=int(err.numel()),
             nonfinite=nonfinite,
         )
-
-
-# A dropout mask dumped by cuDNN's graph (rng_dump) holds a 1 at each kept (query, key) position
-# the dropout keeps and 0 elsewhere, so its ones count about h_q * kept_pairs * (1 - p), a binomial
-# count. On the H200 (cuDNN 9.19) the graph of one query (s_q=1, engine 1) left three quarters of
-# the positions unwritten (every other block of 64 keys, half of each other block): 18% ones
-# where p=0.26 keeps 74%, while its O agreed with no dropout at p=0.01. A reference that applies
-# such a mask is wrong, whatever cuDNN's O is: a count this many standard deviations short is
-# not the mask the kernel applied.
-MASK_SHORTFALL_SIGMAS = 8
-
-
-def mask_shortfall(config: SdpaConfig, ones: float) -> str:
-    """Why a dumped dropout mask with `ones` ones is not the mask cuDNN applied ('' where its count
-    is what the dropout probability makes likely): far fewer ones than the kept positions times
-    1 - p."""
-    p, positions = config.dropout, config.h_q * config.kept_pairs()
-    expected = positions * (1 - p)
-    sigma = (positions * p * (1 - p)) ** 0.5
-    if not p or ones >= expected - MASK_SHORTFALL_SIGMAS * sigma - 1:
-        return ""
-    return (
-        f"dropout: the mask cuDNN's graph dumped keeps {ones / positions:.1%} of the {positions:,} kept "
-        f"positions where p={p:g} keeps {1 - p:.0%}: not the mask its kernel applied, so the outputs "
-        "that depend on it are not checked"
-    )
