@@ -123,6 +123,36 @@ def test_an_exactly_zero_gradient_gets_an_atol_floor_from_the_inputs_not_from_it
     assert atol_floor(config, "O", q, k, v) == pytest.approx(16 * 2**-23 * float(v.abs().max()))
 
 
+def test_a_keys_gradient_sums_the_stored_o_residue_of_every_row_of_its_group():
+    """The hunt's seed-2 backward mismatch (H200): one key, five query heads a key head, three
+    queries, fp16, dropout 0.11, scores shifted by -1000. The true dK is 0; cuDNN's is the residue
+    of D = rowsum(dO * O) read off O as stored, summed over the 15 rows that read the key. Simulated
+    in fp64 here: one row's bound (dQ's) is exceeded by some draws, the group's never."""
+    import torch
+
+    from tui.engine.tolerances import atol_floor, stored_o_floor
+
+    config = SdpaConfig(b=1, h_q=5, h_kv=1, s_q=3, s_kv=1, d_qk=8, d_v=8, dtype="fp16", causal="none",
+                        dropout=0.11, backward=True)  # fmt: skip
+    beyond_a_row = 0
+    for seed in range(200):
+        gen = torch.Generator().manual_seed(seed)
+        q = torch.randn(config.q_dims, generator=gen, dtype=torch.float64)
+        q[..., 0] += 53.0  # shift:-1000: the component q and k share
+        v = torch.randn(config.v_dims, generator=gen, dtype=torch.float64)
+        d_o = torch.randn(config.o_dims, generator=gen, dtype=torch.float64)
+        o = (v / (1 - config.dropout)).expand(config.o_dims)  # one key kept: O = V / (1 - p)
+        stored = o.half().double()
+        d_s = (d_o * (o - stored)).sum(-1)  # each row's dS = dP - D: D's rounding alone
+        d_k = config.scale * (d_s.unsqueeze(-1) * q).sum((1, 2))  # over the group's heads and rows
+        error = d_k.abs().max().item()
+        q32, d_o32, o32 = q.float(), d_o.float(), stored.float()
+        beyond_a_row += error > stored_o_floor(config, q32, d_o32, o32)
+        k = torch.zeros(config.k_dims)
+        assert error <= atol_floor(config, "dK", q32, k, v.float(), d_o32, o32), seed
+    assert beyond_a_row > 0  # what the floor of one row let through as a mismatch
+
+
 def test_the_cpu_mode_checks_a_one_key_backward_as_passing(cpu_engine):
     config = SdpaConfig(b=1, h_q=2, h_kv=2, s_q=64, s_kv=1, d_qk=64, d_v=64, backward=True, causal="none")
     b = cpu_engine.run(config).pass_of("backward")

@@ -72,7 +72,7 @@ def atol_floor(
     if output in ("dQ", "dK"):
         size = config.scale * largest(d_o) * largest(v) * largest(k if output == "dQ" else q)
         fp32 = ATOL_FLOOR_FP32_UNITS * 2.0**-23 * size
-        return max(fp32, stored_o_floor(config, k if output == "dQ" else q, d_o, o))
+        return max(fp32, stored_o_floor(config, k if output == "dQ" else q, d_o, o, per_key=output == "dK"))
     elif output in ("O", "dV"):
         size = largest(v if output == "O" else d_o)
     else:  # the softmax's row outputs and dSink: fp32 of their own size
@@ -80,10 +80,13 @@ def atol_floor(
     return ATOL_FLOOR_FP32_UNITS * 2.0**-23 * size
 
 
-def stored_o_floor(config: SdpaConfig, other: Any, d_o: Any, o: Any) -> float:
-    """The bound of dQ's (other: K) or dK's (other: Q) error from D = rowsum(dO * O) read off O as
-    stored: STORED_O_SIGMAS unit roundoffs of O's dtype times the largest row norm of dO * O, times
-    the scale and max |other| (0 without O: the CPU check, a forward)."""
+def stored_o_floor(config: SdpaConfig, other: Any, d_o: Any, o: Any, per_key: bool = False) -> float:
+    """The bound of dQ's (other: K) or dK's (other: Q, `per_key`) error from D = rowsum(dO * O) read
+    off O as stored: STORED_O_SIGMAS unit roundoffs of O's dtype times the norm of dO * O that
+    carries it, times the scale and max |other| (0 without O: the CPU check, a forward). A row of dQ
+    reads one row's D: the largest row norm. A key's dK sums P_ij (dP_ij - D_i) q_i over every query
+    row of its group (P_ij <= 1: with one key, P_ij = 1 for all of them), so its rounding errors add
+    in quadrature: the largest norm over a batch entry's group of query heads, all its rows."""
     if o is None or d_o is None:
         return 0.0
     import torch
@@ -95,8 +98,10 @@ def stored_o_floor(config: SdpaConfig, other: Any, d_o: Any, o: Any) -> float:
             product = product * (
                 torch.arange(o.shape[2], device=o.device).view(1, 1, -1, 1) < lens.view(-1, 1, 1, 1)
             )
-        product = product.nan_to_num(0.0, 0.0, 0.0)  # NaN where a plan wrote nothing: not a rounding
-        row = float(product.square().sum(-1).sqrt().max().item()) if product.numel() else 0.0
+        squares = product.nan_to_num(0.0, 0.0, 0.0).square().sum(-1)  # NaN where a plan wrote nothing
+        if per_key:  # (b, h_q, s_q) -> (b, h_kv, the group's rows): query head h reads kv head h // group
+            squares = squares.reshape(squares.shape[0], config.h_kv, -1).sum(-1)
+        row = float(squares.max().sqrt().item()) if squares.numel() else 0.0
     return STORED_O_SIGMAS * UNIT_ROUNDOFF.get(config.o_dtype, 2.0**-11) * row * config.scale * largest(other)
 
 

@@ -411,8 +411,10 @@ def _main_backward(c: SdpaConfig, extra: list[str], rows_q: str, rows_kv: str) -
         f'    product = logical["dO"].float() * {_value(c, "o")}'
         + (" * rows_q" if c.padded else "")
         + "  # the real rows of dO * O as stored",
-        "    stored = STORED_O * product.nan_to_num(0.0, 0.0, 0.0).square().sum(-1).sqrt().max().item() * SCALE",
-        '    stored = {"dQ": stored * size["k"], "dK": stored * size["q"]}',
+        "    squares = product.nan_to_num(0.0, 0.0, 0.0).square().sum(-1)  # dQ reads one row's D",
+        "    per_key = squares.reshape(B, H_KV, -1).sum(-1)  # dK: every row of its group's query heads",
+        '    stored = {"dQ": STORED_O * SCALE * squares.max().sqrt().item() * size["k"],',
+        '              "dK": STORED_O * SCALE * per_key.max().sqrt().item() * size["q"]}',
     ]
     for name, rows in (("dQ", rows_q), ("dK", rows_kv), ("dV", rows_kv)):
         tail = f", {rows})" if c.padded else ")"
