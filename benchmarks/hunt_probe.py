@@ -28,6 +28,10 @@ CASES: dict[str, SdpaConfig] = {
         for d in (8, 16, 64)
     },
     "softcap:56.7 d64 s128": SdpaConfig(**ONE, s_q=128, s_kv=128, d_qk=64, d_v=64, variant="softcap:56.7"),
+    # keys that do not fill the last tile: were its padded keys masked before the cap, tanh would
+    # give them -cap, not -inf, and the softmax would take them in
+    "softcap:50 d64 s100": SdpaConfig(**ONE, s_q=100, s_kv=100, d_qk=64, d_v=64, variant="softcap:50"),
+    "softcap:50 d128 s4000": SdpaConfig(**ONE, s_q=4000, s_kv=4000, d_qk=128, d_v=128, variant="softcap:50"),
     "fp8 THD paged2": SdpaConfig(**ONE, s_q=1, s_kv=2, d_qk=8, d_v=8, dtype="fp8_e4m3", layout="THD", page_size=2),
     "fp8 THD": SdpaConfig(**ONE, s_q=1, s_kv=2, d_qk=8, d_v=8, dtype="fp8_e4m3", layout="THD"),
     "fp8 paged2": SdpaConfig(**ONE, s_q=1, s_kv=2, d_qk=8, d_v=8, dtype="fp8_e4m3", page_size=2),
