@@ -98,3 +98,19 @@ def test_the_one_query_dump_is_a_known_wrong_result_of_cudnn_9_19_on_hopper():
     assert not met(SOAK, "9.20.0") and not met(SOAK, cc="10.0")
     issue = next(i for i in known_issues.KNOWN_ISSUES if i.key == key)
     assert issue.outcome == known_issues.WRONG_RESULT
+
+
+def test_the_check_line_says_an_unchecked_pass_is_not_checked_not_a_nan_error():
+    import dataclasses
+    from pathlib import Path
+
+    from tui.jobs.check import case_line
+    from tui.model.results import RunResult
+
+    seed = RunResult.from_json((Path(__file__).parent / "data" / "seed_h200.json").read_text())
+    assert "max abs err " in case_line("seed", seed) and "not checked" not in case_line("seed", seed)
+    forward = dataclasses.replace(
+        seed.passes[0], checks=(), reference=""
+    )  # a mask it could not check against
+    line = case_line("seed", dataclasses.replace(seed, passes=(forward,)))
+    assert line.startswith("[green]PASS") and "not checked  plan" in line and "nan" not in line

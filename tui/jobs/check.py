@@ -121,10 +121,10 @@ def case_line(name: str, result: RunResult) -> str:
         return f"{mark} {name:20} {result.config.label():42} {result.status}: {escape(result.message)}{peers}"
     parts = []
     for i, (p, f) in enumerate((p, pass_figures(p)) for p in result.passes):
-        err = f["max_abs_error"] if f["max_abs_error"] is not None else float("nan")
+        err = "not checked" if f["max_abs_error"] is None else f"max abs err {f['max_abs_error']:.2e}"
         lead = "" if i == 0 else f"{f['kind']} "
         parts.append(f"{lead}{us(f['kernel_us']):>11}{regime_markup(p.timing)}  {(f['tflops'] or 0):6.1f} TFLOPS  "
-                     f"max abs err {err:.2e}  plan {f['plan']}")  # fmt: skip
+                     f"{err}  plan {f['plan']}")  # fmt: skip
         if f["fastest"]:  # with peers (or autotune, or an equivalent form): the winner and its margin
             parts.append(fastest_words(f["fastest"]))
     return f"{mark} {name:20} {result.config.label():42} " + "  ".join(parts)
