@@ -255,9 +255,7 @@ def _check_chosen(m: Measurement, options: Any, what: dict[str, Any]) -> tuple[O
     if m.built.reference is None:
         m.prepare_check()
     forward = m.built if m.spec.kind == FORWARD else m.before.get(FORWARD, m.built)
-    if (
-        m.spec.kind == FORWARD and forward.mask_ones is not None
-    ):  # the forward's FLOPs count its kept positions
+    if m.spec.kind == FORWARD and forward.mask_ones is not None:  # its FLOPs count its kept positions
         positions = what["flops"] // (2 * (m.config.d_qk + m.config.d_v))
         forward.mask_shortfall = mask_shortfall(m.config.dropout, positions, forward.mask_ones)
     if forward.mask_shortfall:  # the reference applied a mask the kernel did not: nothing to check
