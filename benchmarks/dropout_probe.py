@@ -23,20 +23,17 @@ from tui.engine.runner import Engine, RunOptions
 from tui.engine.tensors import workspace
 from tui.model.config import SdpaConfig
 
+SOAK = SdpaConfig(b=1, h_q=32, h_kv=4, s_q=1, s_kv=512, d_qk=184, d_v=224, dtype="bf16", layout="SBHD",
+                  causal="none", dropout=0.26)  # fmt: skip
+MHA = SOAK.replace(h_q=4, h_kv=4, d_qk=128, d_v=128, layout="BSHD")
 CASES = {
-    "soak": SdpaConfig(b=1, h_q=32, h_kv=4, s_q=1, s_kv=512, d_qk=184, d_v=224, dtype="bf16",
-                       layout="SBHD", causal="none", dropout=0.26),
-    "bshd": SdpaConfig(b=1, h_q=32, h_kv=4, s_q=1, s_kv=512, d_qk=184, d_v=224, dtype="bf16",
-                       causal="none", dropout=0.26),
-    "d128": SdpaConfig(b=1, h_q=32, h_kv=4, s_q=1, s_kv=512, d_qk=128, d_v=128, dtype="bf16",
-                       causal="none", dropout=0.26),
-    "s_q2": SdpaConfig(b=1, h_q=32, h_kv=4, s_q=2, s_kv=512, d_qk=184, d_v=224, dtype="bf16",
-                       layout="SBHD", causal="none", dropout=0.26),
-    "p0.01": SdpaConfig(b=1, h_q=4, h_kv=4, s_q=1, s_kv=512, d_qk=128, d_v=128, dtype="bf16",
-                        causal="none", dropout=0.01),
-    "mha": SdpaConfig(b=1, h_q=4, h_kv=4, s_q=1, s_kv=512, d_qk=128, d_v=128, dtype="bf16",
-                      causal="none", dropout=0.26),
-}  # fmt: skip
+    "soak": SOAK,  # the soak's one-query dropout forward (tests/test_gpu_recipes.py)
+    "bshd": SOAK.replace(layout="BSHD"),
+    "d128": SOAK.replace(layout="BSHD", d_qk=128, d_v=128),
+    "s_q2": SOAK.replace(s_q=2),
+    "p0.01": MHA.replace(dropout=0.01),
+    "mha": MHA,
+}
 
 
 def _dumping(config, built, handle, same):
