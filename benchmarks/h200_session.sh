@@ -6,8 +6,8 @@
 #   git archive --format=tar.gz HEAD -o h200-head.tgz
 # (so a working tree being edited does not change what is measured) and leaves its output under $OUT:
 #   install  join the parts, install into /tmp/site (FlashInfer apart in /tmp/fi: its kernels compile
-#            on first use), env, first frame and its profile, a smoke check of the GPU paths; then the
-#            whole GPU suite in one process, in the background (setsid: it outlives the call), and
+#            on first use), env, first frame and its profile, a smoke check of the GPU paths
+#   suite    the whole GPU suite in one process, in the background (setsid: it outlives the call), and
 #            FlashInfer's kernels compiled beside it (that loop's figures are then not kernel times)
 #   wait [S] wait up to S seconds (default 560) for the suite; its log so far
 #   check    check --peers fa4,flash,flex --json, its peers table, then the variants probe in the time left
@@ -48,7 +48,8 @@ install)
   python3 -m benchmarks.first_paint --profile "$OUT"/frame_cum.prof --sort cumulative 2>&1 | head -60 > "$OUT"/frame_cum.txt
   python3 -X importtime -c "import tui.app.app" 2> "$OUT"/importtime.txt; sort -t'|' -k2 -n "$OUT"/importtime.txt | tail -25
   ( time timeout 150 python3 -m tui check --no-history --replays 5 --preset gpt2-dropout --preset llama3-8b-decode \
-      --preset llama3-8b-train --preset paligemma-prefix-lm ) > "$OUT"/smoke.txt 2>&1; echo "smoke rc=$?"; tail -12 "$OUT"/smoke.txt
+      --preset llama3-8b-train --preset paligemma-prefix-lm ) > "$OUT"/smoke.txt 2>&1; echo "smoke rc=$?"; tail -12 "$OUT"/smoke.txt ;;
+suite)
   rm -f /tmp/suite.done; echo $$ > /tmp/suite.pid
   PYTHONPATH=/tmp/fi:$PYTHONPATH setsid bash -c 'cd /tmp/proj && timeout 1500 python3 -m pytest -n 0 -m gpu -q -rfEs --durations=40 \
       -p no:cacheprovider tests > /tmp/suite.log 2>&1; echo "rc=$?" >> /tmp/suite.log; touch /tmp/suite.done' \
@@ -81,5 +82,5 @@ hunt)
 probe) timeout 400 python3 -m benchmarks.hunt_probe 2>&1 | tee "$OUT"/hunt_probe.txt | grep -v leaked ;;
 dropout) timeout 300 python3 -m benchmarks.dropout_probe 2>&1 | tee "$OUT"/dropout.txt | grep -v leaked ;;
 fi) PYTHONPATH=/tmp/fi:$PYTHONPATH timeout 500 python3 -m benchmarks.flashinfer_loop --calls 30 2>&1 | tee "$OUT"/fi.txt | tail -20 ;;
-*) echo "steps: install wait check findings hunt fi frame dropout probe"; exit 2 ;;
+*) echo "steps: install suite wait check findings hunt fi frame dropout probe"; exit 2 ;;
 esac

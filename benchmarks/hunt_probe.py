@@ -8,7 +8,9 @@ whose each is can be read: cuDNN's (off both the fp64 reference and a peer) or t
   be multiple of 16`), beside each of its parts alone and d=16, in the engine process (a crash
   costs that process, restarted for the next case);
 - the backward mismatch with a window of one, a bias, a sink and dropout (seed 1 #5);
-- the one-key backward of a group of query heads (seed 2 #1), whose dK floor is summed since.
+  each of its parts alone beside dropout, so the signature can be read;
+- the one-key backward of a group of query heads (seed 2 #1), whose dK floor is summed since;
+- the deterministic backward with a sink that is not repeatable (seed 1 #2), beside b=1 and no sink.
 
     python -m benchmarks.hunt_probe [--only NAME ...]
 """
@@ -41,6 +43,16 @@ CASES: dict[str, SdpaConfig] = {
                                            sink=True, dropout=0.35, backward=True),
     "win1 bias sink +bwd": SdpaConfig(**ONE, s_q=2, s_kv=1024, d_qk=128, d_v=128, window=1, bias="bxh",
                                       sink=True, backward=True),
+    **{
+        f"{name} drop +bwd": SdpaConfig(**ONE, s_q=2, s_kv=1024, d_qk=128, d_v=128, dropout=0.35, backward=True, **extra)
+        for name, extra in (("plain", {}), ("win1", {"window": 1}), ("bias", {"bias": "bxh"}), ("sink", {"sink": True}))
+    },
+    **{
+        f"sink det b{b}{'' if sink else ' no sink'}": SdpaConfig(b=b, h_q=1, h_kv=1, s_q=2, s_kv=1, d_qk=8, d_v=8,
+                                                                  causal="none", sink=sink, backward=True,
+                                                                  deterministic=True)
+        for b, sink in ((2, True), (1, True), (2, False), (4, True))
+    },
     "one key h5/1 drop +bwd": SdpaConfig(b=1, h_q=5, h_kv=1, s_q=3, s_kv=1, d_qk=8, d_v=8, causal="none",
                                          dropout=0.11, backward=True, inputs="seed:800797041,shift:-1000"),
 }  # fmt: skip
@@ -62,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
 
     options = RunOptions(autotune=False, cross_check=True, peers=("flex", "fa4"), run_anyway=True)
     with EngineSession() as session:
-        for name in args.only or list(CASES):
+        # a deterministic run's bits may agree by chance: those cases run three times
+        for name in [n for n in args.only or list(CASES) for _ in range(3 if "det" in n else 1)]:
             r = session.run(CASES[name], options)
             print(f"== {name}  [{CASES[name].label()}]: {r.status} {r.message[:160]}")
             for p in r.passes:
