@@ -16,6 +16,8 @@
 #   fi       FlashInfer's independent loop beside the tool's --peers flashinfer
 #   dropout  whose the one-query dropout mismatch is (benchmarks/dropout_probe.py)
 #   probe    the hunt's classes still unaccounted for, with fp64 and the peers (benchmarks/hunt_probe.py)
+#   whose    softcap's cap, the sink's determinism and dSink under dropout taken apart (whose_probe.py),
+#            and the FP8 THD paged cases of the probe again
 #   frame    the first frame again (after a change to the launch)
 set -u
 step=$1
@@ -79,8 +81,12 @@ hunt)
   wait
   tar czf "$OUT"/hunts.tgz -C "$OUT" hunt1 hunt2 && rm -rf "$OUT"/hunt1 "$OUT"/hunt2
   cat "$OUT"/hunt1.txt "$OUT"/hunt2.txt; tail -2 "$OUT"/hunt1.err "$OUT"/hunt2.err ;;
+whose)
+  timeout 300 python3 -m benchmarks.whose_probe 2>&1 | tee "$OUT"/whose.txt | grep -v leaked
+  timeout 200 python3 -m benchmarks.hunt_probe --only "fp8 THD paged2" --only "fp8 d16 THD paged2" 2>&1 \
+    | tee "$OUT"/thd_paged.txt | grep -v leaked ;;
 probe) timeout 400 python3 -m benchmarks.hunt_probe 2>&1 | tee "$OUT"/hunt_probe.txt | grep -v leaked ;;
 dropout) timeout 300 python3 -m benchmarks.dropout_probe 2>&1 | tee "$OUT"/dropout.txt | grep -v leaked ;;
 fi) PYTHONPATH=/tmp/fi:$PYTHONPATH timeout 500 python3 -m benchmarks.flashinfer_loop --calls 30 2>&1 | tee "$OUT"/fi.txt | tail -20 ;;
-*) echo "steps: install suite wait check findings hunt fi frame dropout probe"; exit 2 ;;
+*) echo "steps: install suite wait check findings hunt fi frame dropout probe whose"; exit 2 ;;
 esac

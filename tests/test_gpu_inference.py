@@ -76,6 +76,22 @@ def test_sinks_forward_and_backward(engine, backward):
         assert "dSink" in {c.output for c in r.pass_of("backward").checks}
 
 
+@pytest.mark.parametrize("dtype", ["bf16", "fp8_e4m3"])
+def test_packed_queries_over_a_paged_cache_match_or_are_refused_with_their_peers_checked(engine, dtype):
+    """Chunked prefill into pages: Q and O packed tokens, K and V pools. Where cuDNN declines it,
+    the reference and Flex still run on the same tensors (the hunt's FP8 THD paged crash was the
+    tool packing the pools)."""
+    config = SdpaConfig(b=3, s_q=64, s_kv=1024, seq_lens_q=(64, 5, 17), seq_lens_kv=(1024, 100, 640),
+                        layout="THD", page_size=64, causal="bottom_right", **{**GQA, "dtype": dtype})  # fmt: skip
+    r = engine.run(config, RunOptions(autotune=False, peers=("flex",)))
+    assert r.crash is None, r.crash
+    if r.status == "unsupported":
+        assert r.forward.message and r.forward.checks, r.forward  # cuDNN's words, and the peer checked
+        assert all(m.passed for c in r.forward.checks for m in c.peers.values()), r.forward.checks
+        return
+    passed(r)
+
+
 @pytest.mark.parametrize("rows", ["stats", "max_sum_exp"])
 def test_softmax_row_outputs_match_or_are_refused(engine, rows):
     config = SdpaConfig(

@@ -11,7 +11,7 @@ import torch
 from tui.engine import storage
 from tui.engine.graph import GraphBuildError, define_and_validate
 from tui.engine.keywords import OP_KEYWORDS, SDPA_KEYWORDS, sdpa_kwargs
-from tui.engine.passes import BACKWARD_PASS, FORWARD_PASS
+from tui.engine.passes import BACKWARD_PASS, FORWARD_PASS, Inputs
 from tui.engine.reference import make_inputs, reference_fp32, reference_grads, softmax_rows
 from tui.engine.tensors import backward_tensors, device_tensors
 from tui.model.config import SdpaConfig
@@ -109,6 +109,29 @@ def test_device_tensors_store_pages_and_packed_tokens_and_read_back_logical():
         47 * 32,
         48 * 32,
     ]
+
+
+PACKED_PAGED = PACKED.replace(page_size=16)  # packed queries over a paged cache: prefill into pages
+
+
+def test_packed_queries_over_a_paged_cache_pack_q_and_o_and_keep_k_and_v_pools():
+    """With THD and pages, K and V are pools found through their tables (no ragged offsets), Q and
+    O packed tokens; each reads back as the logical numbers drawn."""
+    data = device_tensors(PACKED_PAGED, "cpu", seed=5)
+    q, k, v, _ = make_inputs(PACKED_PAGED, "cpu", seed=5)
+    assert tuple(data["k"].shape) == storage.pool_shape(PACKED_PAGED, 16) and "k_offsets" not in data
+    assert data["q"].shape == (48, 4, 16) and "q_offsets" in data
+    for name, want in (("q", q), ("k", k), ("v", v)):
+        got, side = storage.logical(PACKED_PAGED, data, name), 0 if name == "q" else 1
+        for i in range(PACKED_PAGED.b):
+            n = PACKED_PAGED.lengths(i)[side]
+            assert torch.equal(got[i, :, :n], want[i, :, :n]), name
+    g = define_and_validate(PACKED_PAGED)
+    assert g.tensors["q"].ragged_offset is not None and g.tensors["o"].ragged_offset is not None
+    assert g.tensors["k"].ragged_offset is None and g.tensors["v"].ragged_offset is None
+    inputs = Inputs(*(storage.logical(PACKED_PAGED, data, n) for n in ("q", "k", "v")))
+    ref = FORWARD_PASS.reference(PACKED_PAGED, inputs, lambda share: None)
+    assert torch.isfinite(ref["O"]).all() and ref["O"].shape == (3, 4, 40, 8)
 
 
 def test_the_graphs_read_pools_tables_and_offsets():

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..model.config import SdpaConfig
 from ..model.inputs import NEAR_EQUAL_SPREAD, Recipe, recipe_of
-from ..model.tensor_plan import PAGE_TABLES
+from ..model.tensor_plan import PAGE_TABLES, is_packed
 
 FILL_VALUES = {"nan": float("nan"), "zero": 0.0}
 FP8_NAN = 0x7F  # E4M3's NaN, as a byte
@@ -98,7 +98,7 @@ def fill_unused(config: SdpaConfig, data: dict[str, Any], names: tuple[str, ...]
     value = fill_value(r)
     for name in names:
         side = 1 if name in ("k", "v") else 0 if name in ("q", "dO") else None
-        if side is None or name not in data or config.packed:
+        if side is None or name not in data or is_packed(config, name):  # packed: filled when packed
             continue
         if config.paged and name in PAGE_TABLES:
             _fill_pages(config, data[name], data[PAGE_TABLES[name]], value)

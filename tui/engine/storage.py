@@ -16,7 +16,7 @@ from typing import Any
 
 from ..model.config import DTYPE_BYTES, SdpaConfig
 from ..model.inputs import recipe_of, spare_pages
-from ..model.tensor_plan import PAGE_TABLES, RAGGED_SIDE, pool_dims
+from ..model.tensor_plan import PAGE_TABLES, RAGGED_SIDE, is_packed, pool_dims
 from . import fp8
 from .recipes import fill, fill_value
 
@@ -151,7 +151,7 @@ def physical(config: SdpaConfig, data: dict[str, Any], names: tuple[str, ...], s
             data[name] = to_pages(torch, config, data[name], table.view(config.b, -1))
             data[key] = table
     for name in names:
-        if config.packed and name in RAGGED_SIDE:
+        if is_packed(config, name):
             data[name] = packed_with_fill(torch, config, pack(torch, config, data[name], name), name)
             _, h, _, d = logical_dims(config, name)
             offsets = ragged_offsets(config, name, h, d)
@@ -168,7 +168,7 @@ def logical(config: SdpaConfig, data: dict[str, Any], name: str) -> Any:
     values = fp8.values(config, data, name)
     if config.paged and name in PAGE_TABLES:
         return gather(torch, config, values, data[PAGE_TABLES[name]])
-    if config.packed and name in RAGGED_SIDE:
+    if is_packed(config, name):
         return unpack(torch, config, values, name, logical_dims(config, name))
     return values
 
@@ -178,7 +178,7 @@ def packing_saves(config: SdpaConfig) -> tuple[int, int]:
     """(bytes of q, k, v and o packed, bytes padded to s_q and s_kv): what THD saves."""
     size, out = DTYPE_BYTES.get(config.dtype, 2), DTYPE_BYTES.get(config.o_dtype, 2)
     q_side = config.h_q * (config.d_qk * size + config.d_v * out)
-    kv_side = config.h_kv * (config.d_qk + config.d_v) * size
+    kv_side = 0 if config.paged else config.h_kv * (config.d_qk + config.d_v) * size  # pools: pages
     packed = config.real_tokens(0) * q_side + config.real_tokens(1) * kv_side
     padded = config.b * (config.s_q * q_side + config.s_kv * kv_side)
     return packed, padded

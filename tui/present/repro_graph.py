@@ -11,7 +11,7 @@ from typing import Any
 from ..engine.keywords import UnsupportedOption, op_name, sdpa_kwargs
 from ..model.config import SdpaConfig
 from ..model.inputs import recipe_of, spare_pages
-from ..model.tensor_plan import BACKWARD_AMAX, RAGGED_SIDE, TensorSpec, drawn_inputs, tensor_plan
+from ..model.tensor_plan import BACKWARD_AMAX, RAGGED_SIDE, TensorSpec, drawn_inputs, is_packed, tensor_plan
 from .repro_inputs import BACKWARD_NAMES, FORWARD_NAMES, filled, filling, shaping, unfilled_logical
 
 WIDTH, PROSE = 120, 96  # the script's code lines, and its prose
@@ -232,8 +232,8 @@ def forward_tensors(config: SdpaConfig) -> list[str]:
             '    data["k"], data["v"] = to_pages(data["k"], table), to_pages(data["v"], table)',
             f'    data["paged_attention_k_table"] = data["paged_attention_v_table"] = table.view({c.b}, 1, -1, 1)',
         ]
-    if c.packed:
-        lines += _packing(("q", "k", "v", "o"))
+    if c.packed:  # a paged cache's K and V stay pools
+        lines += _packing(tuple(n for n in ("q", "k", "v", "o") if is_packed(c, n)))
     lines += filling(c, FORWARD_NAMES)
     lines.append("    return data, logical")
     return lines

@@ -8,6 +8,7 @@ from __future__ import annotations
 from ..engine.recipes import shift_component
 from ..model.config import SdpaConfig
 from ..model.inputs import NEAR_EQUAL_SPREAD, recipe_of
+from ..model.tensor_plan import is_packed
 
 
 def filled(c: SdpaConfig) -> bool:
@@ -110,8 +111,7 @@ FORWARD_NAMES, BACKWARD_NAMES = ("q", "k", "v", "bias"), ("dO",)
 
 def _unused(c: SdpaConfig, names: tuple[str, ...]) -> tuple[str, ...]:
     """Those of `names` fill_unused() fills: packed tensors hold their fill already, the bias where there is one."""
-    packed = ("q", "k", "v", "dO") if c.packed else ()
-    return tuple(n for n in names if n not in packed and (n != "bias" or c.bias != "none"))
+    return tuple(n for n in names if not is_packed(c, n) and (n != "bias" or c.bias != "none"))
 
 
 def shaping(c: SdpaConfig) -> list[str]:
