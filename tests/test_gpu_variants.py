@@ -78,6 +78,17 @@ def test_the_gemma2_presets_pass_or_say_cudnns_refusal_for_each_pass_beside_the_
     assert any(peer.ran for peer in r.forward.field_peers), r.forward.field_peers
 
 
+@pytest.mark.parametrize("cap", ["56.7", "22.2"])
+def test_a_cap_that_is_not_an_fp32_passes(engine, cap):
+    """The hunt's softcap class: from the cap as a Python float cuDNN 9.19 wrote O non-finite at
+    every element; given as its fp32, O is the reference's."""
+    config = SdpaConfig(b=1, h_q=1, h_kv=1, s_q=128, s_kv=128, d_qk=64, d_v=64, causal="none",
+                        variant=f"softcap:{cap}")  # fmt: skip
+    r = engine.run(config, RunOptions(autotune=False))
+    assert r.status == "ok" and r.forward.passed, (r.message, r.forward.checks)
+    assert r.forward.checks[0].cudnn.nonfinite == 0
+
+
 def test_cudnns_output_is_the_capped_one(engine):
     """The sub-graph is applied: cuDNN's O is far from the reference without the modifier."""
     from tui.engine.reference import reference_fp32

@@ -234,3 +234,34 @@ def test_nan_past_the_real_keys_is_a_known_wrong_result_of_cudnn_9_19_on_hopper(
     if met:
         issue = next(i for i in known_issues.matching(config, env("9.19.0")) if i.key == key)
         assert issue.outcome == known_issues.WRONG_RESULT  # it runs; its verdict names the issue
+
+
+SINK_BWD = SdpaConfig(
+    b=2, h_q=4, h_kv=4, s_q=128, s_kv=128, d_qk=64, d_v=64, causal="none", sink=True, backward=True
+)
+
+
+@pytest.mark.parametrize(
+    "key, config, met",
+    [
+        ("dsink-dropout-backward-hopper-cudnn-9.19", SINK_BWD.replace(dropout=0.2), True),
+        ("dsink-dropout-backward-hopper-cudnn-9.19", SINK_BWD, False),  # no dropout: dSink is right
+        ("dsink-dropout-backward-hopper-cudnn-9.19", SINK_BWD.replace(dropout=0.2, sink=False), False),
+        ("dsink-dropout-backward-hopper-cudnn-9.19", SINK_BWD.replace(dropout=0.2, backward=False), False),
+        ("dsink-deterministic-backward-hopper-cudnn-9.19", SINK_BWD.replace(deterministic=True), True),
+        ("dsink-deterministic-backward-hopper-cudnn-9.19", SINK_BWD.replace(deterministic=True, b=1), False),
+        (
+            "dsink-deterministic-backward-hopper-cudnn-9.19",
+            SINK_BWD.replace(deterministic=True, sink=False),
+            False,
+        ),
+        ("dsink-deterministic-backward-hopper-cudnn-9.19", SINK_BWD, False),  # not asked to be deterministic
+    ],
+)
+def test_the_sinks_gradient_classes_are_known_wrong_results_of_cudnn_9_19_on_hopper(key, config, met):
+    keys = lambda e: [i.key for i in known_issues.matching(config, e)]  # noqa: E731
+    assert (key in keys(env("9.19.0"))) is met
+    assert key not in keys(env("9.20.0")) and key not in keys(env("9.19.0", cc="10.0"))
+    if met:
+        issue = next(i for i in known_issues.matching(config, env("9.19.0")) if i.key == key)
+        assert issue.outcome == known_issues.WRONG_RESULT

@@ -126,6 +126,30 @@ def test_each_variants_graphs_pass_validate_on_a_cpu_with_its_score_mod(text):
     assert out is not score and grad is not out
 
 
+@pytest.mark.parametrize("cap", [56.7, 22.2, 50.0])
+def test_the_cap_reaches_cuDNN_and_the_script_as_an_fp32(cap):
+    """cuDNN 9.19 makes O non-finite from a scalar that is not exactly an fp32 (the hunt's softcap
+    56.7): the graph's scalars and the script's are the cap rounded to fp32, its text as typed."""
+    import struct
+
+    import cudnn
+
+    from tui.engine.score_mod import ScoreMod
+    from tui.present.repro_variant import score_mod_class
+
+    fp32 = struct.unpack("f", struct.pack("f", cap))[0]
+    graph = cudnn.pygraph(io_data_type=cudnn.data_type.HALF, intermediate_data_type=cudnn.data_type.FLOAT,
+                          compute_data_type=cudnn.data_type.FLOAT)  # fmt: skip
+    score = graph.tensor(name="s", dim=[1, 1, 8, 8], data_type=cudnn.data_type.FLOAT, is_virtual=True)
+    mod = ScoreMod(f"softcap:{cap:g}")
+    mod.bprop(graph, mod(graph, score))
+    values = {t.pass_by_value for t in graph._tensors.values() if t.pass_by_value is not None}
+    assert values == {fp32} and (cap == 50.0) == (fp32 == cap)
+    assert mod.variant.text == f"softcap:{cap:g}"
+    script = "\n".join(score_mod_class(small(f"softcap:{cap:g}", backward=True)))
+    assert script.count(f"tensor_scalar({fp32!r},") == 2
+
+
 def test_fp8_has_no_score_mod_and_the_plan_cache_is_not_used_and_says_so(tmp_path):
     from tui.engine.graph import GraphBuildError, build, define_and_validate
     from tui.store.plan_cache import PlanCache

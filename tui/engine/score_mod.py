@@ -32,6 +32,14 @@ def _types() -> tuple[Any, Any, Any, Any]:
     return cudnn.data_type.INT32, cudnn.data_type.BOOLEAN, cudnn.scalar_type.RUNTIME_PARAM, neg_inf
 
 
+def _cap(graph: Any, v: Variant) -> Any:
+    """The cap as a runtime-parameter scalar of its fp32 (Variant.cap_fp32): cuDNN 9.19's fused
+    kernels make every output non-finite from one whose Python float is not exactly an fp32
+    (softcap 56.7 or 22.2, or 1/30 as a factor; 56.70000076293945, that cap as an fp32, is right:
+    benchmarks/whose_probe.py). The kernel computes in fp32: it is the cap applied either way."""
+    return graph.tensor_scalar(v.cap_fp32, _types()[2])
+
+
 def _index(graph: Any, score: Any, axis: int) -> Any:
     int32 = _types()[0]
     t = graph.gen_index(input=score, axis=axis, compute_data_type=int32)
@@ -109,7 +117,7 @@ class ScoreMod:
         _int32, _boolean, kind, neg_inf = _types()
         v = self.variant
         if v.cap is not None:
-            cap = graph.tensor_scalar(float(v.cap), kind)
+            cap = _cap(graph, v)
             self.before_tanh = graph.div(a=score, b=cap)
             score = graph.mul(a=graph.tanh(input=self.before_tanh), b=cap)
         if v.masks:
@@ -137,7 +145,7 @@ class Bprop:
                 input0=grad, input1=graph.tensor_scalar(0.0, kind), mask=keep(graph, grad, v)
             )
         if v.cap is not None:
-            cap = graph.tensor_scalar(float(v.cap), kind)
+            cap = _cap(graph, v)
             scaled = graph.mul(a=grad, b=cap)
             grad = graph.div(a=graph.tanh_backward(loss=scaled, input=self.forward.before_tanh), b=cap)
         return grad

@@ -178,6 +178,37 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
         "keeps 74% and O passes",
         seen=("9.19.0",),
     ),
+    KnownIssue(
+        key="dsink-dropout-backward-hopper-cudnn-9.19",
+        summary="with dropout, the backward's dSink comes out scaled by the keep probability: -sum P_sink "
+        "(1 - p) dO.O instead of -sum P_sink dO.O, while dQ, dK and dV take the true dO.O",
+        cudnn=((9, 19, 0), (9, 20, 0)),
+        archs=(9,),
+        applies=lambda c: c.sink and c.dropout > 0 and c.backward,
+        outcome=WRONG_RESULT,
+        established="found by `hunt --budget 6m` on an H200 with cuDNN 9.19.0 and frontend 1.32 (seed 1, "
+        "2026-12-02), split into its parts by benchmarks/hunt_probe.py (a window, a bias, dropout alone "
+        "pass; sink with dropout fails) and taken apart by benchmarks/whose_probe.py (2026-12-03): on "
+        "the engine's own tensors and the mask cuDNN drew, cuDNN's dSink equals -sum P_sink (1 - p) dO.O "
+        "in fp64 to 9.1e-08 (b1 h1 s2x1024 d128, p=0.35) and 7.3e-05 (b2 h4 s128 d64, p=0.2: dSink "
+        "0.0447 against 0.0558), and without dropout the reference's -sum P_sink dO.O to 6.6e-08",
+        seen=("9.19.0",),
+    ),
+    KnownIssue(
+        key="dsink-deterministic-backward-hopper-cudnn-9.19",
+        summary="a deterministic backward with a sink does not repeat its dSink bit for bit over a "
+        "batch (dQ, dK and dV do): its sum over the batch is not ordered",
+        cudnn=((9, 19, 0), (9, 20, 0)),
+        archs=(9,),
+        applies=lambda c: c.sink and c.deterministic and c.backward and c.b > 1,
+        outcome=WRONG_RESULT,
+        established="found by `hunt --budget 6m` on an H200 with cuDNN 9.19.0 and frontend 1.32 (seed 1, "
+        "2026-12-02), shrunk to b4 h1 s2x1 d8 fp16 (not repeatable in 1 run of 3); in "
+        "benchmarks/whose_probe.py (2026-12-03, plan eng6_k24=26) 12 of 19 executions at b=8 wrote "
+        "a dSink whose bits differ from the first, none of dQ, dK, dV; b=1 repeated 20 times, b=8 "
+        "without a sink too",
+        seen=("9.19.0",),
+    ),
 )
 
 

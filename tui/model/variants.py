@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import struct
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -52,6 +53,12 @@ class Variant:
         else:
             args = [_number(self.cap), *([str(self.window)] if self.window else [])]
         return f"{self.name}:{','.join(args)}"
+
+    @property
+    def cap_fp32(self) -> float:
+        """The cap as the fp32 nearest it, which the kernels compute with and cuDNN's graph is given
+        (cuDNN 9.19 makes every output non-finite from a scalar that is not exactly an fp32)."""
+        return struct.unpack("f", struct.pack("f", self.cap or 0.0))[0]
 
     @property
     def masks(self) -> bool:

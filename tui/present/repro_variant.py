@@ -77,7 +77,8 @@ def score_mod_class(c: SdpaConfig) -> list[str]:
     ]
     if v.cap is not None:
         lines += [
-            f"        cap = graph.tensor_scalar({float(v.cap)!r}, {_SCALAR})",
+            f"        cap = graph.tensor_scalar({v.cap_fp32!r}, {_SCALAR})  # cap {v.text}: as an fp32 (cuDNN 9.19",
+            "        # makes every output non-finite from a scalar that is not exactly an fp32)",
             "        self.before_tanh = graph.div(a=score, b=cap)",
             "        score = graph.mul(a=graph.tanh(input=self.before_tanh), b=cap)",
         ]
@@ -112,7 +113,7 @@ def score_mod_class(c: SdpaConfig) -> list[str]:
         ]
     if v.cap is not None:
         lines += [
-            f"        cap = graph.tensor_scalar({float(v.cap)!r}, {_SCALAR})",
+            f"        cap = graph.tensor_scalar({v.cap_fp32!r}, {_SCALAR})",
             "        scaled = graph.mul(a=grad, b=cap)",
             "        grad = graph.div(a=graph.tanh_backward(loss=scaled, input=self.forward.before_tanh), b=cap)",
         ]
