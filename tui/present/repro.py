@@ -405,7 +405,16 @@ def _main_backward(c: SdpaConfig, extra: list[str], rows_q: str, rows_kv: str) -
     lines += [
         f"    run_once(run, data, {name_tuple(grads)})",
         f"    grads = reference_grads({args})",
-        "    size = {name: t.abs().max().item() for name, t in logical.items()}  # for atol's floor",
+        *(
+            [
+                '    real = {"q": rows_q, "dO": rows_q, "k": rows_kv, "v": rows_kv}  # packed: the real tokens only',
+                "    size = {n: (t.float() * real[n] if n in real else t).abs().max().item() for n, t in logical.items()}",
+            ]
+            if c.packed
+            else [
+                "    size = {name: t.abs().max().item() for name, t in logical.items()}  # for atol's floor"
+            ]
+        ),
         '    sizes = {"dV": size["dO"], "dQ": SCALE * size["dO"] * size["v"] * size["k"],',
         '             "dK": SCALE * size["dO"] * size["v"] * size["q"]}',
         f'    product = logical["dO"].float() * {_value(c, "o")}'
