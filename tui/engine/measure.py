@@ -170,12 +170,12 @@ class Measurement:
             for name, got in outputs.items()
         )
 
-    def repeatable(self) -> bool:
-        """Whether two executions of the plan the pass runs write identical bits."""
+    def unrepeated(self) -> tuple[str, ...]:
+        """The outputs whose bits differ between two executions of the plan the pass runs."""
         index = self.built.graph.chosen
         first = {name: t.clone() for name, t in self.outputs_of(index).items()}
         second = self.outputs_of(index)
-        return all(bool((first[n] == second[n]).all().item()) for n in first)
+        return tuple(n for n in first if not bool((first[n] == second[n]).all().item()))
 
 
 def measure(
@@ -189,7 +189,8 @@ def measure(
     config, g = m.config, built.graph
     what = counts(spec, config)  # what the pass is, whatever its verdict
     checks = _check_chosen(m, options, what)
-    repeatable = m.repeatable() if options.check and spec.repeat_check else None
+    differ = m.unrepeated() if options.check and spec.repeat_check else None
+    repeatable = None if differ is None else not differ
 
     def check_plan(index: int) -> tuple[float, bool]:
         plan_checks = checks if index == g.chosen else m.check(m.outputs_of(index))
@@ -236,6 +237,7 @@ def measure(
             *built.cache_notes,
             *built.check_notes,
             *(built.fp64_notes if m.cross_check else ()),
+            *([f"not repeatable: {', '.join(differ)} differed between two executions"] if differ else []),
         ),  # fmt: skip
         graph_json=g.described or g.json(),
         **what,
