@@ -25,17 +25,15 @@ FP8_BACKWARD_SCALES = ("descale_q", "descale_k", "descale_v", "descale_o", "desc
 FORWARD_AMAX = ("amax_o",)
 BACKWARD_AMAX = ("amax_dq", "amax_dk", "amax_dv", "amax_dp")
 PAGE_TABLES = {"k": "paged_attention_k_table", "v": "paged_attention_v_table"}  # a pool's table
+ROW_OUTPUTS = ("score_max", "score_sum_exp")  # the forward's softmax max and sum of exponents
+FILLED_IN = (*ROW_OUTPUTS, "dSink_token")  # read tensors the operation writes (the sink's gradient)
+SCALAR = (1, 1, 1, 1)
 
 
 def is_packed(config: SdpaConfig, name: str) -> bool:
     """Whether the graph reads `name` as packed tokens: THD's tensors, but for a paged cache's K and
     V, which are pools of pages found through their tables (no ragged offsets)."""
     return config.packed and name in RAGGED_SIDE and not (config.paged and name in PAGE_TABLES)
-
-
-ROW_OUTPUTS = ("score_max", "score_sum_exp")  # the forward's softmax max and sum of exponents
-FILLED_IN = (*ROW_OUTPUTS, "dSink_token")  # read tensors the operation writes (the sink's gradient)
-SCALAR = (1, 1, 1, 1)
 
 
 @dataclass(frozen=True)
