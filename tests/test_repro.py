@@ -394,7 +394,7 @@ def test_a_packed_scripts_gradient_atols_are_the_engines(inputs, monkeypatch, ca
     sink = data.get("sink_token")
     o = reference_fp32(config, q, k, v, sink=sink).to(torch.bfloat16)  # O as the forward stored it
     grads = reference_grads(config, q, k, v, d_o, sink=sink)
-    inputs = Inputs(q, k, v, None, d_o, None, sink, o)
+    checked = Inputs(q, k, v, None, d_o, None, sink, o)
     for out, ref in zip(("dQ", "dK", "dV"), grads[:3], strict=True):
-        atol, _ = BACKWARD_PASS.tolerance(config, out, ref, inputs)
+        atol, _ = BACKWARD_PASS.tolerance(config, out, ref, checked)
         assert figures["checks"][out]["atol"] == pytest.approx(atol, rel=1e-4), out

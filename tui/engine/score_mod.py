@@ -33,10 +33,8 @@ def _types() -> tuple[Any, Any, Any, Any]:
 
 
 def _cap(graph: Any, v: Variant) -> Any:
-    """The cap as a runtime-parameter scalar of its fp32 (Variant.cap_fp32): cuDNN 9.19's fused
-    kernels make every output non-finite from one whose Python float is not exactly an fp32
-    (softcap 56.7 or 22.2, or 1/30 as a factor; 56.70000076293945, that cap as an fp32, is right:
-    benchmarks/whose_probe.py). The kernel computes in fp32: it is the cap applied either way."""
+    """The cap as a runtime-parameter scalar of its fp32 (Variant.cap_fp32 says why; measured by
+    benchmarks/whose_probe.py)."""
     return graph.tensor_scalar(v.cap_fp32, _types()[2])
 
 
