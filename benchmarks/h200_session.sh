@@ -5,11 +5,12 @@
 # copied to /tmp/big one call each first). Each step runs exactly the commit packed by
 #   git archive --format=tar.gz HEAD -o h200-head.tgz
 # (so a working tree being edited does not change what is measured) and leaves its output under $OUT:
-#   install  join the parts, install into /tmp/site (FlashInfer apart in /tmp/fi: its kernels compile
+#   install [quick]  join the parts, install into /tmp/site (FlashInfer apart in /tmp/fi: its kernels compile
 #            on first use), env, first frame and its profile, a smoke check of the GPU paths
 #   suite    the whole GPU suite in one process, in the background (setsid: it outlives the call), and
 #            FlashInfer's kernels compiled beside it (that loop's figures are then not kernel times)
 #   wait [S] wait up to S seconds (default 560) for the suite; its log so far
+#   sweep [S] the llama3-8b-prefill sweep over s with FA4, FLASH and Flex (docs/sweep-h200.svg)
 #   check    check --peers fa4,flash,flex --json, its peers table, then the variants probe in the time left
 #   findings the hunt's findings' reproduction scripts, each run in a fresh process (finding_scripts.py)
 #   hunt     two 6-minute hunts at once (seeds 1 and 2), their bundles packed into hunts.tgz
@@ -45,6 +46,7 @@ install)
   python3 -m compileall -q -j 8 /tmp/site /tmp/proj > /dev/null 2>&1
   python3 -c "import cutlass, flash_attn.cute; print('CuTe DSL and FA4 import')"
   python3 -m tui env 2>&1 | tee "$OUT"/env.txt | tail -20
+  [ "${2:-}" = quick ] && exit 0  # the wheels only: no first frame, no smoke
   python3 -m benchmarks.first_paint --repeat 5 -- python3 -m tui 2>&1 | tee "$OUT"/frame.txt | tail -4
   python3 -m benchmarks.first_paint --profile "$OUT"/frame.prof --sort tottime 2>&1 | head -45 > "$OUT"/frame_profile.txt
   python3 -m benchmarks.first_paint --profile "$OUT"/frame_cum.prof --sort cumulative 2>&1 | head -60 > "$OUT"/frame_cum.txt
@@ -65,6 +67,12 @@ wait)
   [ -e /tmp/suite.done ] && echo "SUITE DONE" || echo "suite still running" ;;
 frame)
   python3 -m benchmarks.first_paint --repeat 5 -- python3 -m tui 2>&1 | tee "$OUT"/frame.txt | tail -4 ;;
+sweep)
+  # the chart of docs/sweep-h200.svg: rows written as each point ends (so a cut run keeps its points),
+  # drawn here by `merge --plot` (matplotlib is not on the H200)
+  ( time timeout ${2:-400} python3 -m tui sweep --preset llama3-8b-prefill --vary s=1024,2048,4096,8192,16384,32768 \
+      --autotune --peers fa4,flash,flex --no-history --out "$OUT"/sweep_h200.jsonl ) > "$OUT"/sweep.txt 2>&1
+  tail -14 "$OUT"/sweep.txt ;;
 findings) timeout 500 python3 -m benchmarks.finding_scripts --out "$OUT"/findings 2>&1 | tee "$OUT"/findings.txt ;;
 check)
   ( time timeout 400 python3 -m tui check --peers fa4,flash,flex --json --no-history > "$OUT"/check.json ) 2> "$OUT"/check.err
@@ -88,5 +96,5 @@ whose)
 probe) timeout 400 python3 -m benchmarks.hunt_probe 2>&1 | tee "$OUT"/hunt_probe.txt | grep -v leaked ;;
 dropout) timeout 300 python3 -m benchmarks.dropout_probe 2>&1 | tee "$OUT"/dropout.txt | grep -v leaked ;;
 fi) PYTHONPATH=/tmp/fi:$PYTHONPATH timeout 500 python3 -m benchmarks.flashinfer_loop --calls 30 2>&1 | tee "$OUT"/fi.txt | tail -20 ;;
-*) echo "steps: install suite wait check findings hunt fi frame dropout probe whose"; exit 2 ;;
+*) echo "steps: install suite wait sweep check findings hunt fi frame dropout probe whose"; exit 2 ;;
 esac
