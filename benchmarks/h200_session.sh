@@ -11,6 +11,9 @@
 #            FlashInfer's kernels compiled beside it (that loop's figures are then not kernel times)
 #   wait [S] wait up to S seconds (default 560) for the suite; its log so far
 #   sweep [S] the llama3-8b-prefill sweep over s with FA4, FLASH and Flex (docs/sweep-h200.svg)
+#   readme   the README's commands as written, each timed
+#   bundles [S] a hunt of S seconds (default 90), each bundle's repro.py run from its folder
+#   subset K the GPU tests matching -k K
 #   check    check --peers fa4,flash,flex --json, its peers table, then the variants probe in the time left
 #   findings the hunt's findings' reproduction scripts, each run in a fresh process (finding_scripts.py)
 #   hunt     two 6-minute hunts at once (seeds 1 and 2), their bundles packed into hunts.tgz
@@ -73,6 +76,22 @@ sweep)
   ( time timeout ${2:-400} python3 -m tui sweep --preset llama3-8b-prefill --vary s=1024,2048,4096,8192,16384,32768 \
       --autotune --peers fa4,flash,flex --no-history --out "$OUT"/sweep_h200.jsonl ) > "$OUT"/sweep.txt 2>&1
   tail -14 "$OUT"/sweep.txt ;;
+readme)
+  # the README's commands as written (`python3 -m tui` for `uv run sdpa-explorer`), each timed
+  for c in "run --b 1 --s 256" "run --b 2 --h-q 32 --h-kv 8 --s 4096 --d 128 --dtype bf16" \
+      "run --preset llama3-8b-decode --peers all" "check" "sweep --vary s=1024..16384x2 --out s.jsonl" "explain --d 65"; do
+    echo "\$ python3 -m tui $c"; { time timeout 200 python3 -m tui $c; echo "rc=$?"; } 2>&1 | grep -v -e nanobind -e '^ - leaked'
+  done > "$OUT"/readme.txt; cp s.jsonl "$OUT"/readme_s.jsonl; grep -E '^\$|^rc=|^real' "$OUT"/readme.txt ;;
+bundles)
+  # a short hunt, then each bundle's repro.py run from its own folder in a fresh process
+  ( time timeout ${2:-90} python3 -m tui hunt --budget ${2:-90}s --seed 1 --out "$OUT"/bundles ) > "$OUT"/bundles.txt 2>&1
+  for b in "$OUT"/bundles/*/; do [ -e "$b"repro.py ] || continue
+    (cd "$b" && PYTHONPATH=/tmp/site:/tmp/site/nvidia_cutlass_dsl/dsl_packages timeout 120 python3 repro.py > ran.txt 2>&1; echo "$(basename "$b") rc=$? $(grep RESULT ran.txt | cut -c1-200)")
+  done | tee -a "$OUT"/bundles.txt; tail -25 "$OUT"/bundles.txt ;;
+subset)
+  # the GPU tests of what changed since the last whole suite ($2: a pytest -k expression)
+  PYTHONPATH=/tmp/fi:$PYTHONPATH timeout 300 python3 -m pytest -n 0 -m gpu -q -rfE -p no:cacheprovider tests -k "$2" \
+    2>&1 | grep -v -e nanobind -e '^ - leaked' | tee "$OUT"/subset.txt | tail -8 ;;
 findings) timeout 500 python3 -m benchmarks.finding_scripts --out "$OUT"/findings 2>&1 | tee "$OUT"/findings.txt ;;
 check)
   ( time timeout 400 python3 -m tui check --peers fa4,flash,flex --json --no-history > "$OUT"/check.json ) 2> "$OUT"/check.err
@@ -96,5 +115,5 @@ whose)
 probe) timeout 400 python3 -m benchmarks.hunt_probe 2>&1 | tee "$OUT"/hunt_probe.txt | grep -v leaked ;;
 dropout) timeout 300 python3 -m benchmarks.dropout_probe 2>&1 | tee "$OUT"/dropout.txt | grep -v leaked ;;
 fi) PYTHONPATH=/tmp/fi:$PYTHONPATH timeout 500 python3 -m benchmarks.flashinfer_loop --calls 30 2>&1 | tee "$OUT"/fi.txt | tail -20 ;;
-*) echo "steps: install suite wait sweep check findings hunt fi frame dropout probe whose"; exit 2 ;;
+*) echo "steps: install suite wait sweep readme bundles subset check findings hunt fi frame dropout probe whose"; exit 2 ;;
 esac

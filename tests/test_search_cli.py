@@ -212,3 +212,24 @@ def test_under_a_file_size_limit_no_export_is_cut(tmp_path):
     assert f"Error: --save-json: cannot write {found}: File too large" in said
     assert f"wrote {rows}" in said  # the CSV is smaller than the limit
     assert not found.exists() and rows.read_text().startswith("preset,plan,")
+
+
+def test_the_command_runs_the_dashboards_search_job_and_goes_on_after_a_crash(monkeypatch):
+    """No stand-in session: `search` drives the search job (process/session.py) against the fake
+    engine as the Search pane does; a candidate that kills the engine costs that process, the job
+    asks a fresh one to go on from it, and the report names the crash and the best."""
+    from fakes import FakeEngine, searched
+
+    from tui.process.session import EngineSession
+
+    fake = FakeEngine(searcher=searched(crash_at="1 KERNEL_CFG=12"))
+    monkeypatch.setattr("tui.cli.common.engine_session", lambda: EngineSession(fake))
+    r = invoke("--preset", "llama3-8b-decode", "--budget", "30s")
+    assert r.exit_code == 0, r.output
+    assert fake.restarts == 1 and len(fake.searches) == 2
+    config, again = fake.searches[-1]
+    assert config == find("llama3-8b-decode").config and again.budget_s == 30
+    assert again.crashes[0].startswith("1 KERNEL_CFG=12: the engine process died (SIGSEGV")
+    assert [t.plan for t in again.resume][-1] == "1 KERNEL_CFG=12"
+    assert "1 KERNEL_CFG=12: the engine process died (SIGSEGV" in r.output
+    assert 'pin it: --plan "1 KERNEL_CFG=27"' in r.output

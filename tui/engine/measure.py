@@ -170,12 +170,15 @@ class Measurement:
             for name, got in outputs.items()
         )
 
-    def unrepeated(self) -> tuple[str, ...]:
-        """The outputs whose bits differ between two executions of the plan the pass runs."""
-        index = self.built.graph.chosen
-        first = {name: t.clone() for name, t in self.outputs_of(index).items()}
-        second = self.outputs_of(index)
-        return tuple(n for n in first if not bool((first[n] == second[n]).all().item()))
+    def repeats(self, options: Any) -> tuple[bool | None, tuple[str, ...]]:
+        """Whether two executions of the pass's plan write the same bits (None: not asked), and a
+        note naming the outputs that differ: one wrong output must not hide behind right ones."""
+        if not (options.check and self.spec.repeat_check):
+            return None, ()
+        first = {name: t.clone() for name, t in self.outputs_of(self.built.graph.chosen).items()}
+        second = self.outputs_of(self.built.graph.chosen)
+        differ = ", ".join(n for n in first if not bool((first[n] == second[n]).all().item()))
+        return not differ, (f"not repeatable: {differ} differed between two executions",) * bool(differ)
 
 
 def measure(
@@ -189,8 +192,7 @@ def measure(
     config, g = m.config, built.graph
     what = counts(spec, config)  # what the pass is, whatever its verdict
     checks = _check_chosen(m, options, what)
-    differ = m.unrepeated() if options.check and spec.repeat_check else None
-    repeatable = None if differ is None else not differ
+    repeatable, repeat_notes = m.repeats(options)
 
     def check_plan(index: int) -> tuple[float, bool]:
         plan_checks = checks if index == g.chosen else m.check(m.outputs_of(index))
@@ -237,7 +239,7 @@ def measure(
             *built.cache_notes,
             *built.check_notes,
             *(built.fp64_notes if m.cross_check else ()),
-            *([f"not repeatable: {', '.join(differ)} differed between two executions"] if differ else []),
+            *repeat_notes,
         ),  # fmt: skip
         graph_json=g.described or g.json(),
         **what,
