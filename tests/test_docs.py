@@ -30,3 +30,10 @@ def test_every_relative_link_names_a_file_and_a_heading_there(page):
             headings = re.findall(r"^#+ (.+)$", linked.read_text(encoding="utf-8"), re.M)
             slugs = {re.sub(r"[^\w\- ]", "", h).strip().lower().replace(" ", "-") for h in headings}
             assert anchor in slugs, f"{page.name} links to #{anchor} in {linked.name}"
+
+
+def test_the_figures_page_names_the_schema_the_tool_writes():
+    from tui.model.statuses import SCHEMA_VERSION
+
+    figures = (ROOT / "docs" / "FIGURES.md").read_text(encoding="utf-8")
+    assert f"Schema `{SCHEMA_VERSION}`" in figures

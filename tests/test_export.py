@@ -155,6 +155,7 @@ def test_csv_of_a_run_without_plans_says_its_configuration_status_and_why():
     assert [(r["config"], r["pass"], r["status"]) for r in rows] == [
         (small.label(), "forward", "cpu_only"), (small.label(), "backward", "cpu_only")
     ]  # fmt: skip
+    assert {r["message"] for r in rows} == {cpu.message} and cpu.message.startswith("GPU figures unavailable")
     invalid = Engine(environment=NO_GPU).run(small.replace(h_kv=3))
     (row,) = csv_rows(invalid)[1]
     assert row["status"] == "invalid" and "h_q must be a multiple of h_kv" in row["message"]

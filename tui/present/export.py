@@ -83,7 +83,7 @@ def plans_csv(result: RunResult) -> str:
     env = result.environment
     env_values = [getattr(env, c, "") if env else "" for c in ENV_COLUMNS]
     for ps in result.passes:
-        said = (ps.status, ps.message)
+        said = (ps.status, ps.message or result.message)  # a pass that did not run says why once, above
         for p in ps.plans:
             writer.writerow(_row(_plan_cells(result, ps.kind, p), p.timing, env_values, p.source, said))
         if not ps.plans:
@@ -96,7 +96,7 @@ def plans_csv(result: RunResult) -> str:
         errors = peer_errors(ps)
         for peer in ps.field_peers:
             cells = _peer_cells(result, ps.kind, peer, errors.get(peer.name))
-            writer.writerow(_row(cells, peer.timing, env_values, "", (ps.status, ps.message)))
+            writer.writerow(_row(cells, peer.timing, env_values, "", (ps.status, ps.message or result.message)))
     return buf.getvalue()
 
 

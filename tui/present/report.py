@@ -152,7 +152,7 @@ def checks_table(p: PassResult) -> FitTable:
     """Each output of a pass against the reference: cuDNN's error, then each peer's on the same inputs."""
     device = f" on {p.check_device}" if p.check_device else ""
     title = f"{pass_title(p.kind)} outputs against {p.reference or 'the reference'}{device}"
-    table = FitTable(title=title, key=1)
+    table = FitTable(title=title, key=1, caption_justify="left")
     for col in ("output", "by", "atol", "rtol", "max abs", "max rel", "mean abs", "nonfin", "verdict"):
         table.add_column(col, NAME if col in ("output", "by") else FIGURE)
     for i, c in enumerate(p.checks):
@@ -334,7 +334,7 @@ def result_renderable(result: RunResult) -> Group:
             parts.append(checks_table(p))
         if p.field_peers:
             parts.append(peers_table(p))
-        elif p.notes:
+        elif p.notes and not p.checks:  # with checks, the checks table's caption holds them
             parts.append(Text("; ".join(p.notes), style="yellow"))
     step = step_table(result)  # the training step against the peers: forward + backward each
     if step is not None:
