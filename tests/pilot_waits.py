@@ -58,3 +58,20 @@ async def click(pilot, selector: str) -> None:
 
     await wait_for(pilot, placed)
     await pilot.click(selector)
+
+
+async def swept_with_every_peer(pilot, fake, vary: str = "s=1024..8192x2") -> None:
+    """Every peer ticked and the first run answered, then the Sweep pane's sweep over `vary` run to
+    its end (the Sweep pane's snapshot and its fit test)."""
+    from textual.widgets import Input
+
+    from tui.engine.peers import PEER_KEYS
+
+    app = pilot.app
+    await wait_for(pilot, lambda: app.result is not None and not fake.busy)
+    app.set_peers(PEER_KEYS)
+    await wait_for(pilot, lambda: len(fake.requests) == 2 and not fake.busy and not app.run_pending)
+    await pilot.press("alt+9")
+    app.query_one("#sweep-vary-1", Input).focus()
+    await pilot.press(*vary, "enter")
+    await wait_for(pilot, lambda: bool(app.query_one("#sweep").progress.finished))

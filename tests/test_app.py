@@ -314,8 +314,8 @@ async def test_a_crash_a_refusal_and_a_hang_are_each_reported_and_the_next_run_r
         assert phase(app) is Phase.ERROR and app.result is None
         assert status_text(app) == (
             "the form is as you left it; edit or press Ctrl+R to run again"
-            "   engine restarted: the engine process died (SIGSEGV, a crash in native code)"
-        )
+            "\nengine restarted: the engine process died (SIGSEGV, a crash in native code)"
+        )  # too long for one row of 120 columns: the error on its own
         assert any("fresh engine process" in str(n.message) for n in app._notifications)
         assert fake_engine.restarts == 1 and app.form.read()[0] == SMALL
         await pilot.press("ctrl+r")

@@ -259,3 +259,25 @@ def test_the_docs_table_is_drawn_from_one_check_run_with_each_peer_and_the_step(
     )
     # cuDNN declined: the fastest peer that passed, never one that failed
     assert lines[8] == "| softcap | forward | - | - | 95.0 FAIL | 300.0 | 900.0 | FLASH (cuDNN declined) |"
+
+
+def test_the_fastest_plans_line_runs_through_every_point_or_is_not_drawn():
+    """Where the pick is the fastest plan at a point, the fastest plan's line passes through the
+    pick's figure there (a line drawn only where they differ joins far-apart points as if measured
+    between them); where the pick is the fastest everywhere, the line is not drawn at all."""
+    from tui.jobs.sweep_chart import FASTEST, PICK, series
+
+    def row(s, pick_us, fastest_us):
+        forward = {"status": "ok", "kernel_us": pick_us, "fastest_us": fastest_us, "flops": 1e9 * s,
+                   "tflops": 1e9 * s / pick_us / 1e6}  # fmt: skip
+        return {"varied": {"s": s}, "passes": {"forward": forward}}
+
+    xs = ["1024", "2048", "4096"]
+    lines = series([row(1024, 10.0, 10.0), row(2048, 20.0, 16.0), row(4096, 40.0, 40.0)], ["s"], xs, False)
+    assert [x for x, _ in lines[(FASTEST, "")]] == [1, 2, 3]
+    assert (
+        lines[(FASTEST, "")][0] == lines[(PICK, "")][0]
+        and lines[(FASTEST, "")][1][1] > lines[(PICK, "")][1][1]
+    )
+    same = series([row(1024, 10.0, 10.0), row(2048, 20.0, 20.0)], ["s"], xs[:2], False)
+    assert (FASTEST, "") not in same and (PICK, "") in same

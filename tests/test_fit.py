@@ -17,7 +17,7 @@ from fakes import PEERS, RECORDED
 from pilot_waits import show_pane, wait_for
 from rich.console import Console
 from textual.containers import ScrollableContainer
-from textual.widgets import Checkbox, Collapsible, Label, OptionList
+from textual.widgets import Button, Checkbox, Collapsible, Input, Label, OptionList
 
 from tui.app import make_app
 from tui.app.panes import TABS
@@ -29,6 +29,7 @@ from tui.present.format import ms, sci, us, verdict_words
 
 SIZES = [(120, 40), (80, 24)]
 FOOTER_KEY = "alt+1…0"  # the footer's name of the pane keys
+HUNT_WORDS = ["budget", "seed", "focus", "6m", "paged,backward", "Start", "Stop"]  # its inputs and buttons
 
 
 def screen_text(app) -> str:
@@ -77,6 +78,24 @@ async def read_through(pilot, name: str, wanted: list[str] = ()) -> str:
         scroller.scroll_home(animate=False)
         await pilot.pause()
     return "\n".join(texts)
+
+
+def parts_cut(app, name: str) -> list[str]:
+    """Each label, field and button of the pane `name` not on screen whole: the screen's line at
+    its row, within its columns, holds its words (the same words elsewhere, in a pane's line of
+    help, are not it). A field shows its value, or its placeholder while empty."""
+    lines = screen_text(app).splitlines()
+    found = []
+    for part in app.pane(name).query("Label, Button, Input"):
+        if isinstance(part, Input):
+            words = part.value or part.placeholder
+        else:
+            words = str(part.label if isinstance(part, Button) else part.content)
+        r = part.region
+        shown = lines[r.y][r.x : r.right] if r and r.y < len(lines) else ""
+        if words not in shown:
+            found.append(f"{part.id or words!r} shows {shown.strip()!r}, not {words!r}")
+    return found
 
 
 def cut(text: str) -> list[str]:
@@ -138,6 +157,9 @@ async def look(size: tuple[int, int]) -> dict[str, list[str]]:
             judge(tab, await read_through(pilot, tab, expected(RECORDED, tab)), expected(RECORDED, tab))
         for tab in ("sweep", "explain", "history", "search"):  # their idle words
             judge(tab, await read_through(pilot, tab), [])
+        judge("hunt", await read_through(pilot, "hunt", HUNT_WORDS), HUNT_WORDS)
+        if parts := parts_cut(app, "hunt"):  # each whole where it is, not only somewhere on screen
+            problems["hunt's inputs and buttons"] = parts
         app.show_result(PEERS)
         await pilot.pause()
         judge("peers", await read_through(pilot, "peers", expected(PEERS, "peers")), expected(PEERS, "peers"))

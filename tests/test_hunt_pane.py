@@ -1,14 +1,14 @@
 """The Hunt pane, in one dashboard start (dashboard starts are dear): a bad input said at its field;
 a hunt through the app's engine client finding the planted classes once each, as they come, while
 the form's edits wait; Esc stopping it, keeping them; their bundles written; Enter on a finding
-putting its minimal configuration into the form, which then runs it."""
+putting its minimal configuration into the form, which then runs it; Start and Stop, clicked."""
 
 from __future__ import annotations
 
 import pytest
 from fakes import FakeEngine
 from hunt_fakes import answering, gqa_wrong_backward_nan
-from pilot_waits import show_pane, wait_for
+from pilot_waits import click, show_pane, wait_for
 from textual.widgets import Input
 
 from tui.app import make_app
@@ -35,6 +35,7 @@ async def test_a_hunt_from_the_pane_finds_stops_and_loads_a_finding():
             await pilot.press("enter")
             await wait_for(pilot, lambda: len(pane.findings) == 2)  # both classes, as they came
             assert app.hunts.running and "configurations" in str(app.query_one("#hunt-status").render())
+            assert app.query_one("#hunt-start").disabled and not app.query_one("#hunt-stop").disabled
             await pilot.press("escape")  # stop: no more draws
             await wait_for(pilot, lambda: not app.hunts.running)
             ended = str(app.query_one("#hunt-status").render())
@@ -49,5 +50,11 @@ async def test_a_hunt_from_the_pane_finds_stops_and_loads_a_finding():
             await pilot.press("enter")  # its minimal configuration into the form, which runs it
             await wait_for(pilot, lambda: app.form.read()[0] == mismatch.shrunk.minimal)
             await wait_for(pilot, lambda: fake.requests[-1][0] == mismatch.shrunk.minimal and not fake.busy)
+            assert not app.query_one("#hunt-start").disabled and app.query_one("#hunt-stop").disabled
+            await click(pilot, "#hunt-start")  # a hunt again, by its buttons
+            await wait_for(pilot, lambda: app.hunts.running)
+            await click(pilot, "#hunt-stop")
+            await wait_for(pilot, lambda: not app.hunts.running)
+            assert "Ended: stopped when asked" in str(app.query_one("#hunt-status").render())
     finally:
         fake.close()

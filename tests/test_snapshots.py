@@ -11,18 +11,18 @@ test_explain_pane.py that shows the same refusal, with this module's `screenshot
 from __future__ import annotations
 
 import asyncio
+import functools
 import sqlite3
 import time
 
 import pytest
 from fakes import FP8, PEERS, RECORDED, TRAINING, FakeEngine, relabelled, slowed
-from pilot_waits import show_pane, wait_for
+from pilot_waits import show_pane, swept_with_every_peer, wait_for
 from pytest_textual_snapshot import SVGImageExtension
 from textual.widgets import Input
 
 from tui.app import make_app, sweep_progress
 from tui.app.widgets.status import Phase
-from tui.engine.peers import PEER_KEYS
 from tui.model.config import SdpaConfig
 from tui.store.history import History
 
@@ -267,13 +267,7 @@ async def test_sweep_pane(snapshot, monkeypatch):
     fake = FakeEngine(relabelled(PEERS))
     app = make_app(PEERS.config, client=fake)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.result is not None and not fake.busy)
-        app.set_peers(PEER_KEYS)
-        await wait_for(pilot, lambda: len(fake.requests) == 2 and not fake.busy and not app.run_pending)
-        await pilot.press("alt+9")
-        app.query_one("#sweep-vary-1", Input).focus()
-        await pilot.press(*"s=1024..8192x2", "enter")
-        await wait_for(pilot, lambda: bool(app.query_one("#sweep").progress.finished))
+        await swept_with_every_peer(pilot, fake)
         shots = {"120x40": await screenshot(pilot, pane("sweep"))}
         shots["80x24"] = await screenshot(pilot, terminal(80, 24))
     fake.close()
@@ -316,6 +310,38 @@ async def test_search_pane(snapshot):
             pilot, lambda: app.search_result is not None and not app.searches.running and not fake.busy
         )
         shots = {"120x40": await screenshot(pilot, pane("search"))}
+        shots["80x24"] = await screenshot(pilot, terminal(80, 24))
+    fake.close()
+    assert mismatched(snapshot, shots) == []
+
+
+@pytest.mark.asyncio
+async def test_hunt_pane(snapshot, monkeypatch):
+    """A hunt of seed 5 with grouped heads in every draw, in a minute's budget (F4, Enter in the
+    seed), answered by the fake engine's two planted classes (tests/hunt_fakes.py): each run takes
+    2 s on the hunt's clock, so it ends when the budget is spent; the inputs, Start and Stop, the
+    hunt's line and both findings, at 120x40 and 80x24."""
+    from hunt_fakes import answering, gqa_wrong_backward_nan
+
+    from tui.jobs import hunt
+
+    fake = FakeEngine(answering(gqa_wrong_backward_nan))
+    monkeypatch.setattr(hunt, "Hunt", functools.partial(hunt.Hunt, clock=lambda: 2.0 * len(fake.requests)))
+    app = make_app(SdpaConfig(), client=fake)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.result is not None and not fake.busy)
+        await pilot.press("f4")
+        await wait_for(pilot, lambda: app.pane("hunt") is not None)
+        app.query_one("#hunt-budget", Input).value = "1m"
+        app.query_one("#hunt-focus", Input).value = "gqa"
+        app.query_one("#hunt-seed", Input).value = "5"
+        app.query_one("#hunt-seed", Input).focus()
+        await pilot.press("enter")
+        status = app.query_one("#hunt-status")
+        await wait_for(pilot, lambda: "Ended" in str(status.render()) and not fake.busy)
+        await wait_for(pilot, lambda: any(n.title == "Hunt" for n in app._notifications))  # the bundles
+        app.clear_notifications()  # its folder is named by the time of day
+        shots = {"120x40": await screenshot(pilot, pane("hunt"))}
         shots["80x24"] = await screenshot(pilot, terminal(80, 24))
     fake.close()
     assert mismatched(snapshot, shots) == []

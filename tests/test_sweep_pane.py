@@ -31,8 +31,8 @@ def pane(app):
 
 
 def table_rows(app) -> list[list[str]]:
-    table = app.query_one("#sweep-table")
-    return [[str(cell) for cell in table.get_row_at(i)] for i in range(table.row_count)]
+    """Each row's cells, those of the columns a narrow pane leaves out too."""
+    return [[str(cell) for cell in row] for row in app.query_one("#sweep-table").every_row]
 
 
 def text(app, selector: str) -> str:
@@ -114,11 +114,12 @@ async def test_a_bad_vary_is_said_then_points_run_one_at_a_time_as_rows_and_line
         assert all(options == fake.requests[0][1] for _, options in fake.requests)  # the form's options
         assert text(app, "#sweep-status").startswith("done: 2 of 2 points in ")
         rows = table_rows(app)
-        assert [row[:5] for row in rows] == [
-            ["1024", "OK", "877.29 µs", "626.7", "63% compute, 3277/206 F/B"],
-            ["2048", "OK", "877.29 µs", "626.7", "63% compute, 3277/206 F/B"],
+        assert [row[:7] for row in rows] == [  # the CLI's "63% compute, 3277/206 F/B", a column each
+            ["1024", "OK", "877.29 µs", "626.7", "63%", "compute", "3277/206"],
+            ["2048", "OK", "877.29 µs", "626.7", "63%", "compute", "3277/206"],
         ]
-        assert rows[0][5] == "1.715 ms (1.95x)"  # FLASH, the first peer that ran
+        assert rows[0][7] == "1.95x"  # cuDNN's speed against FLASH, the first peer that ran
+        assert text(app, "#sweep-below").startswith("peer columns: cuDNN's speed against each")
         expected = [
             point_row(p, replace(PEERS, config=p.config))
             for p in grid(base, [parse_vary("s=1024,2048", base)])
@@ -223,7 +224,8 @@ async def test_esc_stops_after_the_point_under_way_form_edits_wait_and_a_sweep_w
         assert app.result.config == SMALL.replace(b=3) and fake.overtaken == 0
         rows = table_rows(app)
         assert [row[:2] for row in rows] == [["32", "CRASHED"], ["64", "OK"]]
-        assert rows[0][-1] == "the engine process died (SIGSEGV, a crash in native code)"
+        said = "s=32: the engine process died (SIGSEGV, a crash in native code)"
+        assert said in text(app, "#sweep-below")  # under the table, whole
         assert fake.restarts == 1 and app.result.config == SMALL.replace(b=3)  # the form's, still
 
 

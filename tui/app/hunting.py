@@ -4,9 +4,9 @@ findings to the Hunt pane as they come. The same job as the CLI's `hunt`, so the
 same things for the same seed.
 
 While a hunt runs the form's edits start nothing (the form runs when it ends, if it changed or
-Ctrl+R asked), and no sweep or search starts. Esc stops it: no more draws, the run under way
-stopped at its next step, the shrinking under way ends with what it had. Enter on a finding puts
-its minimal configuration into the form.
+Ctrl+R asked), and no sweep or search starts. Esc (or the pane's Stop) stops it: no more draws,
+the run under way stopped at its next step, the shrinking under way ends with what it had. Enter
+on a finding puts its minimal configuration into the form.
 """
 
 from __future__ import annotations

@@ -56,12 +56,12 @@ def rate(p: dict, kernel_us: float | None, decode: bool) -> float | None:
 
 def figures(row: dict, decode: bool) -> dict[str, float | None]:
     """One point's figure per implementation: the pick's as point_row gives it, the fastest plan's
-    where that is another plan, each equivalent form's ("cuDNN causal none"), each peer's."""
+    (the pick's own where it is the fastest), each equivalent form's ("cuDNN causal none"), each peer's."""
     p = forward(row)
     bandwidth = p.get("bandwidth_gbs")
     pick = (bandwidth / 1000 if bandwidth else None) if decode else p.get("tflops")
     found: dict[str, float | None] = {PICK: pick}
-    if p.get("fastest_us") and p.get("fastest_us") != p.get("kernel_us"):
+    if p.get("fastest_us"):
         found[FASTEST] = rate(p, p["fastest_us"], decode)
     for words, form in (p.get("forms") or {}).items():
         found[f"cuDNN {words}"] = rate(p, form.get("kernel_us"), decode)
@@ -87,6 +87,9 @@ def series(
         for name, value in figures(r, decode).items():
             if value is not None:
                 lines.setdefault((name, second), []).append((x, value))
+    for second in {second for _, second in lines}:  # a fastest plan that is the pick at every point
+        if lines.get((FASTEST, second)) == lines.get((PICK, second)):
+            lines.pop((FASTEST, second), None)
     names = list(dict.fromkeys(name for name, _ in lines))
     seconds = list(dict.fromkeys(second for _, second in lines))
     return dict(sorted(lines.items(), key=lambda kv: (names.index(kv[0][0]), seconds.index(kv[0][1]))))

@@ -27,7 +27,8 @@ def numbered(e: Explanation) -> dict[Refusal, int]:
 
 def cell_text(cell: Cell, numbers: dict[Refusal, int], short: bool = False) -> Text:
     """A grid cell: the plans cuDNN offers, validate()'s pass, or who refused (#n in the list).
-    `short`, for a narrow pane: the counts and numbers only (the list below names who refused)."""
+    `short`, for a narrow pane: the counts and numbers only (the list below names who refused;
+    validate()'s pass is its mark alone, as narrow as the mode names A and B)."""
     from ..engine.explain import SOURCE_TOOL, SUPPORTED, VALID
 
     if cell.status == SUPPORTED:
@@ -36,7 +37,7 @@ def cell_text(cell: Cell, numbers: dict[Refusal, int], short: bool = False) -> T
         )
         return Text(f"✓ {len(cell.plan_names)}{'' if short else ' plans'}{backward}", style="green")
     if cell.status == VALID:
-        return Text("✓ valid" if short else "✓ validate()", style="green dim")
+        return Text("✓" if short else "✓ validate()", style="green dim")
     # cuDNN's words first; the tool's rules are in every cell, so they are counted only alone
     theirs = [r for r in cell.refusals if r.source != SOURCE_TOOL] or list(cell.refusals)
     first = theirs[0]

@@ -96,7 +96,9 @@ def plans_csv(result: RunResult) -> str:
         errors = peer_errors(ps)
         for peer in ps.field_peers:
             cells = _peer_cells(result, ps.kind, peer, errors.get(peer.name))
-            writer.writerow(_row(cells, peer.timing, env_values, "", (ps.status, ps.message or result.message)))
+            writer.writerow(
+                _row(cells, peer.timing, env_values, "", (ps.status, ps.message or result.message))
+            )
     return buf.getvalue()
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rich.cells import cell_len
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -92,7 +93,20 @@ class NearestTable(FittedTable):
             self.add_row(str(i + 1), edit, checked, key=str(i))
 
 
-GRID_CELL, GRID_LABEL = 15, 16  # the grid's widths in words: a mode's cell, the implementation column
+GRID_PAD = 2  # a grid column's cell padding, both sides
+GRID_LABEL = {False: "implementation", True: "impl."}  # the first column's name, in words and short
+
+
+def grid_width(e: Explanation, short: bool) -> int:
+    """The cells the grid takes across: each column as wide as its name or its widest cell."""
+    numbers = numbered(e)
+    impls = e.implementations
+    label = max([cell_len(GRID_LABEL[short]), *(cell_len(i) for i in impls)])
+    modes = (
+        max([cell_len(mode), *(cell_text(e.cell(i, mode), numbers, short).cell_len for i in impls)])
+        for mode in e.modes
+    )
+    return sum(width + GRID_PAD for width in (label, *modes))
 
 
 class ExplainPane(VerticalScroll, can_focus=False):
@@ -145,14 +159,17 @@ class ExplainPane(VerticalScroll, can_focus=False):
         self.query_one("#explain-nearest-words", Static).update(nearest_words(e))
 
     def _short(self, e: Explanation) -> bool:
-        """Whether the pane is too narrow for every mode's cell in words (80 columns): numbers alone."""
-        return (self.size.width or self.app.size.width) < GRID_CELL * len(e.modes) + GRID_LABEL
+        """Whether the grid in words runs past the pane (80 columns): its counts and numbers alone,
+        every mode's name whole. The room kept for the pane's scrollbar is left out: the grid is
+        drawn before the pane knows whether it scrolls."""
+        room = (self.size.width or self.app.size.width) - self.styles.scrollbar_size_vertical
+        return grid_width(e, short=False) > room
 
     def _draw_grid(self, e: Explanation, short: bool) -> None:
         cells = self.query_one("#explain-cells", DataTable)
         cells.display = True  # before it is filled: a hidden table's new height is not laid out
         cells.clear(columns=True)
-        cells.add_columns("impl." if short else "implementation", *e.modes)
+        cells.add_columns(GRID_LABEL[short], *e.modes)
         numbers = numbered(e)
         for impl in e.implementations:
             cells.add_row(impl, *(cell_text(e.cell(impl, mode), numbers, short) for mode in e.modes))

@@ -15,6 +15,8 @@ once more, after the screen's next refresh, when the earlier request is spent.
 
 A table that fits (FittingTable): a DataTable wider than its pane scrolls sideways, and the pane
 shows a column cut at its edge; this one leaves out its least needed columns (notes first) instead.
+A table whose columns change with its rows (the Sweep pane's peers) names those that may go in
+`drops`, and hears of each change of the columns shown in `refitted`.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ class FittingTable(FittedTable):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.drops: tuple[str, ...] = self.DROPS  # a table whose columns change sets its own
         self._labels: tuple[str, ...] = ()  # every column, in order
         self._rows: list[tuple[tuple, Any]] = []  # every row's cells and key
         self._shown: tuple[int, ...] = ()  # the columns shown, by index
@@ -71,7 +74,7 @@ class FittingTable(FittedTable):
     def add_columns(self, *labels: Any) -> list:
         """Until rows come the columns that may go are not shown: the first frame is the final one."""
         self._labels += tuple(str(label) for label in labels)
-        self._shown = tuple(i for i, label in enumerate(self._labels) if label not in self.DROPS)
+        self._shown = tuple(i for i, label in enumerate(self._labels) if label not in self.drops)
         return super().add_columns(*(labels[i] for i in self._shown))
 
     def add_row(self, *cells: Any, key: str | None = None, **kwargs: Any):
@@ -89,6 +92,16 @@ class FittingTable(FittedTable):
         return super().clear(columns)
 
     @property
+    def every_label(self) -> tuple[str, ...]:
+        """Each column's label, those of the columns left out too."""
+        return self._labels
+
+    @property
+    def shown_labels(self) -> tuple[str, ...]:
+        """The labels of the columns on show."""
+        return tuple(self._labels[i] for i in self._shown)
+
+    @property
     def every_row(self) -> list[tuple]:
         """Each row's cells, those of the columns left out too."""
         return [cells for cells, _key in self._rows]
@@ -102,18 +115,25 @@ class FittingTable(FittedTable):
             self.call_later(self._refit)
 
     def fitting(self, width: int) -> tuple[int, ...]:
-        """The columns shown in `width` cells: every one, less DROPS in turn until they fit."""
+        """The columns shown in `width` cells: every one, less `drops` in turn until they fit."""
         pad = 2 * self.cell_padding
         need = [cell_len(label) + pad for label in self._labels]
         for cells, _key in self._rows:
             for i, cell in enumerate(cells):
                 need[i] = max(need[i], _cell_width(cell) + pad)
         shown = list(range(len(self._labels)))
-        for label in self.DROPS:
+        for label in self.drops:
             if sum(need[i] for i in shown) <= width:
                 break
             shown = [i for i in shown if self._labels[i] != label]
         return tuple(shown)
+
+    def refit(self) -> None:
+        """Show the columns that fit now, where the width is known (not after the next frame)."""
+        self._refit()
+
+    def refitted(self) -> None:
+        """The columns shown changed (the width, or the rows)."""
 
     def _refit(self) -> None:
         self._refit_asked = False
@@ -132,6 +152,7 @@ class FittingTable(FittedTable):
             DataTable.add_row(self, *(cells[i] for i in shown), key=key)
         if rows and self.cursor_type != "none":
             self.move_cursor(row=min(cursor.row, len(rows) - 1), animate=False)
+        self.refitted()
 
 
 def _cell_width(cell: Any) -> int:

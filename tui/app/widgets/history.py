@@ -10,6 +10,8 @@ through the message this pane posts (messages.HistoryOpened).
 
 from __future__ import annotations
 
+from itertools import accumulate
+
 from rich.cells import cell_len
 from rich.console import Console, Group
 from rich.segment import Segment
@@ -68,7 +70,8 @@ class HistoryTable(ScrollView, can_focus=True):
     """The runs, a line each, drawn from the rows read and only the lines on screen: a DataTable
     renders every cell through Rich and measures every row it is given (a filtered page cost
     150 ms of each key). It looks and answers as a DataTable with a row cursor and zebra stripes:
-    its styles, its keys, a click opens a run."""
+    its styles, its keys, a click opens a run. Scrolled sideways it shows only the columns whole on
+    screen, never a figure cut at an edge; left and right scroll a column at a time."""
 
     COMPONENT_CLASSES = DataTable.COMPONENT_CLASSES
     DEFAULT_CSS = DataTable.DEFAULT_CSS.replace("DataTable", "HistoryTable")
@@ -94,9 +97,7 @@ class HistoryTable(ScrollView, can_focus=True):
         self.widths = [1, *(label.cell_len for label in self.labels[1:])]  # each only grows, as a DataTable's
         self.rows: list[HistoryRow] = []
         self.marked: set[int] = set()
-        self._lines: LRUCache[tuple, Strip] = LRUCache(
-            LINES_KEPT
-        )  # (row, cursor, hover, marked, x): as drawn
+        self._lines: LRUCache[tuple, Strip] = LRUCache(LINES_KEPT)  # (row, cursor, hover, marked, x, room)
         self._base: Style | None = None
 
     @property
@@ -140,16 +141,29 @@ class HistoryTable(ScrollView, can_focus=True):
         if row >= len(self.rows):
             return Strip.blank(width, self._base)
         marked = row >= 0 and self.rows[row].id in self.marked
-        key = (row, row == self.cursor_row, row == self.hover_row, marked, int(self.scroll_x))
+        x, room = int(self.scroll_x), self.scrollable_content_region.width  # room: less a scrollbar
+        key = (row, row == self.cursor_row, row == self.hover_row, marked, x, room)
         line = self._lines.get(key)
         if line is None:  # its equal segments joined, then cropped: as a DataTable's after its crop
-            x = key[-1]
-            line = self._lines[key] = Strip(Segment.simplify(self._line(*key[:-1]))).crop(x, x + width)
+            line = self._lines[key] = Strip(Segment.simplify(self._line(*key[:5]))).crop(x, x + width)
         return line
 
-    def _line(self, row: int, cursor: bool, hover: bool, marked: bool) -> list[Segment]:
+    def starts(self) -> list[int]:
+        """Where each column begins on the line, its padding included."""
+        return [0, *accumulate(w + 2 for w in self.widths[:-1])]
+
+    def _whole(self, x: int, start: int, width: int, cell: Text) -> bool:
+        """Whether a cell of the column at `start`, `width` wide, is whole on screen at `x`: all or none
+        of a column (one wider than the screen: each cell, one wider still at its left edge)."""
+        room = self.scrollable_content_region.width  # less a scrollbar
+        if width + 2 > room and (width := cell.cell_len) + 2 > room:
+            return start <= x <= start + 1
+        return x <= start + 1 and start + 1 + width <= x + room
+
+    def _line(self, row: int, cursor: bool, hover: bool, marked: bool, x: int = 0) -> list[Segment]:
         """A row's segments as a DataTable draws them: each cell padded by one on either side in the
-        row's style (the header's, or a zebra stripe's), the cursor's colour over the cell's own."""
+        row's style (the header's, or a zebra stripe's), the cursor's colour over the cell's own; a
+        cell of a column not whole on screen at `x` is left blank."""
         get = self.get_component_rich_style
         if row < 0:
             row_style, cells = get("datatable--header"), self.labels
@@ -161,13 +175,15 @@ class HistoryTable(ScrollView, can_focus=True):
             lit += get("datatable--hover")
         if cursor:
             lit += get("datatable--cursor")
-        post = Style.from_color(
-            color=lit.color
-        )  # the cursor's colour over the cell's (a null style elsewhere)
+        # the cursor's colour over the cell's (a null style elsewhere)
+        post = Style.from_color(color=lit.color)
         console, segments, lined = self.app.console, [], row_style + lit
-        for column, (cell, width) in enumerate(zip(cells, self.widths, strict=True)):
+        for column, (cell, width, start) in enumerate(zip(cells, self.widths, self.starts(), strict=True)):
             pre = lined + Style.from_meta({"row": row, "column": column})
             edge = pre + post
+            if not self._whole(x, start, width, cell):
+                segments.append(Segment(" " * (width + 2), edge))
+                continue
             segments.append(Segment(" ", edge))
             for text, style in cell_segments(console, cell):
                 segments.append(Segment(text, pre + style + post if style else edge))
@@ -223,8 +239,22 @@ class HistoryTable(ScrollView, can_focus=True):
     def action_scroll_home(self) -> None:
         self.scroll_x = 0
 
+    def action_scroll_left(self) -> None:
+        """The column before the first whole one comes in at the left edge."""
+        self.scroll_x = max([s for s in self.starts() if s < self.scroll_x], default=0)
+
+    def action_scroll_right(self) -> None:
+        """The first column on screen leaves at the left edge: the next comes in at the right."""
+        later = [s for s in self.starts() if s > self.scroll_x]
+        self.scroll_x = max(self.scroll_x, min([*later, self._end_x()]))
+
     def action_scroll_end(self) -> None:
-        self.scroll_x = self.max_scroll_x
+        self.scroll_x = self._end_x()
+
+    def _end_x(self) -> float:
+        """Where End scrolls to: the last column at the right edge, or its start if wider than the screen."""
+        wide = self.widths[-1] + 2 > self.scrollable_content_region.width
+        return min(self.max_scroll_x, self.starts()[-1]) if wide else self.max_scroll_x
 
     def action_select(self) -> None:
         self.hover_row = None

@@ -1,8 +1,9 @@
 """Hunt: random hazardous configurations run through the app's engine client (app/hunting.py,
 tui.jobs.hunt: the CLI's `hunt` job), each failure shrunk to its smallest form and kept once. The
-budget, the seed, a focus and Start; the hunt's line (its time, draws and what it does now); the
-findings as they come, one row each: whose bug, the failure, its signature, how often it was seen
-and its minimal configuration. Enter on a finding puts that configuration into the form."""
+budget and the seed, a focus, Start and Stop; the hunt's line (its time, draws and what it does
+now); the findings as they come, one row each: whose bug, the failure, its signature, how often
+it was seen and its minimal configuration. Enter on a finding puts that configuration into the
+form."""
 
 from __future__ import annotations
 
@@ -22,8 +23,8 @@ from .fitted import FittedStatic, FittedTable
 IDLE_WORDS = (
     "Hunt for wrong answers: random configurations with hazards run on the GPU, every output checked "
     "against fp32 and fp64; each failure shrunk to its smallest form and kept once, its bundle written "
-    "for a report. Start (or Enter) begins; Esc stops it, keeping what it found; Enter on a finding "
-    "loads its minimal configuration into the form."
+    "for a report. Start (or Enter) begins; Stop (or Esc) ends it, keeping what it found; Enter on a "
+    "finding loads its minimal configuration into the form."
 )
 WHOSE_STYLE = {CUDNN: "bold red", TOOL: "yellow"}
 INPUTS = ("budget", "seed", "focus")
@@ -47,15 +48,15 @@ class FindingTable(FittedTable):
 
 
 class HuntPane(VerticalScroll):
-    """The inputs and Start, the hunt's line, each input's problem, and the findings; `findings`
-    is what the table shows (the tests read it)."""
+    """The inputs, Start and Stop, the hunt's line, each input's problem, and the findings;
+    `findings` is what the table shows (the tests read it)."""
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.findings: dict[int, Finding] = {}
 
     def compose(self) -> ComposeResult:
-        with Horizontal(id="hunt-bar"):
+        with Horizontal(classes="hunt-inputs"):
             yield Label("budget", classes="hunt-label")
             yield PaneKeysInput(f"{DEFAULT_BUDGET_S / 60:g}m", id="hunt-budget", compact=True,
                                 tooltip="the whole hunt's time, shrinking included: 90s, 6m ...")  # fmt: skip
@@ -63,10 +64,13 @@ class HuntPane(VerticalScroll):
             yield PaneKeysInput(
                 "0", id="hunt-seed", compact=True, tooltip="the same seed draws the same configurations"
             )
+        with Horizontal(classes="hunt-inputs"):
             yield Label("focus", classes="hunt-label")
             yield PaneKeysInput(placeholder="paged,backward", id="hunt-focus", compact=True,
                                 tooltip="features every draw has: " + ", ".join(FOCUS))  # fmt: skip
+        with Horizontal(id="hunt-bar"):
             yield Button("Start", id="hunt-start", variant="primary", compact=True)
+            yield Button("Stop", id="hunt-stop", compact=True, disabled=True)
         yield FittedStatic("", id="hunt-error")
         yield FittedStatic(IDLE_WORDS, id="hunt-status")
         yield FindingTable(id="hunt-table")
@@ -78,9 +82,12 @@ class HuntPane(VerticalScroll):
     def asked(self) -> HuntAsked:
         return HuntAsked(*(self.query_one(f"#hunt-{name}", PaneKeysInput).value for name in INPUTS))
 
-    def on_button_pressed(self, event: Button.Pressed) -> None:
+    async def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
-        self.post_message(self.asked())
+        if event.button.id == "hunt-stop":
+            await self.run_action("app.stop")  # what Esc does: no more draws, what was found kept
+        else:
+            self.post_message(self.asked())
 
     def on_input_submitted(self, event: PaneKeysInput.Submitted) -> None:
         event.stop()
@@ -110,7 +117,7 @@ class HuntPane(VerticalScroll):
         table = self.query_one(FindingTable)
         table.clear()
         table.display = False
-        self.query_one("#hunt-start", Button).disabled = True
+        self.running(True)
         self.progress(job, "starting")
 
     def progress(self, job: Hunt, words: str) -> None:
@@ -134,4 +141,9 @@ class HuntPane(VerticalScroll):
         found = len(job.findings)
         tail = " Enter on a finding loads its minimal configuration into the form." if found else ""
         self.say(f"{progress_words(job, '')} ({job.tally_words()}). Ended: {job.end_words()}.{tail}")
-        self.query_one("#hunt-start", Button).disabled = False
+        self.running(False)
+
+    def running(self, running: bool) -> None:
+        """Start while no hunt runs, Stop while one does."""
+        self.query_one("#hunt-start", Button).disabled = running
+        self.query_one("#hunt-stop", Button).disabled = not running

@@ -11,13 +11,14 @@ import time
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.reactive import reactive
-from textual.widgets import Static
 
 from ...model.fields import FIELD
 from ...model.statuses import STATUS_CRASH, STATUS_ERROR, STATUS_KNOWN_ISSUE, STATUS_UNSUPPORTED
 from ...present.format import status_word
+from .fitted import FittedStatic
 
 
 class Phase(Enum):
@@ -38,6 +39,7 @@ _STEP_PHASES = {"building": Phase.BUILDING, "checking": Phase.CHECKING, "timing"
 # a result whose message is the error to show
 _REFUSALS = (STATUS_ERROR, STATUS_UNSUPPORTED, STATUS_CRASH, STATUS_KNOWN_ISSUE)
 EXPLAIN_HINT = "why: Alt+0 Explain"  # after a refusal: the pane that asks cuDNN who refuses it
+ERROR_GAP = "   "  # between what is done now and the error, when they share a row
 
 
 @dataclass(frozen=True)
@@ -170,25 +172,39 @@ class Status:
             return "the panes show an earlier configuration (stale): Ctrl+R runs the form's"
         return "the form is as you left it; edit or press Ctrl+R to run again"
 
-    def render(self) -> Text:
+    def render(self, width: int = 0) -> Text:
+        """One line; in `width` cells where the error does not fit beside what is done now, the
+        error on a line of its own (cuDNN's words whole, wrapped where they are longer still)."""
         text = Text(self.now)
-        if self.error:
-            text.append("   " + self.error, style="bold red")
+        error = self.error
+        if error:
+            apart = 0 < width < cell_len(self.now) + len(ERROR_GAP) + cell_len(error)
+            text.append(("\n" if apart else ERROR_GAP) + error, style="bold red")
         return text
 
 
-class StatusLine(Static):
+class StatusLine(FittedStatic):
     """Renders its `state`; set the state, never the text. While work runs it redraws each second,
-    so a step that lasts shows its time."""
+    so a step that lasts shows its time. It takes the rows its words need (one, mostly; two at 80
+    columns for a refusal or the no-GPU reason beside a step): a repaint, and a layout only when
+    its rows change."""
 
-    state: reactive[Status] = reactive(Status)  # one row whatever it says: a repaint, never a layout
+    state: reactive[Status] = reactive(Status, repaint=False)  # watch_state repaints
 
     def on_mount(self) -> None:
         self.set_interval(1.0, self._tick)
 
+    def watch_state(self) -> None:
+        self._redraw()
+
     def _tick(self) -> None:
         if self.state.phase in RUNNING:
-            self.refresh()
+            self._redraw()
+
+    def _redraw(self) -> None:
+        self.refresh()  # the words measured next are the new ones
+        if self._height_may_change():
+            self.refresh(layout=True)
 
     def render(self) -> Text:
-        return self.state.render()
+        return self.state.render(self.size.width)

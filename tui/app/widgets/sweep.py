@@ -4,7 +4,11 @@ CLI's `--vary` syntax; the app runs the points one at a time (app/sweeping.py). 
 along the first vary: TFLOPS (TB/s for decode shapes, where no matmul dominates) of cuDNN's
 heuristic pick, of its fastest plan where that is another, of each equivalent form and peer that
 ran, and the GPU's dense peak (tui.jobs.sweep_chart, which `sweep --plot` draws too; Save chart
-writes it as SVG), with the fastest way along the sweep under it."""
+writes it as SVG), with the fastest way along the sweep under it.
+
+The table fits its pane (fitted.FittingTable): a peer's column is cuDNN's speed against it (the
+headline's figure), and what the width cannot hold goes, the least needed first; why a point did
+not run is said under the table, whole."""
 
 from __future__ import annotations
 
@@ -14,10 +18,11 @@ from typing import Any
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
+from textual.message import Message
 from textual.widgets import Button, Input, Label, Static
 from textual_plotext import PlotextPlot
 
-from ...jobs.sweep import peer_cell, share_cell
+from ...jobs.sweep import varied_words
 from ...jobs.sweep_chart import (
     FASTEST,
     PICK,
@@ -32,12 +37,12 @@ from ...jobs.sweep_chart import (
 )
 from ...model.statuses import PASS_KINDS, STATUS_CPU_ONLY, STATUS_OK
 from ...present.fastest import record_cell
-from ...present.format import pass_short, status_style, status_word, us
+from ...present.format import multiple, pass_short, status_style, status_word, us
 from .. import sweep_progress
 from ..messages import SweepAsked
 from ..navigation import PaneKeysInput
 from ..sweep_progress import IDLE_WORDS, Progress
-from .fitted import FittedStatic, FittedTable
+from .fitted import FittedStatic, FittingTable
 
 VARY_HINTS = ("s=1024..32768x2", "then (optional) d=64,128")
 NO_GPU_WORDS = (
@@ -48,6 +53,8 @@ COLORS = ((0, 215, 255), (95, 135, 255), (255, 135, 0), (95, 215, 95), (215, 95,
           (175, 175, 175), (255, 255, 255))  # fmt: skip
 PEAK_COLOR = (255, 85, 85)
 MARKERS = ("braille", "•", "x", "+", "o", "*", "#")  # a marker per value of the second vary
+INTENSITY = "F/B, ridge"  # the column of a point's FLOP per byte against the GPU's ridge point
+SPEED_WORDS = "peer columns: cuDNN's speed against each (above 1: cuDNN is faster)"
 
 
 def legend_text(names: list[str], seconds: list[str], peaks: list[str], winners: str = "") -> Text:
@@ -79,14 +86,12 @@ def _has_share(rows: list[dict]) -> bool:
 @dataclass(frozen=True)
 class _Columns:
     """The table's columns for its rows: the passes that ran, whether a share of peak is known, each
-    pass's peers that ran, the passes with a fastest plan recorded, whether a point says why it
-    did not run."""
+    pass's peers that ran, the passes with a fastest plan recorded."""
 
     kinds: list[str]
     share: bool
     peers: dict[str, list[str]]
     won: set[str]
-    said: bool
 
     @classmethod
     def of(cls, rows: list[dict]) -> _Columns:
@@ -96,16 +101,30 @@ class _Columns:
             share=_has_share(rows),
             peers={kind: peers_that_ran(rows, kind) for kind in kinds},
             won={k for k in kinds if any(r.get("passes", {}).get(k, {}).get("fastest") for r in rows)},
-            said=any(r.get("message") and r.get("status") not in (STATUS_OK, STATUS_CPU_ONLY) for r in rows),
         )
+
+    @staticmethod
+    def head(kind: str, column: str) -> str:
+        """A pass's column: a later pass's named by its short name first (`bwd kernel`)."""
+        return column if kind == PASS_KINDS[0] else f"{pass_short(kind)} {column}"
 
     def heads(self, labels: list[str]) -> list[str]:
         heads = [*labels, "status"]
         for kind in self.kinds:
-            prefix = "" if kind == PASS_KINDS[0] else f"{pass_short(kind)} "
-            extra = ("of peak",) * self.share + tuple(self.peers[kind]) + ("fastest",) * (kind in self.won)
-            heads += [f"{prefix}{c}" for c in ("kernel", "TFLOPS", *extra)]
-        return [*heads, *(("message",) if self.said else ())]
+            extra = ("of peak", "bound", INTENSITY) * self.share + tuple(self.peers[kind])
+            heads += [self.head(kind, c) for c in ("kernel", "TFLOPS", *extra)]
+            heads += [self.head(kind, "fastest")] * (kind in self.won)
+        return heads
+
+    def drops(self) -> tuple[str, ...]:
+        """The columns that go as the width runs out, the first first: each pass's FLOP per byte,
+        bound and fastest way (a later pass's first), its peers (the last first), a later pass's own
+        figures, then the first pass's share of peak."""
+        later = self.kinds[::-1]
+        out = [self.head(k, c) for c in (INTENSITY, "bound", "fastest") for k in later]
+        out += [self.head(k, short) for k in later for short in self.peers[k][::-1]]
+        out += [self.head(k, c) for k in later[:-1] for c in ("of peak", "TFLOPS", "kernel")]
+        return (*out, *(self.head(k, "of peak") for k in self.kinds[:1]))
 
     def cells(self, row: dict, labels: list[str]) -> list[Any]:
         status = row.get("status", "")
@@ -113,36 +132,79 @@ class _Columns:
         cells.append(Text(status_word(status), style=status_style(status)))
         for kind in self.kinds:
             cells += self._pass_cells(row.get("passes", {}).get(kind, {}), kind)
-        if self.said:
-            cells.append("" if status in (STATUS_OK, STATUS_CPU_ONLY) else row.get("message", ""))
         return cells
 
     def _pass_cells(self, p: dict, kind: str) -> list[Any]:
         tflops = p.get("tflops")
         cells: list[Any] = [us(p.get("kernel_us")), "-" if tflops is None else f"{tflops:.1f}"]
-        cells += [share_cell(p)] if self.share else []
-        cells += [peer_cell(p.get("peers", {}).get(short)) for short in self.peers[kind]]
+        cells += _roofline_cells(p) if self.share else []
+        cells += [speed_cell(p.get("peers", {}).get(short)) for short in self.peers[kind]]
         return cells + ([record_cell(p.get("fastest"))] if kind in self.won else [])
 
 
-class SweepTable(FittedTable):
+def _roofline_cells(p: dict) -> list[str]:
+    """A point on the roofline: the share of the bounding peak reached, the bound, and its FLOP per
+    byte against the GPU's ridge point ("63%", "compute", "3277/206"; the CLI's "63% compute,
+    3277/206 F/B")."""
+    line = p.get("roofline") or {}
+    if line.get("share") is None:
+        return ["-", "-", "-"]
+    intensity = line.get("intensity")
+    where = "-" if intensity is None else f"{intensity:.0f}/{line['ridge']:.0f}"
+    return [f"{line['share'] * 100:.0f}%", line.get("bound") or "-", where]
+
+
+def speed_cell(peer: dict | None) -> str:
+    """cuDNN's speed against a peer ("1.95x"); the peer's kernel time where cuDNN has none to set
+    against it; '-' where it did not run."""
+    if not peer or peer.get("kernel_us") is None:
+        return "-"
+    speed = peer.get("cudnn_speedup")
+    return multiple(speed) if speed else us(peer["kernel_us"])
+
+
+def said_lines(rows: list[dict]) -> list[Text]:
+    """Why each point that did not run did not, in its status's colour: a line each, whole."""
+    return [
+        Text(f"{varied_words(r.get('varied', {}))}: {r['message']}", style=status_style(r.get("status", "")))
+        for r in rows
+        if r.get("message") and r.get("status") not in (STATUS_OK, STATUS_CPU_ONLY)
+    ]
+
+
+class SweepTable(FittingTable):
     """A row a point: the varied values, status, and each pass's kernel time and TFLOPS, the share
-    of the GPU's peak where it is known and each peer's kernel time with cuDNN's speed against it
-    (a later pass's columns named by its short name, `bwd`); the message of a point that did not
-    run."""
+    of the GPU's peak, the bound and the FLOP per byte where they are known, cuDNN's speed against
+    each peer and the fastest way (a later pass's columns named by its short name, `bwd`); a
+    narrow pane leaves out what `_Columns.drops` names, in turn."""
+
+    class Refitted(Message):
+        """The columns shown changed with the width."""
 
     def __init__(self, **kwargs) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
+        self.peer_heads: set[str] = set()  # the peers' columns
 
     def show_rows(self, rows: list[dict], labels: list[str]) -> None:
         columns = _Columns.of(rows)
         at = self.cursor_row
         self.clear(columns=True)
+        self.drops = columns.drops()
+        self.peer_heads = {columns.head(k, short) for k in columns.kinds for short in columns.peers[k]}
         self.add_columns(*columns.heads(labels))
         for r in rows:
             self.add_row(*columns.cells(r, labels), key=r.get("key"))
+        self.refit()  # this frame shows the columns that fit, not those kept whatever the width
         if rows:
             self.move_cursor(row=min(at, len(rows) - 1))
+
+    def refitted(self) -> None:
+        self.post_message(self.Refitted())
+
+    @property
+    def shows_peers(self) -> bool:
+        """Whether a peer's column is on show."""
+        return bool(self.peer_heads & set(self.shown_labels))
 
 
 # ---- the pane -----------------------------------------------------------------------------
@@ -172,6 +234,7 @@ class SweepPane(VerticalScroll):
             yield FittedStatic(IDLE_WORDS, id="sweep-status")
         yield FittedStatic("", id="sweep-note")  # what is missing without a GPU
         yield SweepTable(id="sweep-table")
+        yield FittedStatic("", id="sweep-below")  # how to read the peers' columns; why a point did not run
         yield PlotextPlot(id="sweep-chart")
         yield FittedStatic("", id="sweep-legend")  # below the chart: plotext's own hides lines, or itself
         yield FittedStatic("", id="sweep-unrun")  # the peers that ran at no point, and why
@@ -181,6 +244,7 @@ class SweepPane(VerticalScroll):
         for part in (
             "#sweep-note",
             "#sweep-table",
+            "#sweep-below",
             "#sweep-chart",
             "#sweep-legend",
             "#sweep-unrun",
@@ -264,7 +328,21 @@ class SweepPane(VerticalScroll):
             line = self.query_one(part, Static)
             line.update(Text(words, style="yellow"))
             line.display = bool(words)
+        self._say_below()
         self._draw()
+
+    def on_sweep_table_refitted(self, event: SweepTable.Refitted) -> None:
+        event.stop()
+        self._say_below()
+
+    def _say_below(self) -> None:
+        """Under the table: how to read the peers' columns where one is on show, then why each
+        point that did not run did not."""
+        lines = [Text(SPEED_WORDS, style="dim")] * self.query_one(SweepTable).shows_peers
+        lines += said_lines(self.rows)
+        below = self.query_one("#sweep-below", Static)
+        below.update(Text("\n").join(lines))
+        below.display = bool(lines)
 
     def _draw(self) -> None:
         """A line per implementation (a colour each) and value of the second vary (a marker each),
