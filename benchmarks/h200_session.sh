@@ -80,18 +80,18 @@ readme)
   # the README's commands as written (`python3 -m tui` for `uv run sdpa-explorer`), each timed
   for c in "run --b 1 --s 256" "run --b 2 --h-q 32 --h-kv 8 --s 4096 --d 128 --dtype bf16" \
       "run --preset llama3-8b-decode --peers all" "check" "sweep --vary s=1024..16384x2 --out s.jsonl" "explain --d 65"; do
-    echo "\$ python3 -m tui $c"; { time timeout 200 python3 -m tui $c; echo "rc=$?"; } 2>&1 | grep -v -e nanobind -e '^ - leaked'
+    echo "\$ python3 -m tui $c"; { time timeout 200 python3 -m tui $c; echo "rc=$?"; } 2>&1 | grep -v -e nanobind -e '^ - leaked' -e '^ - \.\.\. skipped'
   done > "$OUT"/readme.txt; cp s.jsonl "$OUT"/readme_s.jsonl; grep -E '^\$|^rc=|^real' "$OUT"/readme.txt ;;
 bundles)
   # a short hunt, then each bundle's repro.py run from its own folder in a fresh process
-  ( time timeout ${2:-90} python3 -m tui hunt --budget ${2:-90}s --seed 1 --out "$OUT"/bundles ) > "$OUT"/bundles.txt 2>&1
+  ( time timeout $((${2:-90} + 60)) python3 -m tui hunt --budget ${2:-90}s --seed 1 --out "$OUT"/bundles ) > "$OUT"/bundles.txt 2>&1
   for b in "$OUT"/bundles/*/; do [ -e "$b"repro.py ] || continue
     (cd "$b" && PYTHONPATH=/tmp/site:/tmp/site/nvidia_cutlass_dsl/dsl_packages timeout 120 python3 repro.py > ran.txt 2>&1; echo "$(basename "$b") rc=$? $(grep RESULT ran.txt | cut -c1-200)")
   done | tee -a "$OUT"/bundles.txt; tail -25 "$OUT"/bundles.txt ;;
 subset)
   # the GPU tests of what changed since the last whole suite ($2: a pytest -k expression)
   PYTHONPATH=/tmp/fi:$PYTHONPATH timeout 300 python3 -m pytest -n 0 -m gpu -q -rfE -p no:cacheprovider tests -k "$2" \
-    2>&1 | grep -v -e nanobind -e '^ - leaked' | tee "$OUT"/subset.txt | tail -8 ;;
+    2>&1 | grep -v -e nanobind -e '^ - leaked' -e '^ - \.\.\. skipped' | tee "$OUT"/subset.txt | tail -8 ;;
 findings) timeout 500 python3 -m benchmarks.finding_scripts --out "$OUT"/findings 2>&1 | tee "$OUT"/findings.txt ;;
 check)
   ( time timeout 400 python3 -m tui check --peers fa4,flash,flex --json --no-history > "$OUT"/check.json ) 2> "$OUT"/check.err
