@@ -1,9 +1,12 @@
-"""The Sweep and History tables at 80x24 and 120x40 cut no cell at the pane's edge: each line of a
-table on screen, less each of its cells found whole there, is blank (a cell cut, `1.715 ms (1.9`,
-`63% comput`, `su`, `202`, is what is left). The sweep's figures are there whole: each point's
-kernel time, TFLOPS and share of peak, and where 120 columns show them each peer's figure; the
-History table, scrolled sideways a column at a time (Right), shows every cell of every run whole
-at some place.
+"""The Sweep, History, Hunt and Search tables at 80x24 and 120x40 cut no cell at the pane's edge:
+each line of a table on screen, less each of its cells found whole there, is blank (a cell cut,
+`1.715 ms (1.9`, `63% comput`, `su`, `202`, is what is left); a row wrapped onto several lines is
+read as one, a cell wrapped at its spaces found by its words in turn. The sweep's figures are there
+whole: each point's kernel time, TFLOPS and share of peak, and where 120 columns show them each
+peer's figure; the History table, scrolled sideways a column at a time (Right), shows every cell of
+every run whole at some place; the Hunt pane's findings keep whose, the failure and the signature
+(the minimal configuration under the table where it has no room), the Search pane's candidates
+their plan, time and status.
 """
 
 from __future__ import annotations
@@ -15,10 +18,12 @@ import pytest
 from fakes import PEERS, FakeEngine, relabelled
 from pilot_waits import swept_with_every_peer, wait_for
 from test_fit import screen_text
-from test_snapshots import kept_runs
+from test_search_pane import dashboard, searched_once
+from test_snapshots import hunt_engine, hunted, kept_runs
 
 from tui.app import make_app
 from tui.app.widgets.history import COLUMNS, MARK, row_words
+from tui.model.config import SdpaConfig
 
 SIZES = [(120, 40), (80, 24)]
 PEER_NAMES = ["FLASH", "CUDNN", "MATH", "Flex"]  # the peers that ran in PEERS, a column each
@@ -31,14 +36,39 @@ def table_lines(app, selector: str, count: int) -> list[str]:
     return [lines[y][region.x : region.right] for y in range(region.y, region.y + count)]
 
 
+def row_lines(app, selector: str) -> list[str | None]:
+    """The table's header, then each of its rows, as the screen shows them within its columns (a
+    row of several lines, its lines joined); None for one its pane does not show whole."""
+    table = app.query_one(selector)
+    region, view = table.region, table.parent.region
+    screen = screen_text(app).splitlines()
+    heights = [table.header_height] + [row.height for row in table.ordered_rows]
+    starts = [region.y + sum(heights[:n]) for n in range(len(heights))]
+    return ["\n".join(screen[y][region.x : region.right] for y in range(start, start + height))
+            if view.y <= start and start + height <= view.bottom else None
+            for start, height in zip(starts, heights, strict=True)]  # fmt: skip
+
+
 def whole_in(line: str, cell: str) -> bool:
     return bool(re.search(rf"(?<!\S){re.escape(cell)}(?!\S)", line))
 
 
+def said_in(lines: str, cell: str) -> bool:
+    """`cell` whole on one of a row's lines, or its words in turn, wrapped at its spaces onto the
+    lines after (the row's other cells between)."""
+    gap = r"(?: |(?:\s[^\n]*)?\n(?:[^\n]*\s)?)"
+    words = gap.join(re.escape(word) for word in cell.split())
+    return whole_in(lines, cell) or bool(re.search(rf"(?<!\S){words}(?!\S)", lines))
+
+
 def leftover(line: str, cells: list[str]) -> str:
-    """The line less each of `cells` found whole in it (the longest first): what is left was cut."""
+    """The line less each of `cells` found whole in it (the longest first), or in a row of several
+    lines wrapped at its spaces: what is left was cut."""
     for cell in sorted((c for c in cells if c), key=len, reverse=True):
-        line = re.sub(rf"(?<!\S){re.escape(cell)}(?!\S)", " " * len(cell), line, count=1)
+        line, found = re.subn(rf"(?<!\S){re.escape(cell)}(?!\S)", " " * len(cell), line, count=1)
+        if not found and "\n" in line and said_in(line, cell):
+            for word in cell.split():
+                line = re.sub(rf"(?<!\S){re.escape(word)}(?!\S)", " " * len(word), line, count=1)
     return line.strip()
 
 
@@ -57,24 +87,53 @@ def cells_of(table) -> tuple[list[str], list[list[str]]]:
     return list(table.every_label), [[str(c) for c in row] for row in every]
 
 
-async def sweep_problems(pilot, size: tuple[int, int]) -> list[str]:
-    """The sweep's table at `size`: its lines that cut a cell, and its figures not whole on their row."""
+async def read_table(pilot, size: tuple[int, int], selector: str, named: list[str]) -> tuple[list[str], list]:
+    """The table `selector` at `size`, read a page of its pane at a time from its top: its lines that
+    cut a cell, the cells of the columns `named` not whole on their row, the rows never on screen
+    whole; and the lines it showed (its header's, then each row's)."""
     app = pilot.app
     await pilot.resize_terminal(*size)
-    table = app.query_one("#sweep-table")
+    table = app.query_one(selector)
+    pane = table.parent
     heads, rows = cells_of(table)
-    named = ["kernel", "TFLOPS", "of peak"] + (PEER_NAMES if size[0] >= 120 else [])
     wanted = [named] + [[row[heads.index(h)] for h in named] for row in rows]
 
-    def missing() -> list[str]:
-        lines = table_lines(app, "#sweep-table", len(wanted))
+    def missing(lines: list[str | None]) -> list[str]:
         return [f"{w!r} not whole in {line.strip()!r}" for line, want in zip(lines, wanted, strict=True)
-                for w in want if not whole_in(line, w)]  # fmt: skip
+                if line is not None for w in want if not said_in(line, w)]  # fmt: skip
 
-    app.query_one("#sweep").scroll_to_widget(table, animate=False, top=True)  # its every row on screen
-    with contextlib.suppress(AssertionError):  # where it never is, the problems say what is missing
-        await wait_for(pilot, lambda: table.region.right <= size[0] and not missing(), timeout=10)
-    return cut_cells(table_lines(app, "#sweep-table", len(wanted)), [heads, *rows]) + missing()
+    def shown() -> bool:
+        lines = row_lines(app, selector)
+        return table.region.right <= size[0] and any(lines) and not missing(lines)
+
+    with contextlib.suppress(AssertionError):  # laid out at the new size (a table wider than it cuts)
+        await wait_for(pilot, lambda: app.size == size and table.region.right <= size[0], timeout=10)
+    await pilot.pause()
+    pane.scroll_to_widget(table, animate=False, top=True)
+    seen: dict[int, str] = {}
+    while True:
+        with contextlib.suppress(AssertionError):  # where it never is, the problems say what is missing
+            await wait_for(pilot, shown, timeout=10)
+        seen = {n: line for n, line in enumerate(row_lines(app, selector)) if line is not None} | seen
+        y, tallest = pane.scroll_y, max((row.height for row in table.ordered_rows), default=1)
+        if len(seen) == len(wanted) or y >= pane.max_scroll_y:
+            break
+        pane.scroll_to(y=y + max(pane.scrollable_content_region.height - tallest, 1), animate=False)
+        await wait_for(pilot, lambda y=y: pane.scroll_y != y, timeout=5)
+    lines = [seen.get(n) for n in range(len(wanted))]
+    read = [(line, row) for line, row in zip(lines, [heads, *rows], strict=True) if line is not None]
+    unseen = [f"row {n} never whole on screen" for n, line in enumerate(lines) if line is None]
+    return cut_cells(*zip(*read, strict=True)) + missing(lines) + unseen, lines
+
+
+async def table_problems(pilot, size: tuple[int, int], selector: str, named: list[str]) -> list[str]:
+    return (await read_table(pilot, size, selector, named))[0]
+
+
+async def sweep_problems(pilot, size: tuple[int, int]) -> list[str]:
+    """The sweep's table at `size`: its lines that cut a cell, and its figures not whole on their row."""
+    named = ["kernel", "TFLOPS", "of peak"] + (PEER_NAMES if size[0] >= 120 else [])
+    return await table_problems(pilot, size, "#sweep-table", named)
 
 
 @pytest.mark.asyncio
@@ -133,4 +192,45 @@ async def test_the_history_table_cuts_no_cell_and_shows_every_cell_whole_scrolle
                       if c and c != MARK.plain and (n, i) not in seen]  # fmt: skip
             if found or unseen:
                 problems[f"{width}x{height}"] = found[:8] + [f"never whole: {c!r}" for c in unseen]
+    assert problems == {}
+
+
+@pytest.mark.asyncio
+async def test_the_findings_table_cuts_no_cell_and_keeps_whose_the_failure_and_the_signature(monkeypatch):
+    """The Hunt pane's two findings (its snapshot's hunt) at 120x40 and 80x24: no cell cut, each
+    finding's whose, failure and signature whole on its row (wrapped at their spaces at 80x24), and
+    its minimal configuration whole there or under the table, named as the CLI names it."""
+    fake = hunt_engine(monkeypatch)
+    app = make_app(SdpaConfig(), client=fake)
+    problems: dict[str, list[str]] = {}
+    try:
+        async with app.run_test(size=SIZES[0]) as pilot:
+            await hunted(pilot, fake)
+            for size in SIZES:
+                found, lines = await read_table(pilot, size, "#hunt-table", ["whose", "failure", "signature"])
+                _heads, rows = cells_of(app.query_one("#hunt-table"))
+                below = app.query("#hunt-below").first() if app.query("#hunt-below") else None
+                under = str(below.render()).splitlines() if below is not None and below.display else []
+                found += [f"minimal configuration {row[-1]!r} neither in its row nor under the table"
+                          for row, line in zip(rows, lines[1:], strict=True)
+                          if not whole_in(line or "", row[-1]) and f"minimal (finding {row[0]}): {row[-1]}" not in under]  # fmt: skip
+                if found:
+                    problems[f"{size[0]}x{size[1]}"] = found
+    finally:
+        fake.close()
+    assert problems == {}
+
+
+@pytest.mark.asyncio
+async def test_the_candidates_table_cuts_no_cell_and_keeps_each_plan_its_time_and_status():
+    """The Search pane's twelve fastest candidates (the decode search, tests/fakes.py) at 120x40
+    and 80x24: no cell cut, each candidate's plan, time and status whole on its row, and at 120x40
+    its max abs error too."""
+    problems: dict[str, list[str]] = {}
+    async with dashboard() as (app, pilot, fake):
+        await searched_once(pilot, fake)
+        for size in SIZES:
+            named = ["plan", "time", "status"] + ["max abs err"] * (size[0] >= 120)
+            if found := await table_problems(pilot, size, "#search-table", named):
+                problems[f"{size[0]}x{size[1]}"] = found
     assert problems == {}

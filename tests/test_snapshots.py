@@ -315,32 +315,46 @@ async def test_search_pane(snapshot):
     assert mismatched(snapshot, shots) == []
 
 
-@pytest.mark.asyncio
-async def test_hunt_pane(snapshot, monkeypatch):
-    """A hunt of seed 5 with grouped heads in every draw, in a minute's budget (F4, Enter in the
-    seed), answered by the fake engine's two planted classes (tests/hunt_fakes.py): each run takes
-    2 s on the hunt's clock, so it ends when the budget is spent; the inputs, Start and Stop, the
-    hunt's line and both findings, at 120x40 and 80x24."""
+def hunt_engine(monkeypatch) -> FakeEngine:
+    """The fake engine of the two planted classes (tests/hunt_fakes.py), each run taking 2 s on
+    the hunt's clock."""
     from hunt_fakes import answering, gqa_wrong_backward_nan
 
     from tui.jobs import hunt
 
     fake = FakeEngine(answering(gqa_wrong_backward_nan))
     monkeypatch.setattr(hunt, "Hunt", functools.partial(hunt.Hunt, clock=lambda: 2.0 * len(fake.requests)))
+    return fake
+
+
+async def hunted(pilot, fake: FakeEngine) -> None:
+    """A hunt of seed 5 with grouped heads in every draw, in a minute's budget (F4, Enter in the
+    seed), ended when the budget is spent, its bundles written and their toast gone."""
+    app = pilot.app
+    await wait_for(pilot, lambda: app.result is not None and not fake.busy)
+    await pilot.press("f4")
+    await wait_for(pilot, lambda: app.pane("hunt") is not None)
+    app.query_one("#hunt-budget", Input).value = "1m"
+    app.query_one("#hunt-focus", Input).value = "gqa"
+    app.query_one("#hunt-seed", Input).value = "5"
+    app.query_one("#hunt-seed", Input).focus()
+    await pilot.press("enter")
+    status = app.query_one("#hunt-status")
+    await wait_for(pilot, lambda: "Ended" in str(status.render()) and not fake.busy)
+    await wait_for(pilot, lambda: any(n.title == "Hunt" for n in app._notifications))  # the bundles
+    app.clear_notifications()  # its folder is named by the time of day
+
+
+@pytest.mark.asyncio
+async def test_hunt_pane(snapshot, monkeypatch):
+    """A hunt of seed 5 with grouped heads in every draw, in a minute's budget (F4, Enter in the
+    seed), answered by the fake engine's two planted classes (tests/hunt_fakes.py): each run takes
+    2 s on the hunt's clock, so it ends when the budget is spent; the inputs, Start and Stop, the
+    hunt's line and both findings (each minimal configuration under the table), at 120x40 and 80x24."""
+    fake = hunt_engine(monkeypatch)
     app = make_app(SdpaConfig(), client=fake)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.result is not None and not fake.busy)
-        await pilot.press("f4")
-        await wait_for(pilot, lambda: app.pane("hunt") is not None)
-        app.query_one("#hunt-budget", Input).value = "1m"
-        app.query_one("#hunt-focus", Input).value = "gqa"
-        app.query_one("#hunt-seed", Input).value = "5"
-        app.query_one("#hunt-seed", Input).focus()
-        await pilot.press("enter")
-        status = app.query_one("#hunt-status")
-        await wait_for(pilot, lambda: "Ended" in str(status.render()) and not fake.busy)
-        await wait_for(pilot, lambda: any(n.title == "Hunt" for n in app._notifications))  # the bundles
-        app.clear_notifications()  # its folder is named by the time of day
+        await hunted(pilot, fake)
         shots = {"120x40": await screenshot(pilot, pane("hunt"))}
         shots["80x24"] = await screenshot(pilot, terminal(80, 24))
     fake.close()

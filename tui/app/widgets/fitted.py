@@ -16,7 +16,9 @@ once more, after the screen's next refresh, when the earlier request is spent.
 A table that fits (FittingTable): a DataTable wider than its pane scrolls sideways, and the pane
 shows a column cut at its edge; this one leaves out its least needed columns (notes first) instead.
 A table whose columns change with its rows (the Sweep pane's peers) names those that may go in
-`drops`, and hears of each change of the columns shown in `refitted`.
+`drops`, and hears of each change of the columns shown in `refitted`. Its words columns (WRAPS:
+a failure, a signature) wrap at their spaces where the columns left still run past its width,
+a row as tall as its most wrapped cell.
 """
 
 from __future__ import annotations
@@ -58,10 +60,12 @@ class FittedTable(DataTable):
 
 class FittingTable(FittedTable):
     """A FittedTable that shows the columns its width holds: those named in DROPS go, the first
-    named first, before the table would run past its width and cut a figure at the edge. The
-    rows keep every cell; a wider table shows the dropped columns again."""
+    named first, before the table would run past its width and cut a figure at the edge; then
+    those named in WRAPS wrap their words. The rows keep every cell; a wider table shows the
+    dropped columns again, unwrapped."""
 
     DROPS: ClassVar[tuple[str, ...]] = ()  # the labels of the columns that may go, in the order they go
+    WRAPS: ClassVar[tuple[str, ...]] = ()  # the labels of the words columns that may wrap at their spaces
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -69,6 +73,7 @@ class FittingTable(FittedTable):
         self._labels: tuple[str, ...] = ()  # every column, in order
         self._rows: list[tuple[tuple, Any]] = []  # every row's cells and key
         self._shown: tuple[int, ...] = ()  # the columns shown, by index
+        self._wraps: dict[int, int] = {}  # the width each wrapped column's words wrap to, by index
         self._refit_asked = False
 
     def add_columns(self, *labels: Any) -> list:
@@ -79,16 +84,23 @@ class FittingTable(FittedTable):
 
     def add_row(self, *cells: Any, key: str | None = None, **kwargs: Any):
         self._rows.append((cells, key))
-        if len(self._shown) < len(self._labels):
-            cells = tuple(cells[i] for i in self._shown)
-        row = super().add_row(*cells, key=key, **kwargs)
+        row = super().add_row(*self._cells(cells), key=key, height=self._height(cells), **kwargs)
         self._ask_refit()
         return row
+
+    def update_cell_of(self, key: str, label: str, value: Any) -> None:
+        """The row `key`'s cell in the column `label` is now `value`, that column on show or not."""
+        i = self._labels.index(label)
+        self._rows = [((*c[:i], value, *c[i + 1 :]) if k == key else c, k) for c, k in self._rows]
+        if i in self._shown:
+            column = self.ordered_columns[self._shown.index(i)].key
+            self.update_cell(key, column, self._wrapped(i, value), update_width=True)
+        self._ask_refit()
 
     def clear(self, columns: bool = False):
         self._rows = []
         if columns:
-            self._labels, self._shown = (), ()
+            self._labels, self._shown, self._wraps = (), (), {}
         return super().clear(columns)
 
     @property
@@ -114,19 +126,28 @@ class FittingTable(FittedTable):
             self._refit_asked = True
             self.call_later(self._refit)
 
-    def fitting(self, width: int) -> tuple[int, ...]:
-        """The columns shown in `width` cells: every one, less `drops` in turn until they fit."""
+    def fitting(self, width: int) -> tuple[tuple[int, ...], dict[int, int]]:
+        """The columns shown in `width` cells: every one, less `drops` in turn until they fit; and
+        where they still do not, the width each words column (WRAPS) wraps to, the widest narrowed
+        first, none narrower than its label or its longest word."""
         pad = 2 * self.cell_padding
         need = [cell_len(label) + pad for label in self._labels]
+        least = list(need)
         for cells, _key in self._rows:
             for i, cell in enumerate(cells):
                 need[i] = max(need[i], _cell_width(cell) + pad)
+                least[i] = max(least[i], _word_width(cell) + pad)
         shown = list(range(len(self._labels)))
         for label in self.drops:
             if sum(need[i] for i in shown) <= width:
                 break
             shown = [i for i in shown if self._labels[i] != label]
-        return tuple(shown)
+        widths = {i: need[i] for i in shown if self._labels[i] in self.WRAPS}
+        over = sum(need[i] for i in shown) - width
+        while over > 0 and (narrowing := [i for i, w in widths.items() if w > least[i]]):
+            widths[max(narrowing, key=widths.__getitem__)] -= 1
+            over -= 1
+        return tuple(shown), {i: w - pad for i, w in widths.items() if w < need[i]}
 
     def refit(self) -> None:
         """Show the columns that fit now, where the width is known (not after the next frame)."""
@@ -140,19 +161,42 @@ class FittingTable(FittedTable):
         width = self.scrollable_content_region.width
         if not width or not self._rows:
             return
-        shown = self.fitting(width)
-        if shown == self._shown:
+        fit = self.fitting(width)
+        if fit == (self._shown, self._wraps):
             return
-        self._shown = shown
+        self._shown, self._wraps = fit
         cursor, rows = self.cursor_coordinate, self._rows
         DataTable.clear(self, columns=True)
-        for i in shown:
+        for i in self._shown:
             DataTable.add_column(self, self._labels[i])
         for cells, key in rows:
-            DataTable.add_row(self, *(cells[i] for i in shown), key=key)
+            DataTable.add_row(self, *self._cells(cells), key=key, height=self._height(cells))
         if rows and self.cursor_type != "none":
             self.move_cursor(row=min(cursor.row, len(rows) - 1), animate=False)
         self.refitted()
+
+    def _cells(self, cells: tuple) -> tuple:
+        """A row's cells on show, a words column's wrapped to its width."""
+        return tuple(self._wrapped(i, cells[i]) for i in self._shown)
+
+    def _wrapped(self, i: int, cell: Any) -> Any:
+        width = self._wraps.get(i)
+        if width is None:
+            return cell
+        lines = (cell if isinstance(cell, Text) else Text(str(cell))).wrap(self.app.console, width)
+        for line in lines:
+            line.rstrip()
+        return Text("\n").join(lines)
+
+    def _height(self, cells: tuple) -> int:
+        """The lines a row takes: one, or as many as its most wrapped cell's."""
+        return max((len(self._wrapped(i, cells[i]).plain.split("\n")) for i in self._wraps), default=1)
+
+
+def _word_width(cell: Any) -> int:
+    """The cells a cell's longest word takes: the narrowest its words wrap to."""
+    text = cell.plain if isinstance(cell, Text) else str(cell)
+    return max((cell_len(word) for word in text.split()), default=0)
 
 
 def _cell_width(cell: Any) -> int:

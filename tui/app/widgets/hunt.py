@@ -3,13 +3,16 @@ tui.jobs.hunt: the CLI's `hunt` job), each failure shrunk to its smallest form a
 budget and the seed, a focus, Start and Stop; the hunt's line (its time, draws and what it does
 now); the findings as they come, one row each: whose bug, the failure, its signature, how often
 it was seen and its minimal configuration. Enter on a finding puts that configuration into the
-form."""
+form. The table fits its pane (fitted.FittingTable): where the width runs out the minimal
+configuration moves under the table, a line each (as the CLI's table does), then the failure and
+the signature wrap at their spaces."""
 
 from __future__ import annotations
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
+from textual.message import Message
 from textual.widgets import Button, DataTable, Label
 
 from ...jobs.hunt import DEFAULT_BUDGET_S, Hunt
@@ -18,7 +21,7 @@ from ...jobs.hunt_findings import Finding
 from ...model.whose import CUDNN, TOOL
 from ..messages import HuntAsked, HuntFindingChosen
 from ..navigation import PaneKeysInput
-from .fitted import FittedStatic, FittedTable
+from .fitted import FittedStatic, FittingTable
 
 IDLE_WORDS = (
     "Hunt for wrong answers: random configurations with hazards run on the GPU, every output checked "
@@ -28,6 +31,8 @@ IDLE_WORDS = (
 )
 WHOSE_STYLE = {CUDNN: "bold red", TOOL: "yellow"}
 INPUTS = ("budget", "seed", "focus")
+COLUMNS = ("#", "whose", "failure", "signature", "seen", "minimal configuration")
+MINIMAL, SEEN = COLUMNS[-1], COLUMNS[-2]
 
 
 def progress_words(job: Hunt, words: str) -> str:
@@ -37,14 +42,24 @@ def progress_words(job: Hunt, words: str) -> str:
             f"{'' if found == 1 else 's'}" + (f": {words}" if words else ""))  # fmt: skip
 
 
-class FindingTable(FittedTable):
-    """A row a finding, keyed by its number."""
+class FindingTable(FittingTable):
+    """A row a finding, keyed by its number; a narrow pane leaves out the minimal configuration,
+    then wraps the failure and the signature."""
+
+    DROPS = (MINIMAL,)
+    WRAPS = ("failure", "signature")
+
+    class Refitted(Message):
+        """The columns shown changed with the width."""
 
     def __init__(self, **kwargs) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
 
     def on_mount(self) -> None:
-        self.add_columns("#", "whose", "failure", "signature", "seen", "minimal configuration")
+        self.add_columns(*COLUMNS)
+
+    def refitted(self) -> None:
+        self.post_message(self.Refitted())
 
 
 class HuntPane(VerticalScroll):
@@ -74,10 +89,11 @@ class HuntPane(VerticalScroll):
         yield FittedStatic("", id="hunt-error")
         yield FittedStatic(IDLE_WORDS, id="hunt-status")
         yield FindingTable(id="hunt-table")
+        yield FittedStatic("", id="hunt-below")  # each minimal configuration, where the table leaves it out
 
     def on_mount(self) -> None:
-        self.query_one("#hunt-error").display = False
-        self.query_one(FindingTable).display = False
+        for part in ("#hunt-error", "#hunt-table", "#hunt-below"):
+            self.query_one(part).display = False
 
     def asked(self) -> HuntAsked:
         return HuntAsked(*(self.query_one(f"#hunt-{name}", PaneKeysInput).value for name in INPUTS))
@@ -117,6 +133,7 @@ class HuntPane(VerticalScroll):
         table = self.query_one(FindingTable)
         table.clear()
         table.display = False
+        self._say_below()
         self.running(True)
         self.progress(job, "starting")
 
@@ -132,10 +149,26 @@ class HuntPane(VerticalScroll):
                  finding.shrunk.minimal.label())  # fmt: skip
         key = str(finding.number)
         if finding.number in self.findings:
-            table.update_cell(key, table.ordered_columns[4].key, cells[4])
+            table.update_cell_of(key, SEEN, cells[4])
         else:
             table.add_row(*cells, key=key)
+            table.refit()  # this frame shows the columns that fit
         self.findings[finding.number] = finding
+        self._say_below()
+
+    def on_finding_table_refitted(self, event: FindingTable.Refitted) -> None:
+        event.stop()
+        self._say_below()
+
+    def _say_below(self) -> None:
+        """Under the table, where it leaves the column out: each finding's minimal configuration,
+        named as the CLI's lines under its table name it."""
+        left_out = MINIMAL not in self.query_one(FindingTable).shown_labels
+        lines = [Text(f"minimal (finding {n}): ", style="dim").append(f.shrunk.minimal.label())
+                 for n, f in self.findings.items()] if left_out else []  # fmt: skip
+        below = self.query_one("#hunt-below", FittedStatic)
+        below.update(Text("\n").join(lines))
+        below.display = bool(lines)
 
     def finished(self, job: Hunt) -> None:
         found = len(job.findings)

@@ -39,7 +39,7 @@ from ...present.search import (
 )
 from ..messages import BestPinned, SearchAsked, SearchStopAsked
 from ..navigation import PaneKeysInput
-from .fitted import FittedStatic, FittedTable
+from .fitted import FittedStatic, FittingTable
 
 TOP = 12  # candidates the table lists, fastest first (as the CLI's table)
 IDLE_WORDS = (
@@ -171,8 +171,12 @@ def legend_text(r: SearchResult) -> Text:
     return text.append(f"\n{failed} that did not build are not drawn" if failed else "", style="dim")
 
 
-class CandidateTable(FittedTable):
-    """The fastest candidates timed (the pick and the best among them), a row each."""
+class CandidateTable(FittingTable):
+    """The fastest candidates timed (the pick and the best among them), a row each; a narrow pane
+    leaves out cuDNN's name of the plan, the kernel count, where it came from, then the max abs
+    error (the plan, its time and its status stay)."""
+
+    DROPS = ("name", "kernels", "from", "max abs err")
 
     def __init__(self, **kwargs) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
@@ -187,6 +191,7 @@ class CandidateTable(FittedTable):
             error = "-" if t.max_abs_error is None else f"{t.max_abs_error:.2e}"
             self.add_row(plan, t.name or "-", t.origin, us(t.time_us) + (" o" if t.overlapped else ""),
                          str(t.kernels or "-"), error, Text(t.status, style="" if t.passed else "red"))  # fmt: skip
+        self.refit()  # this frame shows the columns that fit
 
 
 class SearchPane(VerticalScroll):
