@@ -166,7 +166,7 @@ class Reply:
             self.fake.on_event(EngineProgress(self.request_id, text))
 
     def result(self, result: RunResult) -> None:
-        self.fake._gate.wait()
+        self.fake.wait_at_gate()
         with self.fake._lock:
             if self.fake._in_flight == self.request_id:
                 self.fake._in_flight = None
@@ -184,14 +184,14 @@ class Reply:
         self.fake.on_event(EngineSearched(self.request_id, result))
 
     def _answered(self) -> None:
-        self.fake._gate.wait()
+        self.fake.wait_at_gate()
         with self.fake._lock:
             if self.fake._in_flight == self.request_id:
                 self.fake._in_flight = None
 
     def pause(self) -> None:
         """A held fake waits here: the test sees the words so far, or cancels."""
-        self.fake._gate.wait()
+        self.fake.wait_at_gate()
 
     @property
     def stopped(self) -> bool:
@@ -396,6 +396,7 @@ class FakeEngine:
         self._in_flight: int | None = None
         self._gate = threading.Event()
         self._gate.set()
+        self._waiting = threading.Event()  # an answer waits at the closed gate
         self._closed = threading.Event()
         self._cancelled: set[int] = set()  # requests asked to stop
         self._thread: threading.Thread | None = None
@@ -409,6 +410,17 @@ class FakeEngine:
 
     def release(self) -> None:
         self._gate.set()
+
+    @property
+    def holding(self) -> bool:
+        """An answer is kept back by hold(), waiting for release()."""
+        return self._waiting.is_set()
+
+    def wait_at_gate(self) -> None:
+        if not self._gate.is_set():
+            self._waiting.set()
+            self._gate.wait()
+            self._waiting.clear()
 
     # ---- EngineClientProtocol ----------------------------------------------------------
     def start(self, on_event: Callable) -> None:

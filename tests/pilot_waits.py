@@ -9,18 +9,20 @@ from textual._wait import wait_for_idle
 from textual.css.query import NoMatches
 
 DEADLINE_S = 60.0  # generous: a busy 2-core machine may be slow, a wrong state never arrives
+LOOK_S = 0.1  # the longest wait between looks while the app stays busy (a job drawing from a fake)
 
 
 async def wait_for(pilot, predicate: Callable[[], bool], timeout: float = DEADLINE_S) -> None:
     """Return once `predicate` holds on a settled screen. Between looks the test only waits for the
     process to fall idle (what Pilot.pause waits for too, without its walk of every widget and
-    repaint: those cost 30 ms of CPU a look, seconds while an engine starts); once the predicate
-    holds, one full pause settles the screen and it is looked at again."""
+    repaint: those cost 30 ms of CPU a look, seconds while an engine starts), or for LOOK_S where
+    it stays busy (Textual's own wait gives up only after a second); once the predicate holds, one
+    full pause settles the screen and it is looked at again."""
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for the dashboard; status: {status_text(pilot.app)}")
-        await wait_for_idle(0)  # until the app has handled what arrived (not a fixed time)
+        await wait_for_idle(0, LOOK_S)  # until the app has handled what arrived (not a fixed time)
         if predicate():
             await pilot.pause()  # every widget has handled its messages, the screen is drawn: look again
 

@@ -1,6 +1,7 @@
 """Widgets of auto height are laid out exactly when their height changes: a table follows its rows
 even when the screen laid it out before it measured them (the Explain grid stayed empty in one
-start of eight on a loaded machine), and a line whose new words fill as many rows repaints alone."""
+start of eight on a loaded machine), a line whose new words fill as many rows repaints alone (and
+one its box holds taller asks once), and a line held while a job runs keeps its rows."""
 
 from __future__ import annotations
 
@@ -71,3 +72,34 @@ async def test_a_line_lays_the_screen_out_only_when_its_words_change_its_height(
         line.update("sweep: 3 of 8 points done\nthe point under way: s=4096")
         await wait_for(pilot, lambda: line.size.height == 2 and below.region.y == line.region.y + 2)
         assert layouts
+        line.styles.min_height = 3  # its box holds it taller than its words (the Hunt pane's line)
+        await wait_for(pilot, lambda: line.size.height == 3)
+        line.update("sweep: 4 of 8 points done")  # one row: asks for a layout, which keeps 3
+        await wait_for(pilot, lambda: "4 of 8" in str(line.render()))
+        await pilot.pause()
+        layouts.clear()
+        for n in (5, 6, 7):  # one row again and again: asked once already
+            line.update(f"sweep: {n} of 8 points done")
+            await wait_for(pilot, lambda n=n: f"{n} of 8" in str(line.render()))
+            await pilot.pause()
+        assert layouts == [] and line.size.height == 3
+
+
+@pytest.mark.asyncio
+async def test_a_line_held_while_a_job_runs_keeps_its_most_rows_until_let_go():
+    """A hunt's line names each configuration it draws, one row or two: held, what is under it
+    stays where it is; let go, the line takes its own rows again."""
+    app = OneLine()
+    async with app.run_test(size=(60, 20)) as pilot:
+        line, below = app.query_one("#line", FittedStatic), app.query_one("#below")
+        await wait_for(pilot, lambda: line.size.height == 1)
+        line.hold(True)
+        line.update("configuration 1: b1 h8 s4096 d128 bf16 BSHD causal\nshrinking finding 1")
+        await wait_for(pilot, lambda: line.size.height == 2 and below.region.y == line.region.y + 2)
+        line.update("configuration 2: b1 h8 s4096 d128")
+        await wait_for(pilot, lambda: "configuration 2" in str(line.render()))
+        await pilot.pause()
+        assert line.size.height == 2 and below.region.y == line.region.y + 2  # nothing under it moved
+        line.hold(False)
+        line.update("ended: the budget was spent")
+        await wait_for(pilot, lambda: line.size.height == 1 and below.region.y == line.region.y + 1)

@@ -3,7 +3,8 @@
 A line of words (FittedStatic): Textual lays the whole screen out at every update of a Static,
 whether its height changed or not; a pane saying its progress, a head line or the headline cost a
 full layout and paint of the screen at each new word. The line is repainted alone when its words
-take as many rows as before, and laid out when they do not.
+take as many rows as before, and laid out when they do not, once for each new height (a line
+its container holds taller than its words, the Hunt pane's, asked again at every word).
 
 A table (FittedTable): a DataTable of `height: auto` measures its rows when it is next idle,
 after they were added. If the screen laid it out in between (a layout the clearing asked for, with
@@ -35,6 +36,10 @@ from textual.widgets import DataTable, Static
 class FittedStatic(Static):
     """A Static that asks for a layout only when new content changes its height."""
 
+    _asked: tuple[int, int] = (0, 0)  # the width and rows of the last measure (a layout was asked for them)
+    _holding = False  # a job runs: the line keeps its rows (hold)
+    _held = 0  # the most rows its words took while held
+
     def update(self, content: VisualType = "", *, layout: bool = True) -> None:
         super().update(content, layout=False)
         if layout and self._height_may_change():
@@ -47,7 +52,24 @@ class FittedStatic(Static):
             return True  # not laid out yet, or its width follows its words
         if styles.height is not None and not styles.height.is_auto:
             return False  # a height of its own: words move nothing
-        return self.get_content_height(self.size, self.app.size, width) != height
+        rows = self.rows_wanted(self.get_content_height(self.size, self.app.size, width))
+        asked, self._asked = self._asked, (width, rows)
+        return rows != height and asked != (width, rows)
+
+    def rows_wanted(self, rows: int) -> int:
+        """The rows to lay the line out in, for words that take `rows`: while held, the most so far."""
+        if self._holding and rows > self._held:
+            self._held = rows
+            self.styles.min_height = rows
+        return max(rows, self._held)
+
+    def hold(self, holding: bool) -> None:
+        """While a job runs, keep the most rows its words have taken: a line that changes height
+        with each configuration a hunt or a sweep draws makes everything under it jump."""
+        self._holding = holding
+        if not holding and self._held:
+            self._held = 0
+            self.styles.min_height = None
 
 
 class FittedTable(DataTable):

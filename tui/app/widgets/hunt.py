@@ -135,6 +135,7 @@ class HuntPane(VerticalScroll):
         table.display = False
         self._say_below()
         self.running(True)
+        self.query_one("#hunt-status", FittedStatic).hold(True)  # the findings under it stay put
         self.progress(job, "starting")
 
     def progress(self, job: Hunt, words: str) -> None:
@@ -173,6 +174,7 @@ class HuntPane(VerticalScroll):
     def finished(self, job: Hunt) -> None:
         found = len(job.findings)
         tail = " Enter on a finding loads its minimal configuration into the form." if found else ""
+        self.query_one("#hunt-status", FittedStatic).hold(False)
         self.say(f"{progress_words(job, '')} ({job.tally_words()}). Ended: {job.end_words()}.{tail}")
         self.running(False)
 

@@ -187,7 +187,8 @@ class StatusLine(FittedStatic):
     """Renders its `state`; set the state, never the text. While work runs it redraws each second,
     so a step that lasts shows its time. It takes the rows its words need (one, mostly; two at 80
     columns for a refusal or the no-GPU reason beside a step): a repaint, and a layout only when
-    its rows change."""
+    its rows change. While a job runs it keeps the most rows the job's words took, so the screen
+    under it does not jump at each configuration a hunt or a sweep draws."""
 
     state: reactive[Status] = reactive(Status, repaint=False)  # watch_state repaints
 
@@ -195,6 +196,7 @@ class StatusLine(FittedStatic):
         self.set_interval(1.0, self._tick)
 
     def watch_state(self) -> None:
+        self.hold(bool(self.state.sweep))  # a job's words lead the line
         self._redraw()
 
     def _tick(self) -> None:
