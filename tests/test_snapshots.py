@@ -5,7 +5,9 @@ the snapshots are stable on any machine. Where several screens need no engine, o
 in turn: the same final screens as an app per screen, at a fraction of the start-ups (the screens
 of the saved results, the masks and the run history are taken once, by `saved_screens`, for the
 eight tests that compare them). The Explain pane's screens are taken by the test of
-test_explain_pane.py that shows the same refusal, with this module's `screenshot`.
+test_explain_pane.py that shows the same refusal, with this module's `screenshot`. The app that
+took a table's snapshots then reads that table at both sizes for a cut cell (tests/table_fit.py):
+the Sweep, History, Hunt and Search tables.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import pytest
 from fakes import FP8, PEERS, RECORDED, TRAINING, FakeEngine, relabelled, slowed
 from pilot_waits import show_pane, swept_with_every_peer, wait_for
 from pytest_textual_snapshot import SVGImageExtension
+from table_fit import candidates_problems, findings_problems, history_problems, sizes_problems, sweep_problems
 from textual.widgets import Input
 
 from tui.app import make_app, sweep_progress
@@ -183,7 +186,8 @@ def saved_screens(tmp_path_factory) -> dict:
     the one a fresh app shows; the peers' at 80x24 stays right after its 120x40: taken after the
     training step, with the history's, it differs);
     then the seed's again with the run history of three kept runs at a fixed time in UTC, at
-    120x40 and at 80x24. Also the History table's column widths and size at 80x24."""
+    120x40 and at 80x24 (before the comparison, what its table cuts at either size, scrolled
+    sideways a column at a time). Also the History table's column widths and size at 80x24."""
 
     async def take() -> dict:
         app = recorded_app()
@@ -211,6 +215,13 @@ def saved_screens(tmp_path_factory) -> dict:
                 for tab in ("plans", "accuracy", "phases")
             }
             await opened(pilot, RECORDED)
+            await pilot.press("f2")
+            await wait_for(
+                pilot, lambda: app.pane("history") is not None and len(app.pane("history").rows) == 3
+            )
+            shots["history-cut"] = await sizes_problems(pilot, history_problems)
+            await pilot.press("home")
+            await terminal(120, 40)(pilot)
             shots["history-120x40"] = await screenshot(pilot, two_runs_compared)
             shots["history-80x24"] = await screenshot(pilot, terminal(80, 24))
             table = app.query_one("#history-table")
@@ -262,7 +273,9 @@ def test_peers_pane(snapshot, saved_screens):
 @pytest.mark.asyncio
 async def test_sweep_pane(snapshot, monkeypatch):
     """llama3-8b-prefill with every peer ticked, swept over s = 1024 ... 8192: each point answers
-    with the H200's recording of 8192 relabelled (so every line is flat), at 120x40 and 80x24."""
+    with the H200's recording of 8192 relabelled (so every line is flat), at 120x40 and 80x24; its
+    table cuts no cell, with every point's kernel time, TFLOPS and share of peak whole, and at
+    120x40 cuDNN's speed against each peer."""
     monkeypatch.setattr(sweep_progress, "clock", lambda: 0.0)  # elapsed times read 0 s
     fake = FakeEngine(relabelled(PEERS))
     app = make_app(PEERS.config, client=fake)
@@ -270,8 +283,10 @@ async def test_sweep_pane(snapshot, monkeypatch):
         await swept_with_every_peer(pilot, fake)
         shots = {"120x40": await screenshot(pilot, pane("sweep"))}
         shots["80x24"] = await screenshot(pilot, terminal(80, 24))
+        cut = await sizes_problems(pilot, sweep_problems)
     fake.close()
     assert mismatched(snapshot, shots) == []
+    assert cut == {}
 
 
 def test_mask_of_a_paged_prefill_batch_at_80x24(snapshot, saved_screens):
@@ -282,7 +297,9 @@ def test_mask_of_a_paged_prefill_batch_at_80x24(snapshot, saved_screens):
 
 def test_history_pane(snapshot, saved_screens):
     """Three kept runs (the seed, the seed 25% slower, a training step) at a fixed time in UTC, the
-    two seeds marked and compared, at 120x40 and 80x24."""
+    two seeds marked and compared, at 120x40 and 80x24; at each place Right scrolls the table to,
+    no cell is cut, and every cell of every run is whole at one of them."""
+    assert saved_screens["history-cut"] == {}
     widths, table_size = saved_screens[
         "history-widths-80x24"
     ]  # at 80 columns: id, status, kernel, preset whole
@@ -295,7 +312,8 @@ async def test_search_pane(snapshot):
     """A knob search of the seed's configuration (F3, Enter in the budget), answered with the decode
     search in the H200's proportions (tests/fakes.py, SEARCHED): the pick against the best found and
     FLASH, the counts, the engines, the chart along KERNEL_CFG, and the best run again in a fresh
-    engine process, at 120x40 and 80x24."""
+    engine process, at 120x40 and 80x24; the candidates' table cuts no cell, each one's plan, time
+    and status whole (its max abs error too at 120x40)."""
     from test_knob_search import fresh_run
 
     fake = FakeEngine(relabelled(RECORDED))
@@ -311,8 +329,10 @@ async def test_search_pane(snapshot):
         )
         shots = {"120x40": await screenshot(pilot, pane("search"))}
         shots["80x24"] = await screenshot(pilot, terminal(80, 24))
+        cut = await sizes_problems(pilot, candidates_problems)
     fake.close()
     assert mismatched(snapshot, shots) == []
+    assert cut == {}
 
 
 def hunt_engine(monkeypatch) -> FakeEngine:
@@ -350,12 +370,16 @@ async def test_hunt_pane(snapshot, monkeypatch):
     """A hunt of seed 5 with grouped heads in every draw, in a minute's budget (F4, Enter in the
     seed), answered by the fake engine's two planted classes (tests/hunt_fakes.py): each run takes
     2 s on the hunt's clock, so it ends when the budget is spent; the inputs, Start and Stop, the
-    hunt's line and both findings (each minimal configuration under the table), at 120x40 and 80x24."""
+    hunt's line and both findings (each minimal configuration under the table), at 120x40 and 80x24;
+    the findings' table cuts no cell, each one's whose, failure and signature whole on its row and
+    its minimal configuration there or under the table."""
     fake = hunt_engine(monkeypatch)
     app = make_app(SdpaConfig(), client=fake)
     async with app.run_test(size=(120, 40)) as pilot:
         await hunted(pilot, fake)
         shots = {"120x40": await screenshot(pilot, pane("hunt"))}
         shots["80x24"] = await screenshot(pilot, terminal(80, 24))
+        cut = await sizes_problems(pilot, findings_problems)
     fake.close()
     assert mismatched(snapshot, shots) == []
+    assert cut == {}
