@@ -12,7 +12,6 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Static
 
-from tui.app.widgets.environment import EnvironmentPane
 from tui.app.widgets.fitted import FittedStatic, FittedTable
 
 
@@ -104,26 +103,3 @@ async def test_a_line_held_while_a_job_runs_keeps_its_most_rows_until_let_go():
         line.hold(False)
         line.update("ended: the budget was spent")
         await wait_for(pilot, lambda: line.size.height == 1 and below.region.y == line.region.y + 1)
-
-
-class OneEnvironment(App):
-    def compose(self) -> ComposeResult:
-        yield EnvironmentPane(id="env")
-
-
-@pytest.mark.asyncio
-async def test_the_environment_wraps_its_values_again_when_painted_at_a_new_width():
-    """A pane shown after the terminal was resized while another was on show may hear no Resize
-    (seen at 80x24 after 120x40: `absent (nvidia-cutla`, `3.12.3 (Linux x86_64` cut at the edge):
-    painted at a width its values were not wrapped to, it wraps them again."""
-    from fakes import RECORDED
-
-    app = OneEnvironment()
-    async with app.run_test(size=(48, 30)) as pilot:
-        pane = app.query_one(EnvironmentPane)
-        pane.show(RECORDED.environment)
-        width = pane.scrollable_content_region.width
-        await wait_for(pilot, lambda: pane._width == width and pane.virtual_size.width <= width)
-        pane._width = 120  # as though wrapped for a wider pane, with no Resize since
-        pane.refresh()
-        await wait_for(pilot, lambda: pane._width == width and pane.virtual_size.width <= width, timeout=10)

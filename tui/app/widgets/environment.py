@@ -7,8 +7,6 @@ import textwrap
 
 from rich.cells import cell_len
 from rich.text import Text
-from textual.geometry import Region
-from textual.strip import Strip
 
 from ...engine.environment import describe
 from ...model.results import Environment
@@ -36,20 +34,11 @@ class EnvironmentPane(FittedTable):
             rows.append(("engine restarts", words, "bold yellow"))
         self._width = self.scrollable_content_region.width
         room = self._width - max(cell_len(key) for key, _, _ in rows) - 4 * self.cell_padding
-        self.clear(columns=True)  # the columns' widths too: those of a wider pane would run past this one
-        self.add_columns("what", "value")
+        self.clear()
         for key, value, style in rows:
             lines = textwrap.wrap(value, room, break_on_hyphens=False) if room > 10 else [value]
             self.add_row(Text(key, style=style), Text("\n".join(lines), style=style), height=None)
 
-    def render_lines(self, crop: Region) -> list[Strip]:
-        """Painted at a width other than the one its values were wrapped to: wrapped again. A pane
-        shown after the terminal was resized while another was on show hears no Resize, and its
-        values ran past the new width's edge."""
-        if self._shown is not None and self.scrollable_content_region.width not in (self._width, 0):
-            self.call_later(self._rewrap)
-        return super().render_lines(crop)
-
-    def _rewrap(self) -> None:
+    def on_resize(self) -> None:
         if self._shown is not None and self.scrollable_content_region.width != self._width:
             self.show(*self._shown)
