@@ -103,3 +103,33 @@ async def test_a_line_held_while_a_job_runs_keeps_its_most_rows_until_let_go():
         line.hold(False)
         line.update("ended: the budget was spent")
         await wait_for(pilot, lambda: line.size.height == 1 and below.region.y == line.region.y + 1)
+
+
+class OneStatus(App):
+    def compose(self) -> ComposeResult:
+        from tui.app.widgets.status import StatusLine
+
+        with VerticalScroll():
+            yield StatusLine(id="status")
+            yield Static("below", id="below")
+
+
+@pytest.mark.asyncio
+async def test_the_status_line_keeps_its_rows_while_a_job_runs():
+    """A hunt's words name each configuration it draws: two rows at 40 columns, then one; while
+    the job runs the line keeps two (what is under it stays put), and takes one once it ends."""
+    from tui.app.widgets.status import Status, StatusLine
+
+    app = OneStatus()
+    async with app.run_test(size=(40, 12)) as pilot:
+        line, below = app.query_one(StatusLine), app.query_one("#below")
+        line.state = Status().ready(0.1, "")
+        await wait_for(pilot, lambda: line.size.height == 1)
+        line.state = line.state.sweeping("hunt: configuration 1: b1 h8 s4096 d128 bf16")
+        await wait_for(pilot, lambda: line.size.height == 2 and below.region.y == line.region.y + 2)
+        line.state = line.state.sweeping("hunt: configuration 2: b1")
+        await wait_for(pilot, lambda: "configuration 2" in str(line.render()))
+        await pilot.pause()
+        assert line.size.height == 2 and below.region.y == line.region.y + 2
+        line.state = line.state.sweeping("")  # the job ended
+        await wait_for(pilot, lambda: line.size.height == 1 and below.region.y == line.region.y + 1)
