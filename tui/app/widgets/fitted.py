@@ -106,7 +106,8 @@ class FittingTable(FittedTable):
 
     def add_row(self, *cells: Any, key: str | None = None, **kwargs: Any):
         self._rows.append((cells, key))
-        row = super().add_row(*self._cells(cells), key=key, height=self._height(cells), **kwargs)
+        shown, height = self._row(cells)
+        row = super().add_row(*shown, key=key, height=height, **kwargs)
         self._ask_refit()
         return row
 
@@ -192,14 +193,18 @@ class FittingTable(FittedTable):
         for i in self._shown:
             DataTable.add_column(self, self._labels[i])
         for cells, key in rows:
-            DataTable.add_row(self, *self._cells(cells), key=key, height=self._height(cells))
+            shown, height = self._row(cells)
+            DataTable.add_row(self, *shown, key=key, height=height)
         if rows and self.cursor_type != "none":
             self.move_cursor(row=min(cursor.row, len(rows) - 1), animate=False)
         self.refitted()
 
-    def _cells(self, cells: tuple) -> tuple:
-        """A row's cells on show, a words column's wrapped to its width."""
-        return tuple(self._wrapped(i, cells[i]) for i in self._shown)
+    def _row(self, cells: tuple) -> tuple[tuple, int]:
+        """A row's cells on show, a words column's wrapped to its width, and the lines the row
+        takes: one, or as many as its most wrapped cell's."""
+        shown = tuple(self._wrapped(i, cells[i]) for i in self._shown)
+        wrapped = (cell for i, cell in zip(self._shown, shown, strict=True) if i in self._wraps)
+        return shown, max((cell.plain.count("\n") + 1 for cell in wrapped), default=1)
 
     def _wrapped(self, i: int, cell: Any) -> Any:
         width = self._wraps.get(i)
@@ -209,10 +214,6 @@ class FittingTable(FittedTable):
         for line in lines:
             line.rstrip()
         return Text("\n").join(lines)
-
-    def _height(self, cells: tuple) -> int:
-        """The lines a row takes: one, or as many as its most wrapped cell's."""
-        return max((len(self._wrapped(i, cells[i]).plain.split("\n")) for i in self._wraps), default=1)
 
 
 def _word_width(cell: Any) -> int:

@@ -148,13 +148,13 @@ class HuntPane(VerticalScroll):
         cells = (str(finding.number), Text(finding.whose.who, style=WHOSE_STYLE.get(finding.whose.who, "")),
                  str(finding.shrunk.failure), finding.signature_words(), str(finding.count),
                  finding.shrunk.minimal.label())  # fmt: skip
-        key = str(finding.number)
-        if finding.number in self.findings:
-            table.update_cell_of(key, SEEN, cells[4])
-        else:
-            table.add_row(*cells, key=key)
-            table.refit()  # this frame shows the columns that fit
+        key, known = str(finding.number), finding.number in self.findings
         self.findings[finding.number] = finding
+        if known:  # seen again: its count; nothing under the table changes
+            table.update_cell_of(key, SEEN, cells[4])
+            return
+        table.add_row(*cells, key=key)
+        table.refit()  # this frame shows the columns that fit
         self._say_below()
 
     def on_finding_table_refitted(self, event: FindingTable.Refitted) -> None:
